@@ -1,0 +1,71 @@
+/* backend/backend.h — the interface every backend implements.
+ *
+ * A backend turns a loaded model into instances and runs batches on them.
+ * The core gives it inputs already validated against the config, in config
+ * input order, with any `reshape` applied and the batch dimension (when
+ * max_batch_size > 0) leading; it takes back one output tensor per config
+ * output, in config output order, in the reshaped shape. The core then maps
+ * shapes back to config dims and slices outputs per request.
+ *
+ * Backends: "identity" (plain C; output i echoes input i — protocol tests
+ * need no torch) and "pytorch" (LibTorch through one C++ bridge file).
+ *
+ * Threading: model_load/model_unload and instance_create/destroy run on the
+ * repository's load thread. execute() runs on the instance's own thread,
+ * one batch at a time per instance; different instances of one model may
+ * execute concurrently.
+ */
+#ifndef PTS_BACKEND_BACKEND_H
+#define PTS_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "model_config.pb-c.h"
+#include "tensor/tensor.h"
+
+struct pts_backend_model_desc {
+  const char *name;
+  int64_t version;
+  const Inference__ModelConfig *config; /* borrowed; valid until model_unload */
+  const char *model_dir;    /* <repository>/<name> */
+  const char *version_dir;  /* <repository>/<name>/<version> */
+  const char *model_path;   /* <version_dir>/<default_model_filename> */
+};
+
+struct pts_backend_instance_desc {
+  const char *name;     /* "<group name>_<index>", as Triton names instances */
+  Inference__ModelInstanceGroup__Kind kind;
+  int device_id;        /* GPU id for KIND_GPU, -1 otherwise */
+  int index;            /* 0-based index over all instances of the model */
+};
+
+struct pts_batch {
+  int64_t batch_size;          /* total batch; 0 when the model does not batch */
+  size_t n_inputs;
+  const struct pts_tensor *inputs;  /* borrowed, config order */
+  size_t n_outputs;
+  struct pts_tensor *outputs;  /* zeroed by the caller; the backend fills every
+                                  entry (name, dtype, shape, data, buf); the
+                                  caller clears them */
+};
+
+struct pts_backend {
+  const char *name;
+  enum pts_status (*model_load)(const struct pts_backend_model_desc *desc, void **model_state,
+                                struct pts_error *err);
+  void (*model_unload)(void *model_state);
+  enum pts_status (*instance_create)(void *model_state,
+                                     const struct pts_backend_instance_desc *desc,
+                                     void **instance_state, struct pts_error *err);
+  void (*instance_destroy)(void *instance_state);
+  enum pts_status (*execute)(void *instance_state, struct pts_batch *batch,
+                             struct pts_error *err);
+};
+
+/* The registry: backends compiled into this binary, by config `backend`
+ * name ("identity", "pytorch"). NULL when unknown. */
+const struct pts_backend *pts_backend_find(const char *name);
+
+#endif

@@ -1,0 +1,25 @@
+/* backend/registry.c — the backends compiled into this binary.
+ * A table, not a plugin loader: ptserve ships its backends, and a fixed list
+ * keeps start-up and the failure modes simple. */
+#include <string.h>
+
+#include "backend/backend.h"
+
+extern const struct pts_backend pts_identity_backend;
+#ifdef PTS_WITH_PYTORCH
+extern const struct pts_backend pts_pytorch_backend;
+#endif
+
+static const struct pts_backend *const backends[] = {
+    &pts_identity_backend,
+#ifdef PTS_WITH_PYTORCH
+    &pts_pytorch_backend,
+#endif
+};
+
+const struct pts_backend *pts_backend_find(const char *name) {
+  if (!name) return NULL;
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+    if (strcmp(backends[i]->name, name) == 0) return backends[i];
+  return NULL;
+}

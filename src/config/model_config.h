@@ -1,0 +1,57 @@
+/* config/model_config.h — a model's config.pbtxt, loaded, completed and
+ * validated as Triton does, and rendered back as Triton's /config JSON.
+ *
+ * The config is the protobuf-c message generated from proto/model_config.proto
+ * (`Inference__ModelConfig`); every other module reads it through that struct.
+ *
+ * Threading: pure functions; a loaded config is immutable and may be read
+ * from any thread while its model lives.
+ */
+#ifndef PTS_CONFIG_MODEL_CONFIG_H
+#define PTS_CONFIG_MODEL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/status.h"
+#include "model_config.pb-c.h"
+
+/* Parses config.pbtxt text (protobuf text format) into a new ModelConfig.
+ * `source` names the file in error messages ("<source>:<line>:<col>: ...").
+ * Caller frees *out with pts_model_config_free. */
+enum pts_status pts_model_config_parse(const char *text, size_t len, const char *source,
+                                       Inference__ModelConfig **out, struct pts_error *err);
+
+/* Reads <model_dir>/config.pbtxt (an absent file gives an empty config, as
+ * Triton allows), then completes and validates it (see below). */
+enum pts_status pts_model_config_load(const char *model_dir, const char *model_name,
+                                      Inference__ModelConfig **out, struct pts_error *err);
+
+/* Triton's core autofill and normalization (protocol-facts §4.1, §4.3): name,
+ * backend/platform/default_model_filename, version_policy, instance_group,
+ * dynamic-batching preferred sizes, pinned-memory flags; then validation
+ * (§4.1, §4.4, §3.3) and rejection of fields ptserve does not support, each
+ * error naming the field. `model_dir` is used to probe version directories
+ * for model files when backend and platform are both empty. */
+enum pts_status pts_model_config_complete(Inference__ModelConfig *cfg, const char *model_dir,
+                                          const char *model_name, struct pts_error *err);
+
+void pts_model_config_free(Inference__ModelConfig *cfg);
+
+/* The config as Triton's /config JSON (protocol-facts §1.10). Returns a new
+ * NUL-terminated string (pts_free), or NULL on allocation failure. */
+char *pts_model_config_to_json(const Inference__ModelConfig *cfg);
+
+/* parameters[key].string_value, or NULL when absent. Borrowed from cfg. */
+const char *pts_model_config_param(const Inference__ModelConfig *cfg, const char *key);
+
+/* Parses a boolean parameter the way Triton's backends do: true/on/1,
+ * false/off/0, case-insensitive. Absent → `dflt`. A malformed value is an
+ * INVALID_ARG naming the key. */
+enum pts_status pts_model_config_param_bool(const Inference__ModelConfig *cfg, const char *key,
+                                            bool dflt, bool *out, struct pts_error *err);
+/* Integer parameter; absent → `dflt`. */
+enum pts_status pts_model_config_param_int(const Inference__ModelConfig *cfg, const char *key,
+                                           long dflt, long *out, struct pts_error *err);
+
+#endif

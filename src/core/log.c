@@ -1,0 +1,94 @@
+/* core/log.c — see log.h. One mutex guards the settings and the sink; the
+ * line itself is formatted outside the lock. */
+#include "core/log.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pts_log_settings settings = {true, true, true, 0, PTS_LOG_FORMAT_DEFAULT};
+static FILE *sink; /* NULL = stderr; owned when non-NULL */
+
+struct pts_log_settings pts_log_get(void) {
+  pthread_mutex_lock(&lock);
+  struct pts_log_settings s = settings;
+  pthread_mutex_unlock(&lock);
+  return s;
+}
+
+void pts_log_set(const struct pts_log_settings *s) {
+  pthread_mutex_lock(&lock);
+  settings = *s;
+  pthread_mutex_unlock(&lock);
+}
+
+int pts_log_set_file(const char *path) {
+  FILE *f = NULL;
+  if (path && *path) {
+    f = fopen(path, "a");
+    if (!f) return -1;
+    setvbuf(f, NULL, _IOLBF, 0);
+  }
+  pthread_mutex_lock(&lock);
+  FILE *old = sink;
+  sink = f;
+  pthread_mutex_unlock(&lock);
+  if (old) fclose(old);
+  return 0;
+}
+
+bool pts_log_enabled(enum pts_log_level level, int verbose) {
+  struct pts_log_settings s = pts_log_get();
+  switch (level) {
+    case PTS_LOG_ERROR: return s.error;
+    case PTS_LOG_WARNING: return s.warning;
+    case PTS_LOG_INFO: return s.info;
+    case PTS_LOG_VERBOSE: return s.verbose_level >= verbose && s.verbose_level > 0;
+  }
+  return false;
+}
+
+void pts_log_write(enum pts_log_level level, int verbose, const char *file,
+                   int line, const char *fmt, ...) {
+  if (!pts_log_enabled(level, verbose)) return;
+  static const char letters[] = {'E', 'W', 'I', 'I'};
+  struct pts_log_settings s = pts_log_get();
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  struct tm tm;
+  gmtime_r(&tv.tv_sec, &tm);
+  const char *base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  long tid = (long)syscall(SYS_gettid);
+
+  char buf[4096];
+  int n;
+  if (s.format == PTS_LOG_FORMAT_ISO8601)
+    n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ %c %ld %s:%d] ",
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                 tm.tm_sec, letters[level], tid, base, line);
+  else
+    n = snprintf(buf, sizeof buf, "%c%02d%02d %02d:%02d:%02d.%06ld %ld %s:%d] ",
+                 letters[level], tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                 tm.tm_sec, (long)tv.tv_usec, tid, base, line);
+  if (n < 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+  va_end(ap);
+  size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+  if (len > sizeof buf - 2) len = sizeof buf - 2;
+  buf[len++] = '\n';
+
+  pthread_mutex_lock(&lock);
+  FILE *out = sink ? sink : stderr;
+  fwrite(buf, 1, len, out);
+  fflush(out);
+  pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,83 @@
+/* scheduler/request.h — the native inference request and response.
+ *
+ * Frontends parse their wire format at the edge into a `struct
+ * pts_infer_request` and hand it to pts_server_infer_async(); nothing past the
+ * frontend sees JSON or protobuf. Input tensors are views of the request body
+ * (each holds a reference to the body buffer), so binary inputs are never
+ * copied on the way in. The response's output tensors are views of the
+ * backend's batch outputs, shared by reference count.
+ *
+ * Ownership: the frontend allocates the request; once pts_server_infer_async
+ * returns OK the server owns it until `done` is called, which hands both the
+ * request and the response back to the frontend (free them with
+ * pts_infer_request_free / pts_infer_response_free). When infer_async fails,
+ * `done` is never called and the caller still owns the request.
+ *
+ * Threading: `done` runs on a scheduler instance thread (or on the calling
+ * thread for requests answered without running a model); frontends hop back
+ * to their own thread from there.
+ */
+#ifndef PTS_SCHEDULER_REQUEST_H
+#define PTS_SCHEDULER_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "tensor/tensor.h"
+
+struct pts_infer_request;
+struct pts_infer_response;
+
+/* Called exactly once per accepted request. `err` is NULL or PTS_OK on
+ * success; on failure `resp` may be NULL. Takes ownership of req and resp. */
+typedef void (*pts_infer_done_fn)(struct pts_infer_request *req, struct pts_infer_response *resp,
+                                  const struct pts_error *err, void *ctx);
+
+struct pts_requested_output {
+  char *name;              /* owned */
+  bool binary;             /* HTTP: send as binary data (frontend detail, kept for it) */
+  bool binary_set;         /* whether the request said binary_data for this output */
+  uint32_t classification; /* 0 = off; >0 = top-N classification (later issue) */
+};
+
+struct pts_infer_request {
+  char *id;                /* owned, may be NULL; echoed in the response */
+  char *model_name;        /* owned */
+  int64_t model_version;   /* -1 = latest ready version */
+
+  size_t n_inputs;
+  struct pts_tensor *inputs;  /* owned array of n_inputs */
+  size_t n_outputs;           /* 0 = every output of the model */
+  struct pts_requested_output *outputs; /* owned array of n_outputs */
+
+  bool binary_data_output;   /* HTTP request parameter */
+  uint64_t priority;         /* 0 = model default */
+  uint64_t timeout_us;       /* 0 = none */
+
+  pts_infer_done_fn done;
+  void *done_ctx;
+
+  uint64_t receive_ns;       /* monotonic clock when the frontend got the request */
+};
+
+struct pts_infer_response {
+  char *model_name;       /* owned */
+  int64_t model_version;
+  char *id;               /* owned, may be NULL */
+  size_t n_outputs;
+  struct pts_tensor *outputs;  /* owned array; the requested outputs in request
+                                  order, or all outputs in config order */
+};
+
+/* A zeroed request (caller fills it), or NULL on allocation failure. */
+struct pts_infer_request *pts_infer_request_new(void);
+void pts_infer_request_free(struct pts_infer_request *req);  /* NULL-safe */
+struct pts_infer_response *pts_infer_response_new(void);
+void pts_infer_response_free(struct pts_infer_response *resp); /* NULL-safe */
+
+/* Monotonic nanoseconds, for the timestamps above. */
+uint64_t pts_now_ns(void);
+
+#endif

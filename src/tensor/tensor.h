@@ -1,0 +1,58 @@
+/* tensor/tensor.h — a named, typed, shaped view of bytes.
+ *
+ * A tensor never owns raw memory directly: `data` points into `buf`, of which
+ * the tensor holds one reference (or `buf` is NULL and `data` is borrowed for
+ * the tensor's lifetime, as in unit tests). Bytes are row-major, little-endian,
+ * unpadded — the KServe binary layout — and BYTES tensors hold their elements
+ * serialized as 4-byte little-endian length + bytes (tensor/bytes.h).
+ *
+ * Threading: a tensor belongs to one thread at a time; its buffer may be
+ * shared (read-only) with other threads through the buffer's reference count.
+ */
+#ifndef PTS_TENSOR_TENSOR_H
+#define PTS_TENSOR_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+#include "core/status.h"
+#include "tensor/dtype.h"
+
+/* More dimensions than any real model uses; requests with more are rejected
+ * with a message rather than allocated for. */
+#define PTS_TENSOR_MAX_DIMS 16
+
+struct pts_shape {
+  int ndim;
+  int64_t dims[PTS_TENSOR_MAX_DIMS];
+};
+
+struct pts_tensor {
+  char *name;            /* owned (pts_free) */
+  enum pts_dtype dtype;
+  struct pts_shape shape;
+  const void *data;      /* points into buf->data (or borrowed when buf is NULL) */
+  size_t byte_size;
+  struct pts_buf *buf;   /* one reference held, may be NULL */
+};
+
+/* Element count (product of dims; 1 for rank 0). Returns -1 when the product
+ * overflows int64 or a dim is negative. */
+int64_t pts_shape_count(const struct pts_shape *s);
+/* Byte size of a fixed-size tensor of this type and shape; -1 on overflow or
+ * for BYTES (whose size depends on the data). */
+int64_t pts_shape_byte_size(enum pts_dtype t, const struct pts_shape *s);
+bool pts_shape_equal(const struct pts_shape *a, const struct pts_shape *b);
+/* Writes "[1,3,224,224]" into out (always NUL-terminated). */
+void pts_shape_format(const struct pts_shape *s, char *out, size_t out_size);
+
+/* Frees the name and releases the buffer; leaves *t zeroed. NULL-safe. */
+void pts_tensor_clear(struct pts_tensor *t);
+/* Makes `dst` a second view of `src` (copies name, retains buffer).
+ * Returns PTS_NOMEM on allocation failure. */
+enum pts_status pts_tensor_copy_view(struct pts_tensor *dst, const struct pts_tensor *src,
+                                     struct pts_error *err);
+
+#endif
