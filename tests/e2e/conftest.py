@@ -1,0 +1,126 @@
+"""End-to-end test harness: starts the real ptserve binary on free ports.
+
+Fixtures and helpers shared by every tests/e2e/test_*.py:
+
+  start_server(repo, *args, env=None, expect_ready=True) -> Server
+      Starts `ptserve --model-repository <repo> --http-port <free> *args`,
+      waits until /v2/health/live answers (and /v2/health/ready when
+      expect_ready), and returns a Server with .url ("http://127.0.0.1:N"),
+      .port, .proc, .log() (everything the server printed so far) and .stop().
+      Servers still running when a test ends are stopped by the fixture.
+
+  ptserve_bin: path of the binary, from $PTSERVE_BIN or build/ptserve.
+  model_repo(name): path of a committed test repository tests/e2e/repos/<name>.
+  torch_models: path of a repository of generated TorchScript models
+      (tests/models/gen_models.py, generated once per session into
+      tests/e2e/.cache/torch_models with Debian's /usr/bin/python3).
+"""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, proc, port, log_path):
+        self.proc = proc
+        self.port = port
+        self.url = "http://127.0.0.1:%d" % port
+        self.log_path = log_path
+
+    def log(self):
+        with open(self.log_path, "r", errors="replace") as f:
+            return f.read()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=None, timeout=30):
+        """Stops the server (SIGTERM by default) and returns its exit code."""
+        if self.proc.poll() is None:
+            if sig is None:
+                self.proc.terminate()
+            else:
+                self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("server did not stop within %ss\n%s" % (timeout, self.log()))
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="session")
+def ptserve_bin():
+    path = os.environ.get("PTSERVE_BIN", os.path.join(ROOT, "build", "ptserve"))
+    assert os.path.exists(path), "ptserve binary not found at %s (build first)" % path
+    return path
+
+
+@pytest.fixture
+def start_server(ptserve_bin, tmp_path):
+    started = []
+
+    def start(repo, *args, env=None, expect_ready=True, timeout=60):
+        port = free_port()
+        log_path = str(tmp_path / ("server-%d.log" % len(started)))
+        cmd = [ptserve_bin, "--model-repository", str(repo), "--http-port", str(port),
+               "--http-address", "127.0.0.1"] + [str(a) for a in args]
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        with open(log_path, "w") as logf:
+            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env)
+        server = Server(proc, port, log_path)
+        started.append(server)
+        deadline = time.time() + timeout
+        path = "/v2/health/ready" if expect_ready else "/v2/health/live"
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError("ptserve exited with %s during start-up:\n%s"
+                                     % (proc.returncode, server.log()))
+            try:
+                if requests.get(server.url + path, timeout=1).status_code == 200:
+                    return server
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("ptserve did not become %s within %ss:\n%s"
+                             % (path, timeout, server.log()))
+
+    yield start
+    for s in started:
+        if s.alive():
+            s.stop()
+
+
+@pytest.fixture(scope="session")
+def model_repo():
+    def path(name):
+        p = os.path.join(ROOT, "tests", "e2e", "repos", name)
+        assert os.path.isdir(p), p
+        return p
+    return path
+
+
+@pytest.fixture(scope="session")
+def torch_models():
+    out = os.path.join(ROOT, "tests", "e2e", ".cache", "torch_models")
+    stamp = os.path.join(out, ".generated")
+    gen = os.path.join(ROOT, "tests", "models", "gen_models.py")
+    if not os.path.exists(stamp) or os.path.getmtime(stamp) < os.path.getmtime(gen):
+        subprocess.run(["/usr/bin/python3", gen, out], check=True)
+        open(stamp, "w").close()
+    return out
