@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Bundles the .deb packages of ptserve's C dependencies into .bundle/debs so
+# that ptserve can be built on an offline GPU host (e.g. Ubuntu 24.04 with a
+# pip torch) that lacks jansson, protobuf-c and friends.
+#
+# Run here (Debian 12, network to the package mirror), carry .bundle to the
+# offline host, and there: `source scripts/use-bundle.sh` before cmake.
+# The packages are Debian 12's; they need glibc >= 2.36, which Ubuntu 24.04
+# (2.39) satisfies. LibTorch is not bundled: the GPU host's pip torch is used.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=.bundle/debs
+mkdir -p "$out"
+pkgs=(
+  libevent-dev libevent-2.1-7 libevent-core-2.1-7 libevent-extra-2.1-7
+  libevent-pthreads-2.1-7 libevent-openssl-2.1-7
+  libjansson-dev libjansson4
+  libprotobuf-c-dev libprotobuf-c1 protobuf-c-compiler libprotoc32 libprotobuf32
+  zlib1g-dev libcmocka-dev libcmocka0
+  pkgconf pkgconf-bin libpkgconf3
+)
+(cd "$out" && apt-get download "${pkgs[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+missing=0
+for p in "${pkgs[@]}"; do
+  ls "$out/${p}_"*.deb >/dev/null 2>&1 || { echo "bundle-deps: failed to download $p" >&2; missing=1; }
+done
+[ "$missing" = 0 ] || exit 1
+echo "bundle-deps: $(ls "$out" | wc -l) packages in $out ($(du -sh "$out" | cut -f1))"

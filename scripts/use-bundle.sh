@@ -1,0 +1,18 @@
+# Source this on an offline host: unpacks .bundle/debs (made by
+# scripts/bundle-deps.sh) into .bundle/root and points pkg-config, CMake and
+# the dynamic loader at it. Nothing is installed system-wide.
+#   source scripts/use-bundle.sh
+_pts_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.bundle"
+if [ ! -d "$_pts_root/root/usr" ]; then
+  mkdir -p "$_pts_root/root"
+  for f in "$_pts_root"/debs/*.deb; do dpkg-deb -x "$f" "$_pts_root/root"; done
+fi
+_lib="$_pts_root/root/usr/lib/x86_64-linux-gnu"
+export PATH="$_pts_root/root/usr/bin:$PATH"
+export LD_LIBRARY_PATH="$_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The .pc files say prefix=/usr; the sysroot makes their -I/-L point inside
+# the bundle instead.
+export PKG_CONFIG_PATH="$_lib/pkgconfig:$_pts_root/root/usr/share/pkgconfig"
+export PKG_CONFIG_SYSROOT_DIR="$_pts_root/root"
+export PKG_CONFIG="$_pts_root/root/usr/bin/pkgconf"
+unset _lib _pts_root
