@@ -1,1 +1,413 @@
-int main(void) { return 0; }
+/* main.c — ptserve's command line: tritonserver's flag names and defaults.
+ *
+ * Every flag ptserve understands is parsed and range-checked here; every
+ * other tritonserver flag is recognised by name and refused with a message
+ * that says why (a flag silently ignored would make a deployment behave
+ * differently from what its command line says). SIGINT and SIGTERM stop the
+ * server gracefully: in-flight requests are answered, everything is freed,
+ * and the exit status is 0.
+ *
+ * Threading: main thread only, plus the async-signal-safe handler.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/alloc.h"
+#include "core/log.h"
+#include "server/server.h"
+
+enum {
+  OPT_HELP = 1000,
+  OPT_VERSION,
+  OPT_MODEL_REPOSITORY,
+  OPT_LOG_VERBOSE,
+  OPT_LOG_INFO,
+  OPT_LOG_WARNING,
+  OPT_LOG_ERROR,
+  OPT_LOG_FORMAT,
+  OPT_LOG_FILE,
+  OPT_STRICT_READINESS,
+  OPT_EXIT_ON_ERROR,
+  OPT_ALLOW_HTTP,
+  OPT_HTTP_PORT,
+  OPT_HTTP_ADDRESS,
+  OPT_HTTP_THREAD_COUNT,
+  OPT_HTTP_MAX_INPUT_SIZE,
+  /* tritonserver flags accepted only with the value that matches ptserve */
+  OPT_MODEL_CONTROL_MODE,
+  OPT_ALLOW_GRPC,
+  OPT_ALLOW_METRICS,
+  OPT_ALLOW_GPU_METRICS,
+  OPT_ALLOW_CPU_METRICS,
+  /* tritonserver flags ptserve does not support at all */
+  OPT_UNSUPPORTED,
+};
+
+static const struct option long_options[] = {
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"model-repository", required_argument, NULL, OPT_MODEL_REPOSITORY},
+    {"model-store", required_argument, NULL, OPT_MODEL_REPOSITORY},
+    {"log-verbose", required_argument, NULL, OPT_LOG_VERBOSE},
+    {"log-info", required_argument, NULL, OPT_LOG_INFO},
+    {"log-warning", required_argument, NULL, OPT_LOG_WARNING},
+    {"log-error", required_argument, NULL, OPT_LOG_ERROR},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+    {"log-file", required_argument, NULL, OPT_LOG_FILE},
+    {"strict-readiness", required_argument, NULL, OPT_STRICT_READINESS},
+    {"exit-on-error", required_argument, NULL, OPT_EXIT_ON_ERROR},
+    {"allow-http", required_argument, NULL, OPT_ALLOW_HTTP},
+    {"http-port", required_argument, NULL, OPT_HTTP_PORT},
+    {"http-address", required_argument, NULL, OPT_HTTP_ADDRESS},
+    {"http-thread-count", required_argument, NULL, OPT_HTTP_THREAD_COUNT},
+    {"http-max-input-size", required_argument, NULL, OPT_HTTP_MAX_INPUT_SIZE},
+    {"model-control-mode", required_argument, NULL, OPT_MODEL_CONTROL_MODE},
+    {"allow-grpc", required_argument, NULL, OPT_ALLOW_GRPC},
+    {"allow-metrics", required_argument, NULL, OPT_ALLOW_METRICS},
+    {"allow-gpu-metrics", required_argument, NULL, OPT_ALLOW_GPU_METRICS},
+    {"allow-cpu-metrics", required_argument, NULL, OPT_ALLOW_CPU_METRICS},
+    /* The rest of tritonserver's flags, so that each gets a clear refusal
+     * rather than "unrecognized option". */
+    {"load-model", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"repository-poll-secs", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"model-config-name", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"disable-auto-complete-config", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"strict-model-config", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"exit-timeout-secs", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"model-load-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"model-load-retry-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"model-namespacing", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"enable-peer-access", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"reuse-http-port", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"http-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"http-restricted-api", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-address", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-port", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"reuse-grpc-port", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-infer-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-infer-allocation-pool-size", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-max-response-pool-size", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-use-ssl", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-use-ssl-mutual", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-server-cert", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-server-key", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-root-cert", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-infer-response-compression-level", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-keepalive-time", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-keepalive-timeout", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-keepalive-permit-without-calls", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-http2-max-pings-without-data", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-http2-min-recv-ping-interval-without-data", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-http2-max-ping-strikes", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-restricted-protocol", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"metrics-address", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"metrics-port", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"metrics-interval-ms", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"metrics-config", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"backend-directory", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"backend-config", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"repoagent-directory", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"cache-config", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"cache-directory", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"rate-limit", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"rate-limit-resource", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"pinned-memory-pool-byte-size", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"cuda-memory-pool-byte-size", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"cuda-virtual-address-size", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"min-supported-compute-capability", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"buffer-manager-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"host-policy", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"model-load-gpu-limit", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"trace-config", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"trace-file", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"trace-level", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"trace-rate", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"trace-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"trace-log-frequency", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"allow-sagemaker", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"sagemaker-port", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"sagemaker-safe-port-range", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"sagemaker-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"allow-vertex-ai", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"vertex-ai-port", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"vertex-ai-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"vertex-ai-default-model", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"id", optional_argument, NULL, OPT_UNSUPPORTED},
+    {NULL, 0, NULL, 0},
+};
+
+static const char usage_text[] =
+    "Usage: ptserve --model-repository <dir> [options]\n"
+    "\n"
+    "Serves the PyTorch models of Triton model repositories over KServe v2 HTTP.\n"
+    "Flags take a value as --flag=value or --flag value; booleans accept\n"
+    "true/false, 1/0, on/off.\n"
+    "\n"
+    "  --model-repository <dir>     Model repository; repeat for several (alias\n"
+    "                               --model-store). Required.\n"
+    "  --strict-readiness <bool>    Ready only when every model is READY (default true).\n"
+    "  --exit-on-error <bool>       Fail start-up when any model fails to load\n"
+    "                               (default true).\n"
+    "  --model-control-mode <mode>  Only 'none' (default): every model loads at start-up.\n"
+    "  --allow-http <bool>          Serve HTTP/REST (default true).\n"
+    "  --http-address <addr>        Address to bind (default 0.0.0.0).\n"
+    "  --http-port <int>            Port (default 8000; 0 = any free port).\n"
+    "  --http-thread-count <int>    HTTP event-loop threads (default 8).\n"
+    "  --http-max-input-size <int>  Largest request body in bytes (default 67108864).\n"
+    "  --allow-grpc <bool>          Only false (default here): gRPC is not served yet.\n"
+    "  --allow-metrics <bool>       Only false (default here): metrics are not served yet.\n"
+    "  --allow-gpu-metrics <bool>   Only false.\n"
+    "  --allow-cpu-metrics <bool>   Only false.\n"
+    "  --log-verbose <int>          Verbose logging level, 0 = off (default 0).\n"
+    "  --log-info <bool>            Info lines (default true).\n"
+    "  --log-warning <bool>         Warning lines (default true).\n"
+    "  --log-error <bool>           Error lines (default true).\n"
+    "  --log-format <fmt>           'default' or 'ISO8601' (default 'default').\n"
+    "  --log-file <path>            Append the log to this file (default stderr).\n"
+    "  --help                       This text.\n"
+    "  --version                    Print the version and exit.\n"
+    "\n"
+    "Other tritonserver flags are recognised and refused with a message.\n";
+
+struct cli {
+  struct pts_server_options opts;
+  const char **repos; /* argv strings, borrowed */
+  size_t n_repos;
+  struct pts_log_settings log;
+  const char *log_file;
+};
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("ptserve: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputs("\n", stderr);
+  va_end(ap);
+  return -1;
+}
+
+static int parse_bool(const char *flag, const char *v, bool *out) {
+  static const char *const yes[] = {"true", "1", "on"}, *const no[] = {"false", "0", "off"};
+  for (size_t i = 0; i < 3; i++) {
+    if (strcasecmp(v, yes[i]) == 0) return *out = true, 0;
+    if (strcasecmp(v, no[i]) == 0) return *out = false, 0;
+  }
+  return fail("invalid value '%s' for --%s: expected true/false, 1/0 or on/off", v, flag);
+}
+
+static int parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  if (!*v || *end || errno == ERANGE || n < lo || n > hi)
+    return fail("invalid value '%s' for --%s: expected an integer in %ld..%ld", v, flag, lo, hi);
+  *out = n;
+  return 0;
+}
+
+static int add_repository(struct cli *c, const char *path) {
+  if (!*path) return fail("--model-repository needs a directory, got an empty value");
+  const char **grown = pts_realloc(c->repos, (c->n_repos + 1) * sizeof *grown);
+  if (!grown) return fail("out of memory parsing the command line");
+  c->repos = grown;
+  c->repos[c->n_repos++] = path;
+  return 0;
+}
+
+/* Flags whose tritonserver meaning ptserve implements for one value only. */
+static int accept_only(const char *flag, const char *v, const char *only, const char *why) {
+  bool b;
+  if (strcmp(only, "false") == 0) {
+    if (parse_bool(flag, v, &b) != 0) return -1;
+    if (!b) return 0;
+  } else if (strcmp(v, only) == 0) {
+    return 0;
+  }
+  return fail("--%s=%s is not supported: %s (only '%s' is accepted)", flag, v, why, only);
+}
+
+static int handle(struct cli *c, int opt, const char *flag, const char *v) {
+  struct pts_server_options *o = &c->opts;
+  long n;
+  switch (opt) {
+    case OPT_MODEL_REPOSITORY:
+      return add_repository(c, v);
+    case OPT_LOG_VERBOSE:
+      if (parse_long(flag, v, 0, INT_MAX, &n) != 0) return -1;
+      c->log.verbose_level = (int)n;
+      return 0;
+    case OPT_LOG_INFO:
+      return parse_bool(flag, v, &c->log.info);
+    case OPT_LOG_WARNING:
+      return parse_bool(flag, v, &c->log.warning);
+    case OPT_LOG_ERROR:
+      return parse_bool(flag, v, &c->log.error);
+    case OPT_LOG_FORMAT:
+      if (strcmp(v, "default") == 0)
+        c->log.format = PTS_LOG_FORMAT_DEFAULT;
+      else if (strcmp(v, "ISO8601") == 0)
+        c->log.format = PTS_LOG_FORMAT_ISO8601;
+      else
+        return fail("invalid value '%s' for --log-format: expected 'default' or 'ISO8601'", v);
+      return 0;
+    case OPT_LOG_FILE:
+      c->log_file = v;
+      return 0;
+    case OPT_STRICT_READINESS:
+      return parse_bool(flag, v, &o->strict_readiness);
+    case OPT_EXIT_ON_ERROR:
+      return parse_bool(flag, v, &o->exit_on_error);
+    case OPT_ALLOW_HTTP:
+      return parse_bool(flag, v, &o->allow_http);
+    case OPT_HTTP_PORT:
+      if (parse_long(flag, v, 0, 65535, &n) != 0) return -1;
+      o->http_port = (int)n;
+      return 0;
+    case OPT_HTTP_ADDRESS:
+      if (!*v) return fail("--http-address needs an address, got an empty value");
+      o->http_address = v;
+      return 0;
+    case OPT_HTTP_THREAD_COUNT:
+      if (parse_long(flag, v, 1, 1024, &n) != 0) return -1;
+      o->http_thread_count = (int)n;
+      return 0;
+    case OPT_HTTP_MAX_INPUT_SIZE:
+      if (parse_long(flag, v, 1, LONG_MAX, &n) != 0) return -1;
+      o->http_max_input_size = (size_t)n;
+      return 0;
+    case OPT_MODEL_CONTROL_MODE:
+      return accept_only(flag, v, "none", "ptserve loads every model at start-up");
+    case OPT_ALLOW_GRPC:
+      return accept_only(flag, v, "false", "ptserve does not serve gRPC yet");
+    case OPT_ALLOW_METRICS:
+    case OPT_ALLOW_GPU_METRICS:
+    case OPT_ALLOW_CPU_METRICS:
+      return accept_only(flag, v, "false", "ptserve does not serve metrics yet");
+  }
+  return fail("internal error: unhandled flag --%s", flag);
+}
+
+/* Returns 0 to run, 1 for a usage error, 2 for --help/--version (exit 0). */
+static int parse_args(int argc, char **argv, struct cli *c) {
+  opterr = 0;
+  int opt, index;
+  while ((index = -1, opt = getopt_long(argc, argv, ":", long_options, &index)) != -1) {
+    const char *flag = index >= 0 ? long_options[index].name : NULL;
+    if (opt == OPT_HELP) {
+      fputs(usage_text, stdout);
+      return 2;
+    }
+    if (opt == OPT_VERSION) {
+      printf("ptserve %s\n", pts_server_version());
+      return 2;
+    }
+    if (opt == '?') {
+      fail("unrecognized option '%s' (see --help)", argv[optind - 1]);
+      return 1;
+    }
+    if (opt == ':') {
+      fail("option '%s' needs a value (see --help)", argv[optind - 1]);
+      return 1;
+    }
+    if (opt == OPT_UNSUPPORTED) {
+      fail("--%s is a tritonserver flag that ptserve does not support", flag);
+      return 1;
+    }
+    if (handle(c, opt, flag, optarg) != 0) return 1;
+  }
+  if (optind < argc) {
+    fail("unexpected argument '%s' (flags start with --; see --help)", argv[optind]);
+    return 1;
+  }
+  if (c->n_repos == 0) {
+    fail("--model-repository must be specified (see --help)");
+    return 1;
+  }
+  c->opts.model_repositories = c->repos;
+  c->opts.n_model_repositories = c->n_repos;
+  return 0;
+}
+
+/* ------------------------------------------------------------- signals */
+
+static struct pts_server *_Atomic running_server;
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig) {
+  (void)sig;
+  stop_requested = 1;
+  struct pts_server *s = atomic_load(&running_server);
+  if (s) pts_server_stop(s);
+}
+
+static void install_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN); /* a client that hangs up is not a reason to die */
+}
+
+/* The handler must not see the server while it is being freed. */
+static void forget_server(void) {
+  sigset_t set, old;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigprocmask(SIG_BLOCK, &set, &old);
+  atomic_store(&running_server, NULL);
+  sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+static int serve(struct cli *c) {
+  struct pts_error err;
+  pts_error_clear(&err);
+  struct pts_server *s = NULL;
+  if (pts_server_create(&c->opts, &s, &err) != PTS_OK) {
+    PTS_LOG_ERROR("%s", err.msg);
+    return 1;
+  }
+  atomic_store(&running_server, s);
+  if (stop_requested) pts_server_stop(s);
+  enum pts_status st = pts_server_run(s, &err);
+  if (st != PTS_OK) PTS_LOG_ERROR("%s", err.msg);
+  forget_server();
+  pts_server_destroy(s);
+  return st == PTS_OK ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  struct cli c;
+  memset(&c, 0, sizeof c);
+  pts_server_options_default(&c.opts);
+  c.log = pts_log_get();
+  int rc = parse_args(argc, argv, &c);
+  if (rc != 0) {
+    pts_free(c.repos);
+    return rc == 2 ? 0 : 1;
+  }
+  pts_log_set(&c.log);
+  if (c.log_file && pts_log_set_file(c.log_file) != 0) {
+    fail("failed to open --log-file '%s': %s", c.log_file, strerror(errno));
+    pts_free(c.repos);
+    return 1;
+  }
+  install_signals();
+  rc = serve(&c);
+  pts_free(c.repos);
+  pts_log_set_file(NULL);
+  return rc;
+}

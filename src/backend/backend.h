@@ -44,7 +44,9 @@ struct pts_backend_instance_desc {
 struct pts_batch {
   int64_t batch_size;          /* total batch; 0 when the model does not batch */
   size_t n_inputs;
-  const struct pts_tensor *inputs;  /* borrowed, config order */
+  const struct pts_tensor *inputs;  /* borrowed, config order; an optional
+                                       input the request left out has
+                                       data == NULL and shape.ndim == 0 */
   size_t n_outputs;
   struct pts_tensor *outputs;  /* zeroed by the caller; the backend fills every
                                   entry (name, dtype, shape, data, buf); the
@@ -67,5 +69,9 @@ struct pts_backend {
 /* The registry: backends compiled into this binary, by config `backend`
  * name ("identity", "pytorch"). NULL when unknown. */
 const struct pts_backend *pts_backend_find(const char *name);
+
+/* Writes the names of the compiled-in backends, "'identity', 'pytorch'", into
+ * out (always NUL-terminated), for error messages that say what exists. */
+void pts_backend_list(char *out, size_t out_size);
 
 #endif

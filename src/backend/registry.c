@@ -1,6 +1,7 @@
 /* backend/registry.c — the backends compiled into this binary.
  * A table, not a plugin loader: ptserve ships its backends, and a fixed list
  * keeps start-up and the failure modes simple. */
+#include <stdio.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -22,4 +23,15 @@ const struct pts_backend *pts_backend_find(const char *name) {
   for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
     if (strcmp(backends[i]->name, name) == 0) return backends[i];
   return NULL;
+}
+
+void pts_backend_list(char *out, size_t out_size) {
+  size_t used = 0;
+  if (out_size == 0) return;
+  out[0] = '\0';
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0] && used < out_size; i++) {
+    int n = snprintf(out + used, out_size - used, "%s'%s'", i ? ", " : "", backends[i]->name);
+    if (n < 0) return;
+    used += (size_t)n;
+  }
 }

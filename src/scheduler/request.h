@@ -71,7 +71,9 @@ struct pts_infer_response {
                                   order, or all outputs in config order */
 };
 
-/* A zeroed request (caller fills it), or NULL on allocation failure. */
+/* A zeroed request (caller fills it), or NULL on allocation failure.
+ * model_version starts at -1 (latest), the one field whose zero is not a
+ * useful default. */
 struct pts_infer_request *pts_infer_request_new(void);
 void pts_infer_request_free(struct pts_infer_request *req);  /* NULL-safe */
 struct pts_infer_response *pts_infer_response_new(void);

@@ -1,0 +1,112 @@
+/* backends/identity/identity.c — output i is input i.
+ *
+ * The protocol, validation and scheduling tests need a model that runs
+ * without LibTorch and whose answer is known in advance. Outputs are views of
+ * the inputs (same buffer, one more reference), so this also exercises the
+ * zero-copy path end to end.
+ *
+ * Threading: as backend.h; execute keeps no state, so instances of one model
+ * may run concurrently.
+ */
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/alloc.h"
+
+struct identity_model {
+  char *name;
+  const Inference__ModelConfig *config; /* borrowed until model_unload */
+};
+
+static enum pts_status check_pairs(const char *name, const Inference__ModelConfig *cfg,
+                                   struct pts_error *err) {
+  if (cfg->n_input != cfg->n_output)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "identity backend: model '%s' has %zu inputs and %zu outputs; output i "
+                         "echoes input i, so the counts must be equal",
+                         name, cfg->n_input, cfg->n_output);
+  for (size_t i = 0; i < cfg->n_input; i++) {
+    const Inference__ModelInput *in = cfg->input[i];
+    const Inference__ModelOutput *out = cfg->output[i];
+    if (in->data_type != out->data_type)
+      return pts_error_set(
+          err, PTS_INVALID_ARG,
+          "identity backend: output '%s' of model '%s' is %s but input '%s' is %s; output %zu "
+          "echoes input %zu, so the data types must be equal",
+          out->name, name, pts_dtype_config_name((enum pts_dtype)out->data_type), in->name,
+          pts_dtype_config_name((enum pts_dtype)in->data_type), i, i);
+  }
+  return PTS_OK;
+}
+
+static enum pts_status identity_model_load(const struct pts_backend_model_desc *desc,
+                                           void **model_state, struct pts_error *err) {
+  enum pts_status st = check_pairs(desc->name, desc->config, err);
+  if (st != PTS_OK) return st;
+  struct identity_model *m = pts_calloc(1, sizeof *m);
+  if (!m || !(m->name = pts_strdup(desc->name))) {
+    pts_free(m);
+    return pts_error_set(err, PTS_NOMEM, "identity backend: out of memory loading '%s'",
+                         desc->name);
+  }
+  m->config = desc->config;
+  *model_state = m;
+  return PTS_OK;
+}
+
+static void identity_model_unload(void *model_state) {
+  struct identity_model *m = model_state;
+  if (!m) return;
+  pts_free(m->name);
+  pts_free(m);
+}
+
+static enum pts_status identity_instance_create(void *model_state,
+                                                const struct pts_backend_instance_desc *desc,
+                                                void **instance_state, struct pts_error *err) {
+  (void)desc;
+  (void)err;
+  *instance_state = model_state; /* nothing per instance */
+  return PTS_OK;
+}
+
+static void identity_instance_destroy(void *instance_state) { (void)instance_state; }
+
+static enum pts_status identity_execute(void *instance_state, struct pts_batch *batch,
+                                        struct pts_error *err) {
+  const struct identity_model *m = instance_state;
+  const Inference__ModelConfig *cfg = m->config;
+  if (batch->n_inputs != cfg->n_input || batch->n_outputs != cfg->n_output)
+    return pts_error_set(err, PTS_INTERNAL,
+                         "identity backend: model '%s' got %zu inputs and %zu "
+                         "output slots, expected %zu and %zu",
+                         m->name, batch->n_inputs, batch->n_outputs, cfg->n_input, cfg->n_output);
+  for (size_t i = 0; i < batch->n_outputs; i++) {
+    const struct pts_tensor *in = &batch->inputs[i];
+    if (!in->data && in->byte_size == 0 && in->shape.ndim == 0)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "identity backend: model '%s' needs input '%s' to produce output "
+                           "'%s'",
+                           m->name, cfg->input[i]->name, cfg->output[i]->name);
+    struct pts_tensor *out = &batch->outputs[i];
+    out->name = pts_strdup(cfg->output[i]->name);
+    if (!out->name)
+      return pts_error_set(err, PTS_NOMEM, "identity backend: out of memory in model '%s'",
+                           m->name);
+    out->dtype = in->dtype;
+    out->shape = in->shape;
+    out->data = in->data;
+    out->byte_size = in->byte_size;
+    out->buf = pts_buf_retain(in->buf);
+  }
+  return PTS_OK;
+}
+
+const struct pts_backend pts_identity_backend = {
+    .name = "identity",
+    .model_load = identity_model_load,
+    .model_unload = identity_model_unload,
+    .instance_create = identity_instance_create,
+    .instance_destroy = identity_instance_destroy,
+    .execute = identity_execute,
+};

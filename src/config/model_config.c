@@ -1,0 +1,164 @@
+/* config/model_config.c — reading config.pbtxt, the /config JSON and the
+ * backend parameters; see model_config.h. Autofill and validation live in
+ * model_config_complete.c. */
+#include "config/model_config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "config/pbjson.h"
+#include "config/pbtxt.h"
+#include "core/alloc.h"
+
+/* Far above any real config (warmup data lives in separate files), low
+ * enough that a stray huge file can not exhaust memory. */
+#define CONFIG_MAX_BYTES (16u << 20)
+
+enum pts_status pts_model_config_parse(const char *text, size_t len, const char *source,
+                                       Inference__ModelConfig **out, struct pts_error *err) {
+  ProtobufCMessage *msg = NULL;
+  enum pts_status s =
+      pts_pbtxt_parse(&inference__model_config__descriptor, text, len, source, &msg, err);
+  *out = (Inference__ModelConfig *)msg;
+  return s;
+}
+
+/* Reads a whole file. An absent file is not an error: *text stays NULL. */
+static enum pts_status read_config_file(const char *path, const char *shown, char **text,
+                                        size_t *len, struct pts_error *err) {
+  *text = NULL;
+  *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    if (errno == ENOENT) return PTS_OK;
+    return pts_error_set(err, PTS_INVALID_ARG, "%s: can not open: %s", shown, strerror(errno));
+  }
+  struct stat st;
+  enum pts_status s = PTS_OK;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    s = pts_error_set(err, PTS_INVALID_ARG, "%s: not a regular file", shown);
+  } else if ((unsigned long long)st.st_size > CONFIG_MAX_BYTES) {
+    s = pts_error_set(err, PTS_INVALID_ARG, "%s: file is %lld bytes, more than the %u allowed",
+                      shown, (long long)st.st_size, CONFIG_MAX_BYTES);
+  } else if (!(*text = pts_malloc((size_t)st.st_size + 1))) {
+    s = pts_error_set(err, PTS_NOMEM, "%s: out of memory reading the file", shown);
+  } else {
+    *len = fread(*text, 1, (size_t)st.st_size, f);
+    (*text)[*len] = '\0';
+    if (ferror(f)) s = pts_error_set(err, PTS_INVALID_ARG, "%s: read error", shown);
+  }
+  fclose(f);
+  if (s) {
+    pts_free(*text);
+    *text = NULL;
+  }
+  return s;
+}
+
+/* The directory's own name, for when the caller gives no model name. */
+static char *last_component(const char *dir) {
+  size_t end = strlen(dir);
+  while (end > 1 && dir[end - 1] == '/') end--;
+  size_t start = end;
+  while (start > 0 && dir[start - 1] != '/') start--;
+  return pts_strndup(dir + start, end - start);
+}
+
+enum pts_status pts_model_config_load(const char *model_dir, const char *model_name,
+                                      Inference__ModelConfig **out, struct pts_error *err) {
+  *out = NULL;
+  char *own_name = model_name ? NULL : last_component(model_dir);
+  const char *name = model_name ? model_name : own_name;
+  char path[PATH_MAX], shown[PATH_MAX];
+  if (!name)
+    return pts_error_set(err, PTS_NOMEM, "out of memory loading the config of '%s'", model_dir);
+  /* Messages name the file relative to the repository: users know it by
+   * that name, and a 4xx response should not reveal server paths. */
+  snprintf(shown, sizeof shown, "%s/config.pbtxt", name);
+  if ((size_t)snprintf(path, sizeof path, "%s/config.pbtxt", model_dir) >= sizeof path) {
+    pts_free(own_name);
+    return pts_error_set(err, PTS_INVALID_ARG, "model '%s': directory path is too long", name);
+  }
+  char *text;
+  size_t len;
+  enum pts_status s = read_config_file(path, shown, &text, &len, err);
+  Inference__ModelConfig *cfg = NULL;
+  if (!s) s = pts_model_config_parse(text, len, shown, &cfg, err);
+  pts_free(text);
+  if (!s) s = pts_model_config_complete(cfg, model_dir, name, err);
+  pts_free(own_name);
+  if (s) {
+    pts_model_config_free(cfg);
+    return s;
+  }
+  *out = cfg;
+  return PTS_OK;
+}
+
+void pts_model_config_free(Inference__ModelConfig *cfg) {
+  if (cfg) protobuf_c_message_free_unpacked(&cfg->base, NULL);
+}
+
+char *pts_model_config_to_json(const Inference__ModelConfig *cfg) {
+  json_t *root = pts_pbjson_render(&cfg->base);
+  if (!root) return NULL;
+  char *dumped = json_dumps(root, JSON_COMPACT);
+  json_decref(root);
+  if (!dumped) return NULL;
+  /* Hand back pts-allocated memory, whatever allocator jansson was given. */
+  char *copy = pts_strdup(dumped);
+  json_malloc_t jmalloc;
+  json_free_t jfree;
+  json_get_alloc_funcs(&jmalloc, &jfree);
+  jfree(dumped);
+  return copy;
+}
+
+const char *pts_model_config_param(const Inference__ModelConfig *cfg, const char *key) {
+  for (size_t i = 0; i < cfg->n_parameters; i++) {
+    const Inference__ModelConfig__ParametersEntry *e = cfg->parameters[i];
+    if (e->key && strcmp(e->key, key) == 0)
+      return e->value && e->value->string_value ? e->value->string_value : "";
+  }
+  return NULL;
+}
+
+enum pts_status pts_model_config_param_bool(const Inference__ModelConfig *cfg, const char *key,
+                                            bool dflt, bool *out, struct pts_error *err) {
+  const char *v = pts_model_config_param(cfg, key);
+  *out = dflt;
+  if (!v) return PTS_OK;
+  if (!strcasecmp(v, "true") || !strcasecmp(v, "on") || !strcmp(v, "1")) {
+    *out = true;
+  } else if (!strcasecmp(v, "false") || !strcasecmp(v, "off") || !strcmp(v, "0")) {
+    *out = false;
+  } else {
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': parameter '%s': failed to convert '%s' to boolean "
+                         "(expected true/false, on/off or 1/0)",
+                         cfg->name, key, v);
+  }
+  return PTS_OK;
+}
+
+enum pts_status pts_model_config_param_int(const Inference__ModelConfig *cfg, const char *key,
+                                           long dflt, long *out, struct pts_error *err) {
+  const char *v = pts_model_config_param(cfg, key);
+  *out = dflt;
+  if (!v) return PTS_OK;
+  char *end;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  while (*end == ' ' || *end == '\t') end++;
+  if (end == v || *end != '\0' || errno == ERANGE || !v[0])
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': parameter '%s': failed to convert '%s' to an integer",
+                         cfg->name, key, v);
+  *out = n;
+  return PTS_OK;
+}

@@ -1,0 +1,44 @@
+/* scheduler/request.c — see request.h. */
+#include "scheduler/request.h"
+
+#include <time.h>
+
+#include "core/alloc.h"
+
+struct pts_infer_request *pts_infer_request_new(void) {
+  struct pts_infer_request *req = pts_calloc(1, sizeof *req);
+  if (req) req->model_version = -1;
+  return req;
+}
+
+void pts_infer_request_free(struct pts_infer_request *req) {
+  if (!req) return;
+  for (size_t i = 0; i < req->n_inputs; i++) pts_tensor_clear(&req->inputs[i]);
+  pts_free(req->inputs);
+  for (size_t i = 0; i < req->n_outputs; i++) pts_free(req->outputs[i].name);
+  pts_free(req->outputs);
+  pts_free(req->id);
+  pts_free(req->model_name);
+  pts_free(req);
+}
+
+struct pts_infer_response *pts_infer_response_new(void) {
+  struct pts_infer_response *resp = pts_calloc(1, sizeof *resp);
+  if (resp) resp->model_version = -1;
+  return resp;
+}
+
+void pts_infer_response_free(struct pts_infer_response *resp) {
+  if (!resp) return;
+  for (size_t i = 0; i < resp->n_outputs; i++) pts_tensor_clear(&resp->outputs[i]);
+  pts_free(resp->outputs);
+  pts_free(resp->model_name);
+  pts_free(resp->id);
+  pts_free(resp);
+}
+
+uint64_t pts_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

@@ -1,0 +1,413 @@
+/* tests/unit/scheduler/scheduler_test.c — the reshape mapping, and the
+ * scheduler end to end with a probe backend (records what it is given) and
+ * with the identity backend: inputs in config order with reshape applied,
+ * outputs mapped back, responses as zero-copy views, backend errors failing
+ * only their own request. Expected shapes are worked out by hand from the
+ * config (protocol-facts §4.4 reshape). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config/model_config.h"
+#include "core/alloc.h"
+#include "core/log.h"
+#include "scheduler/scheduler.h"
+
+extern const struct pts_backend pts_identity_backend;
+
+/* ------------------------------------------------------------ map_shape */
+
+static void map(const int64_t *from, size_t nf, const int64_t *to, size_t nt, int nact,
+                const int64_t *act, enum pts_status want, const char *want_shape) {
+  struct pts_shape a = {.ndim = nact}, out;
+  if (nact) memcpy(a.dims, act, (size_t)nact * sizeof *act);
+  struct pts_error err;
+  pts_error_clear(&err);
+  assert_int_equal(pts_scheduler_map_shape(from, nf, to, nt, &a, &out, &err), want);
+  if (want != PTS_OK) return;
+  char got[128];
+  pts_shape_format(&out, got, sizeof got);
+  assert_string_equal(got, want_shape);
+}
+
+static void map_shape_cases(void **state) {
+  (void)state;
+  const int64_t d23[] = {2, 3}, d6[] = {6}, a23[] = {2, 3};
+  map(d23, 2, d6, 1, 2, a23, PTS_OK, "[6]");
+  /* dims [-1,4] → reshape [-1,2,2]: the -1 carries over by position. */
+  const int64_t dv4[] = {-1, 4}, rv22[] = {-1, 2, 2}, a54[] = {5, 4};
+  map(dv4, 2, rv22, 3, 2, a54, PTS_OK, "[5,2,2]");
+  /* ...and back: [5,2,2] → [5,4]. */
+  const int64_t a522[] = {5, 2, 2};
+  map(rv22, 3, dv4, 2, 3, a522, PTS_OK, "[5,4]");
+  /* dims [-1,-1] → reshape [-1]: one hole, filled from the element count 2×3. */
+  const int64_t dvv[] = {-1, -1}, rv[] = {-1};
+  map(dvv, 2, rv, 1, 2, a23, PTS_OK, "[6]");
+  /* dims [-1,3] → reshape [-1]: same hole count, but position would lose
+   * the 3; the element count decides: 2×3 = 6. */
+  const int64_t dv3[] = {-1, 3};
+  map(dv3, 2, rv, 1, 2, a23, PTS_OK, "[6]");
+  /* Empty reshape of a [1] tensor, and back. */
+  const int64_t d1[] = {1}, a1[] = {1};
+  map(d1, 1, NULL, 0, 1, a1, PTS_OK, "[]");
+  map(NULL, 0, d1, 1, 0, NULL, PTS_OK, "[1]");
+  /* Zero elements through a hole. */
+  const int64_t a03[] = {0, 3};
+  map(dv3, 2, rv, 1, 2, a03, PTS_OK, "[0]");
+  /* 4 elements can not become 3. */
+  const int64_t d4[] = {4}, d3[] = {3}, a4[] = {4};
+  map(d4, 1, d3, 1, 1, a4, PTS_INVALID_ARG, NULL);
+  /* 7 elements do not split into rows of 2. */
+  const int64_t d7[] = {7}, rv2[] = {-1, 2}, a7[] = {7};
+  map(d7, 1, rv2, 2, 1, a7, PTS_INVALID_ARG, NULL);
+}
+
+/* -------------------------------------------------------- probe backend */
+
+enum probe_mode { PROBE_ECHO, PROBE_FAIL, PROBE_WRONG_TYPE };
+
+static struct {
+  pthread_mutex_t lock;
+  enum probe_mode mode;
+  struct pts_shape seen[4];
+  char seen_names[4][32];
+  size_t n_seen;
+  int64_t batch_size;
+} probe = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static enum pts_status probe_load(const struct pts_backend_model_desc *d, void **st,
+                                  struct pts_error *err) {
+  (void)err;
+  *st = (void *)d->config;
+  return PTS_OK;
+}
+static void probe_unload(void *st) { (void)st; }
+static enum pts_status probe_instance(void *ms, const struct pts_backend_instance_desc *d,
+                                      void **is, struct pts_error *err) {
+  (void)d;
+  (void)err;
+  *is = ms;
+  return PTS_OK;
+}
+static void probe_instance_destroy(void *is) { (void)is; }
+
+static enum pts_status probe_execute(void *is, struct pts_batch *b, struct pts_error *err) {
+  const Inference__ModelConfig *cfg = is;
+  pthread_mutex_lock(&probe.lock);
+  probe.n_seen = b->n_inputs;
+  probe.batch_size = b->batch_size;
+  for (size_t i = 0; i < b->n_inputs && i < 4; i++) {
+    probe.seen[i] = b->inputs[i].shape;
+    snprintf(probe.seen_names[i], sizeof probe.seen_names[i], "%s", b->inputs[i].name);
+  }
+  enum probe_mode mode = probe.mode;
+  pthread_mutex_unlock(&probe.lock);
+  if (mode == PROBE_FAIL) return pts_error_set(err, PTS_INVALID_ARG, "probe: refused");
+  for (size_t i = 0; i < b->n_outputs; i++) {
+    struct pts_tensor *o = &b->outputs[i];
+    o->name = pts_strdup(cfg->output[i]->name);
+    o->dtype = mode == PROBE_WRONG_TYPE ? PTS_DTYPE_INT8 : b->inputs[i].dtype;
+    o->shape = b->inputs[i].shape;
+    o->data = b->inputs[i].data;
+    o->byte_size = b->inputs[i].byte_size;
+    o->buf = pts_buf_retain(b->inputs[i].buf);
+  }
+  return PTS_OK;
+}
+
+static const struct pts_backend probe_backend = {
+    .name = "probe",
+    .model_load = probe_load,
+    .model_unload = probe_unload,
+    .instance_create = probe_instance,
+    .instance_destroy = probe_instance_destroy,
+    .execute = probe_execute,
+};
+
+/* ------------------------------------------------------------ completion */
+
+struct done_box {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int calls;
+  struct pts_infer_request *req;
+  struct pts_infer_response *resp;
+  struct pts_error err;
+};
+
+static void on_done(struct pts_infer_request *req, struct pts_infer_response *resp,
+                    const struct pts_error *err, void *ctx) {
+  struct done_box *box = ctx;
+  pthread_mutex_lock(&box->lock);
+  box->calls++;
+  /* Keep only the last one; the multi-request test checks counts only. */
+  pts_infer_request_free(box->req);
+  pts_infer_response_free(box->resp);
+  box->req = req;
+  box->resp = resp;
+  if (err)
+    box->err = *err;
+  else
+    pts_error_clear(&box->err);
+  pthread_cond_broadcast(&box->cond);
+  pthread_mutex_unlock(&box->lock);
+}
+
+static void box_init(struct done_box *box) {
+  memset(box, 0, sizeof *box);
+  pthread_mutex_init(&box->lock, NULL);
+  pthread_cond_init(&box->cond, NULL);
+}
+
+static void box_wait(struct done_box *box, int calls) {
+  pthread_mutex_lock(&box->lock);
+  while (box->calls < calls) pthread_cond_wait(&box->cond, &box->lock);
+  pthread_mutex_unlock(&box->lock);
+}
+
+static void box_clear(struct done_box *box) {
+  pts_infer_request_free(box->req);
+  pts_infer_response_free(box->resp);
+  box->req = NULL;
+  box->resp = NULL;
+  pthread_cond_destroy(&box->cond);
+  pthread_mutex_destroy(&box->lock);
+}
+
+/* A request with INT32 inputs of shape [b, 4] holding 0, 1, 2, ... in a
+ * refcounted buffer, as a frontend would build it. */
+static struct pts_infer_request *int_request(struct done_box *box, int64_t b, size_t n_inputs,
+                                             const char *const *names) {
+  struct pts_infer_request *req = pts_infer_request_new();
+  req->model_name = pts_strdup("m");
+  req->id = pts_strdup("req-1");
+  req->inputs = pts_calloc(n_inputs, sizeof *req->inputs);
+  req->n_inputs = n_inputs;
+  for (size_t i = 0; i < n_inputs; i++) {
+    struct pts_tensor *t = &req->inputs[i];
+    t->name = pts_strdup(names[i]);
+    t->dtype = PTS_DTYPE_INT32;
+    t->shape.ndim = 2;
+    t->shape.dims[0] = b;
+    t->shape.dims[1] = 4;
+    t->byte_size = (size_t)b * 4 * sizeof(int32_t);
+    t->buf = pts_buf_new(t->byte_size);
+    int32_t *v = t->buf->data;
+    for (int64_t k = 0; k < b * 4; k++) v[k] = (int32_t)(k + 100 * (int64_t)i);
+    t->data = t->buf->data;
+  }
+  req->done = on_done;
+  req->done_ctx = box;
+  return req;
+}
+
+static Inference__ModelConfig *parse(const char *text) {
+  Inference__ModelConfig *cfg = NULL;
+  struct pts_error err;
+  assert_int_equal(pts_model_config_parse(text, strlen(text), "test", &cfg, &err), PTS_OK);
+  return cfg;
+}
+
+struct sched_fixture {
+  Inference__ModelConfig *cfg;
+  void *model_state;
+  const struct pts_backend *backend;
+  struct pts_scheduler *s;
+};
+
+static void start(struct sched_fixture *f, const struct pts_backend *be, const char *cfg_text,
+                  size_t n_instances) {
+  f->cfg = parse(cfg_text);
+  f->backend = be;
+  struct pts_error err;
+  pts_error_clear(&err);
+  struct pts_backend_model_desc md = {.name = "m", .version = 1, .config = f->cfg};
+  assert_int_equal(be->model_load(&md, &f->model_state, &err), PTS_OK);
+  struct pts_backend_instance_desc inst[4];
+  for (size_t i = 0; i < n_instances; i++)
+    inst[i] =
+        (struct pts_backend_instance_desc){.name = "m_0",
+                                           .kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU,
+                                           .device_id = -1,
+                                           .index = (int)i};
+  struct pts_scheduler_params p = {.model_name = "m",
+                                   .version = 3,
+                                   .config = f->cfg,
+                                   .backend = be,
+                                   .model_state = f->model_state,
+                                   .n_instances = n_instances,
+                                   .instances = inst};
+  assert_int_equal(pts_scheduler_create(&p, &f->s, &err), PTS_OK);
+}
+
+static void stop(struct sched_fixture *f) {
+  pts_scheduler_destroy(f->s);
+  f->backend->model_unload(f->model_state);
+  pts_model_config_free(f->cfg);
+}
+
+static const char reshape_cfg[] =
+    "max_batch_size: 8\n"
+    "input [ { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] },"
+    "        { name: \"A\" data_type: TYPE_INT32 dims: [ 4 ] reshape: { shape: [ 2, 2 ] } } ]\n"
+    "output [ { name: \"OB\" data_type: TYPE_INT32 dims: [ 4 ] },"
+    "         { name: \"OA\" data_type: TYPE_INT32 dims: [ 4 ] reshape: { shape: [ 2, 2 ] } } ]\n";
+
+static void inputs_in_config_order_reshaped(void **state) {
+  (void)state;
+  struct sched_fixture f;
+  start(&f, &probe_backend, reshape_cfg, 1);
+  probe.mode = PROBE_ECHO;
+  struct done_box box;
+  box_init(&box);
+  const char *names[] = {"A", "B"}; /* request order differs from config order */
+  struct pts_infer_request *req = int_request(&box, 3, 2, names);
+  const void *a_data = req->inputs[0].data;
+  struct pts_error err;
+  assert_int_equal(pts_scheduler_enqueue(f.s, req, 3, NULL, &err), PTS_OK);
+  box_wait(&box, 1);
+  assert_int_equal(box.err.code, PTS_OK);
+  /* The backend saw B then A; A as [3,2,2], B untouched as [3,4]. */
+  char shape[64];
+  assert_int_equal(probe.n_seen, 2);
+  assert_int_equal(probe.batch_size, 3);
+  assert_string_equal(probe.seen_names[0], "B");
+  assert_string_equal(probe.seen_names[1], "A");
+  pts_shape_format(&probe.seen[0], shape, sizeof shape);
+  assert_string_equal(shape, "[3,4]");
+  pts_shape_format(&probe.seen[1], shape, sizeof shape);
+  assert_string_equal(shape, "[3,2,2]");
+  /* All outputs in config order, OA mapped back to [3,4], sharing A's bytes. */
+  struct pts_infer_response *resp = box.resp;
+  assert_non_null(resp);
+  assert_string_equal(resp->model_name, "m");
+  assert_int_equal(resp->model_version, 3);
+  assert_string_equal(resp->id, "req-1");
+  assert_int_equal(resp->n_outputs, 2);
+  assert_string_equal(resp->outputs[0].name, "OB");
+  assert_string_equal(resp->outputs[1].name, "OA");
+  pts_shape_format(&resp->outputs[1].shape, shape, sizeof shape);
+  assert_string_equal(shape, "[3,4]");
+  assert_ptr_equal(resp->outputs[1].data, a_data);
+  assert_int_equal(resp->outputs[1].byte_size, 48);
+  /* The frontend may free the request first: the response keeps the bytes. */
+  pts_infer_request_free(box.req);
+  box.req = NULL;
+  const int32_t *v = resp->outputs[1].data;
+  for (int k = 0; k < 12; k++) assert_int_equal(v[k], k);
+  v = resp->outputs[0].data;
+  for (int k = 0; k < 12; k++) assert_int_equal(v[k], 100 + k);
+  box_clear(&box);
+  stop(&f);
+}
+
+static void requested_outputs_in_request_order(void **state) {
+  (void)state;
+  struct sched_fixture f;
+  start(&f, &pts_identity_backend, reshape_cfg, 1);
+  struct done_box box;
+  box_init(&box);
+  const char *names[] = {"B", "A"};
+  struct pts_infer_request *req = int_request(&box, 1, 2, names);
+  req->outputs = pts_calloc(1, sizeof *req->outputs);
+  req->outputs[0].name = pts_strdup("OA");
+  req->n_outputs = 1;
+  struct pts_error err;
+  assert_int_equal(pts_scheduler_enqueue(f.s, req, 1, NULL, &err), PTS_OK);
+  box_wait(&box, 1);
+  assert_int_equal(box.err.code, PTS_OK);
+  assert_int_equal(box.resp->n_outputs, 1);
+  assert_string_equal(box.resp->outputs[0].name, "OA");
+  /* OA echoes A, the request's second input: values 100..103. */
+  const int32_t *v = box.resp->outputs[0].data;
+  for (int k = 0; k < 4; k++) assert_int_equal(v[k], 100 + k);
+  box_clear(&box);
+  stop(&f);
+}
+
+static void backend_errors_fail_only_their_request(void **state) {
+  (void)state;
+  struct sched_fixture f;
+  start(&f, &probe_backend, reshape_cfg, 1);
+  struct done_box box;
+  box_init(&box);
+  const char *names[] = {"A", "B"};
+  struct pts_error err;
+
+  probe.mode = PROBE_FAIL;
+  assert_int_equal(pts_scheduler_enqueue(f.s, int_request(&box, 1, 2, names), 1, NULL, &err),
+                   PTS_OK);
+  box_wait(&box, 1);
+  assert_int_equal(box.err.code, PTS_INVALID_ARG);
+  assert_string_equal(box.err.msg, "probe: refused");
+  assert_null(box.resp);
+
+  probe.mode = PROBE_WRONG_TYPE;
+  assert_int_equal(pts_scheduler_enqueue(f.s, int_request(&box, 1, 2, names), 1, NULL, &err),
+                   PTS_OK);
+  box_wait(&box, 2);
+  assert_int_equal(box.err.code, PTS_INTERNAL);
+  assert_non_null(strstr(box.err.msg, "data type 'INT8', but the config says 'INT32'"));
+
+  probe.mode = PROBE_ECHO;
+  assert_int_equal(pts_scheduler_enqueue(f.s, int_request(&box, 2, 2, names), 2, NULL, &err),
+                   PTS_OK);
+  box_wait(&box, 3);
+  assert_int_equal(box.err.code, PTS_OK);
+  assert_int_equal(box.resp->n_outputs, 2);
+  box_clear(&box);
+  stop(&f);
+}
+
+static void many_requests_many_instances(void **state) {
+  (void)state;
+  struct sched_fixture f;
+  start(&f, &pts_identity_backend, reshape_cfg, 3);
+  struct done_box box;
+  box_init(&box);
+  const char *names[] = {"A", "B"};
+  struct pts_error err;
+  for (int i = 0; i < 50; i++)
+    assert_int_equal(
+        pts_scheduler_enqueue(f.s, int_request(&box, 1 + i % 8, 2, names), 1 + i % 8, NULL, &err),
+        PTS_OK);
+  assert_int_equal(pts_scheduler_wait_idle(f.s, 0), 0);
+  assert_int_equal(box.calls, 50);
+  box_clear(&box);
+  stop(&f);
+}
+
+static void destroy_answers_queued_requests(void **state) {
+  (void)state;
+  struct sched_fixture f;
+  start(&f, &pts_identity_backend, reshape_cfg, 1);
+  struct done_box box;
+  box_init(&box);
+  const char *names[] = {"A", "B"};
+  struct pts_error err;
+  for (int i = 0; i < 10; i++)
+    assert_int_equal(pts_scheduler_enqueue(f.s, int_request(&box, 1, 2, names), 1, NULL, &err),
+                     PTS_OK);
+  stop(&f); /* every queued request is still answered */
+  assert_int_equal(box.calls, 10);
+  box_clear(&box);
+}
+
+int main(void) {
+  struct pts_log_settings quiet = {false, false, false, 0, PTS_LOG_FORMAT_DEFAULT};
+  pts_log_set(&quiet);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(map_shape_cases),
+      cmocka_unit_test(inputs_in_config_order_reshaped),
+      cmocka_unit_test(requested_outputs_in_request_order),
+      cmocka_unit_test(backend_errors_fail_only_their_request),
+      cmocka_unit_test(many_requests_many_instances),
+      cmocka_unit_test(destroy_answers_queued_requests),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
