@@ -1,0 +1,828 @@
+/* frontend/http/http.c — the transport: sockets, loops, replies, and the
+ * hop from an instance thread back to the loop that owns a request.
+ *
+ * See http.h for the threading model and docs/internals/http.md for the
+ * life of a request. The wire format is v2_json.c's, the URL map router.c's;
+ * this file only glues them to libevent and the server core.
+ */
+#include "frontend/http/http.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config/model_config.h"
+#include "core/alloc.h"
+#include "core/log.h"
+#include "frontend/http/compress.h"
+#include "frontend/http/router.h"
+#include "frontend/http/v2_json.h"
+
+/* How long pts_http_stop lets running inferences finish and be answered
+ * before it closes the connections anyway. */
+#define DRAIN_SECONDS 10
+
+/* The extensions this frontend implements today (protocol-facts §1.4). */
+static const char *const EXTENSIONS[] = {"model_configuration", "binary_tensor_data",
+                                         "model_repository"};
+
+struct infer_ctx;
+
+struct loop {
+  struct pts_http *h;
+  struct event_base *base;
+  struct evhttp *http;
+  struct event *stop_ev;
+  pthread_t thread;
+  bool thread_started;
+  struct infer_ctx *pending; /* requests in the core; guarded by h->mu */
+};
+
+struct pts_http {
+  struct pts_server *server;
+  size_t max_input;
+  int port;
+  size_t n_loops;
+  struct loop *loops;
+  atomic_bool stopping;
+  atomic_int refs; /* the owner's, plus one per live infer_ctx */
+  pthread_mutex_t mu;
+  pthread_cond_t drained;
+  size_t in_flight; /* guarded by mu */
+};
+
+/* One inference between pts_server_infer_async and its reply. */
+struct infer_ctx {
+  struct loop *loop;
+  struct evhttp_request *req; /* NULL once the connection is gone */
+  struct evhttp_connection *conn;
+  struct event *ev;                /* on loop->base; fired by the done callback */
+  struct pts_infer_request *ireq;  /* owned, except while the core has it */
+  struct pts_infer_response *resp; /* owned once done ran */
+  struct pts_error err;
+  enum pts_http_encoding accept;
+  bool completed; /* done ran (guarded by mu) */
+  bool orphaned;  /* the frontend stopped first; done frees (guarded by mu) */
+  struct infer_ctx *prev, *next;
+};
+
+/* ------------------------------------------------------------------ */
+/* lifetime of the shared state                                        */
+
+static void hub_release(struct pts_http *h) {
+  if (atomic_fetch_sub(&h->refs, 1) != 1) return;
+  pthread_mutex_destroy(&h->mu);
+  pthread_cond_destroy(&h->drained);
+  pts_free(h->loops);
+  pts_free(h);
+}
+
+/* ------------------------------------------------------------------ */
+/* replies                                                             */
+
+static const char *reason_phrase(int code) {
+  switch (code) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Error";
+  }
+}
+
+static void send_empty(struct evhttp_request *req, int code) {
+  evhttp_send_reply(req, code, reason_phrase(code), NULL);
+}
+
+static void send_json(struct evhttp_request *req, int code, const char *json, size_t len) {
+  evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+  evbuffer_add(evhttp_request_get_output_buffer(req), json, len);
+  evhttp_send_reply(req, code, reason_phrase(code), NULL);
+}
+
+/* Sends `json` and frees it; NULL (allocation failed) becomes a 500. */
+static void send_owned_json(struct evhttp_request *req, int code, char *json, size_t len) {
+  if (!json) {
+    static const char oom[] = "{\"error\":\"out of memory\"}";
+    send_json(req, 500, oom, sizeof oom - 1);
+    return;
+  }
+  send_json(req, code, json, len);
+  pts_free(json);
+}
+
+static void send_error_msg(struct evhttp_request *req, enum pts_status code, const char *msg) {
+  size_t len = 0;
+  char *json = pts_v2_error_json(msg, &len);
+  send_owned_json(req, pts_status_http(code), json, len);
+}
+
+static void send_error(struct evhttp_request *req, const struct pts_error *err) {
+  send_error_msg(req, err->code, err->msg);
+}
+
+/* ------------------------------------------------------------------ */
+/* request helpers                                                     */
+
+static const char *in_header(struct evhttp_request *req, const char *name) {
+  return evhttp_find_header(evhttp_request_get_input_headers(req), name);
+}
+
+/* Copies the body out of libevent into one buffer that the request's
+ * tensors can share (the only copy a binary input ever sees). */
+static enum pts_status read_body(struct pts_http *h, struct evhttp_request *req,
+                                 struct pts_buf **out, struct pts_error *err) {
+  struct evbuffer *in = evhttp_request_get_input_buffer(req);
+  size_t len = evbuffer_get_length(in);
+  if (len > h->max_input)
+    return pts_error_set(err, PTS_TOO_LARGE,
+                         "request body of %zu bytes exceeds the maximum allowed input size of %zu "
+                         "bytes (--http-max-input-size)",
+                         len, h->max_input);
+  struct pts_buf *b = pts_buf_new(len);
+  if (!b) return pts_error_set(err, PTS_NOMEM, "out of memory reading a %zu-byte body", len);
+  if (len && evbuffer_copyout(in, b->data, len) != (ev_ssize_t)len) {
+    pts_buf_release(b);
+    return pts_error_set(err, PTS_INTERNAL, "failed to read the request body");
+  }
+  *out = b;
+  return PTS_OK;
+}
+
+static void set_nodelay(struct evhttp_request *req) {
+  struct evhttp_connection *conn = evhttp_request_get_connection(req);
+  struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+  evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+  int one = 1;
+  /* Small JSON replies must not wait for Nagle's timer. A failure (a
+   * non-TCP socket) costs only latency. */
+  if (fd >= 0) (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* ------------------------------------------------------------------ */
+/* endpoints other than infer                                          */
+
+static void handle_health(struct pts_http *h, struct evhttp_request *req, bool ready) {
+  bool ok = ready ? pts_server_is_ready(h->server) : pts_server_is_live(h->server);
+  send_empty(req, ok ? 200 : 400);
+}
+
+static void handle_server_metadata(struct evhttp_request *req) {
+  size_t len = 0;
+  char *json = pts_v2_server_metadata("ptserve", pts_server_version(), EXTENSIONS,
+                                      sizeof EXTENSIONS / sizeof EXTENSIONS[0], &len);
+  send_owned_json(req, 200, json, len);
+}
+
+static void handle_model_metadata(struct pts_http *h, struct evhttp_request *req,
+                                  const struct pts_http_route *r) {
+  struct pts_error err;
+  struct pts_model *m = NULL;
+  if (pts_server_model_get(h->server, r->model, r->version, false, &m, &err) != PTS_OK) {
+    send_error(req, &err);
+    return;
+  }
+  int64_t one = pts_model_version(m);
+  int64_t *versions = NULL;
+  size_t n = 1;
+  if (r->version < 0 &&
+      pts_server_model_versions(h->server, r->model, &versions, &n, &err) != PTS_OK) {
+    pts_model_release(m);
+    send_error(req, &err);
+    return;
+  }
+  size_t len = 0;
+  char *json =
+      pts_v2_model_metadata(r->model, versions ? versions : &one, n, pts_model_config(m), &len);
+  pts_free(versions);
+  pts_model_release(m);
+  send_owned_json(req, 200, json, len);
+}
+
+static void handle_model_ready(struct pts_http *h, struct evhttp_request *req,
+                               const struct pts_http_route *r) {
+  struct pts_error err;
+  struct pts_model *m = NULL;
+  if (pts_server_model_get(h->server, r->model, r->version, true, &m, &err) != PTS_OK) {
+    send_error(req, &err);
+    return;
+  }
+  bool ready = pts_model_state(m) == PTS_MODEL_READY;
+  pts_model_release(m);
+  /* protocol-facts §1.3: known but not ready is 400 with this exact text. */
+  if (ready)
+    send_empty(req, 200);
+  else
+    send_error_msg(req, PTS_INVALID_ARG, "Model version not ready");
+}
+
+static void handle_model_config(struct pts_http *h, struct evhttp_request *req,
+                                const struct pts_http_route *r) {
+  struct pts_error err;
+  struct pts_model *m = NULL;
+  if (pts_server_model_get(h->server, r->model, r->version, false, &m, &err) != PTS_OK) {
+    send_error(req, &err);
+    return;
+  }
+  const Inference__ModelConfig *cfg = pts_model_config(m);
+  char *json = cfg ? pts_model_config_to_json(cfg) : NULL;
+  pts_model_release(m);
+  if (!json) {
+    send_error_msg(
+        req, PTS_INTERNAL,
+        cfg ? "out of memory rendering the model configuration" : "the model has no configuration");
+    return;
+  }
+  send_owned_json(req, 200, json, strlen(json));
+}
+
+static void handle_repo_index(struct pts_http *h, struct evhttp_request *req) {
+  struct pts_error err;
+  struct pts_buf *body = NULL;
+  bool ready = false;
+  struct pts_index_entry *entries = NULL;
+  size_t n = 0;
+  if (read_body(h, req, &body, &err) != PTS_OK ||
+      pts_v2_parse_index_request(body->data, body->size, &ready, &err) != PTS_OK ||
+      pts_server_index(h->server, ready, &entries, &n, &err) != PTS_OK) {
+    pts_buf_release(body);
+    send_error(req, &err);
+    return;
+  }
+  pts_buf_release(body);
+  size_t len = 0;
+  char *json = pts_v2_index_json(entries, n, &len);
+  pts_server_index_free(entries, n);
+  send_owned_json(req, 200, json, len);
+}
+
+static void handle_repo_control(struct evhttp_request *req, const struct pts_http_route *r) {
+  struct pts_error err;
+  if (r->repo && r->repo[0])
+    pts_error_set(&err, PTS_UNSUPPORTED, "repository name '%s' is not supported in the path",
+                  r->repo);
+  else
+    pts_error_set(&err, PTS_UNSUPPORTED,
+                  "failed to %s '%s': explicit model load and unload are not allowed when the "
+                  "model control mode is NONE",
+                  r->kind == PTS_ROUTE_REPO_LOAD ? "load" : "unload", r->model);
+  send_error(req, &err);
+}
+
+/* ------------------------------------------------------------------ */
+/* infer                                                               */
+
+static void ctx_unlink(struct infer_ctx *c) {
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    c->loop->pending = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->prev = c->next = NULL;
+}
+
+static void ctx_free(struct infer_ctx *c) {
+  struct pts_http *h = c->loop->h;
+  if (c->ev) event_free(c->ev);
+  pts_infer_request_free(c->ireq);
+  pts_infer_response_free(c->resp);
+  pts_free(c);
+  hub_release(h);
+}
+
+static void on_conn_close(struct evhttp_connection *conn, void *arg) {
+  struct infer_ctx *c = arg;
+  /* libevent frees the request with its connection: forget it, the reply
+   * has nowhere to go. */
+  (void)conn;
+  c->req = NULL;
+  c->conn = NULL;
+}
+
+static void release_chunk(const void *data, size_t len, void *arg) {
+  (void)data;
+  (void)len;
+  pts_buf_release(arg);
+}
+
+static void free_compressed(const void *data, size_t len, void *arg) {
+  (void)len;
+  (void)arg;
+  pts_free((void *)data);
+}
+
+/* Writes an encoded reply uncompressed: the JSON, then every binary chunk
+ * by reference (the socket reads the batch output buffer directly). */
+static void send_plain(struct evhttp_request *req, struct pts_v2_reply *r) {
+  struct evbuffer *out = evhttp_request_get_output_buffer(req);
+  evbuffer_add(out, r->json, r->json_len);
+  for (size_t i = 0; i < r->n_chunks; i++) {
+    struct pts_v2_chunk *c = &r->chunks[i];
+    if (c->buf && evbuffer_add_reference(out, c->data, c->size, release_chunk, c->buf) == 0) {
+      c->buf = NULL; /* the reference now belongs to libevent */
+    } else {
+      evbuffer_add(out, c->data, c->size);
+    }
+  }
+}
+
+/* Compresses JSON and chunks as one stream; on failure the caller sends
+ * the body uncompressed (§1.8). */
+static bool send_compressed(struct evhttp_request *req, struct pts_v2_reply *r,
+                            enum pts_http_encoding enc) {
+  struct pts_http_piece stack[8];
+  struct pts_http_piece *pieces = stack;
+  size_t n = r->n_chunks + 1;
+  if (n > 8) {
+    pieces = pts_calloc(n, sizeof *pieces);
+    if (!pieces) return false;
+  }
+  pieces[0].data = r->json;
+  pieces[0].len = r->json_len;
+  for (size_t i = 0; i < r->n_chunks; i++) {
+    pieces[i + 1].data = r->chunks[i].data;
+    pieces[i + 1].len = r->chunks[i].size;
+  }
+  void *z = NULL;
+  size_t zlen = 0;
+  struct pts_error err;
+  enum pts_status st = pts_http_deflate(enc, pieces, n, &z, &zlen, &err);
+  if (pieces != stack) pts_free(pieces);
+  if (st != PTS_OK) {
+    PTS_LOG_WARN("sending an uncompressed response: %s", err.msg);
+    return false;
+  }
+  evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Encoding",
+                    pts_http_encoding_name(enc));
+  struct evbuffer *out = evhttp_request_get_output_buffer(req);
+  if (evbuffer_add_reference(out, z, zlen, free_compressed, NULL) != 0) {
+    evbuffer_add(out, z, zlen);
+    pts_free(z);
+  }
+  return true;
+}
+
+static void send_infer_reply(struct infer_ctx *c) {
+  struct pts_error err;
+  struct pts_v2_reply r;
+  if (pts_v2_encode_infer(c->ireq, c->resp, &r, &err) != PTS_OK) {
+    send_error(c->req, &err);
+    return;
+  }
+  struct evkeyvalq *hdr = evhttp_request_get_output_headers(c->req);
+  if (r.binary) {
+    char n[24];
+    snprintf(n, sizeof n, "%zu", r.json_len);
+    evhttp_add_header(hdr, "Content-Type", "application/octet-stream");
+    evhttp_add_header(hdr, "Inference-Header-Content-Length", n);
+  } else {
+    evhttp_add_header(hdr, "Content-Type", "application/json");
+  }
+  if (c->accept == PTS_HTTP_ENC_IDENTITY || !send_compressed(c->req, &r, c->accept))
+    send_plain(c->req, &r);
+  pts_v2_reply_clear(&r);
+  evhttp_send_reply(c->req, 200, "OK", NULL);
+}
+
+/* Loop thread: the done callback fired our event. */
+static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  struct infer_ctx *c = arg;
+  struct pts_http *h = c->loop->h;
+  pthread_mutex_lock(&h->mu);
+  ctx_unlink(c);
+  h->in_flight--;
+  pthread_cond_broadcast(&h->drained);
+  pthread_mutex_unlock(&h->mu);
+  if (c->req) {
+    evhttp_connection_set_closecb(c->conn, NULL, NULL);
+    if (c->err.code != PTS_OK)
+      send_error(c->req, &c->err);
+    else if (!c->resp)
+      send_error_msg(c->req, PTS_INTERNAL, "the inference finished without a response");
+    else
+      send_infer_reply(c);
+  }
+  ctx_free(c);
+}
+
+/* Instance thread (or the caller's, for requests answered at once). */
+static void on_infer_done(struct pts_infer_request *ireq, struct pts_infer_response *resp,
+                          const struct pts_error *err, void *arg) {
+  struct infer_ctx *c = arg;
+  struct pts_http *h = c->loop->h;
+  pthread_mutex_lock(&h->mu);
+  c->ireq = ireq;
+  c->resp = resp;
+  if (err && err->code != PTS_OK)
+    c->err = *err;
+  else
+    pts_error_clear(&c->err);
+  c->completed = true;
+  if (c->orphaned) {
+    pthread_mutex_unlock(&h->mu);
+    ctx_free(c);
+    return;
+  }
+  /* Under the lock, so pts_http_stop can not free the event meanwhile. */
+  event_active(c->ev, EV_READ, 0);
+  pthread_mutex_unlock(&h->mu);
+}
+
+static enum pts_status decode_request(struct pts_http *h, struct evhttp_request *req,
+                                      struct pts_infer_request *ireq, struct pts_error *err) {
+  enum pts_http_encoding enc = pts_http_content_encoding(in_header(req, "Content-Encoding"));
+  if (enc == PTS_HTTP_ENC_UNKNOWN) {
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Accept-Encoding", "gzip, deflate");
+    return pts_error_set(err, PTS_UNSUPPORTED, "Unsupported compression type '%.40s'",
+                         in_header(req, "Content-Encoding"));
+  }
+  struct pts_buf *body = NULL;
+  enum pts_status st = read_body(h, req, &body, err);
+  if (st != PTS_OK) return st;
+  if (enc != PTS_HTTP_ENC_IDENTITY) {
+    struct pts_buf *plain = NULL;
+    st = pts_http_inflate(body->data, body->size, h->max_input, enc, &plain, err);
+    pts_buf_release(body);
+    if (st != PTS_OK) return st;
+    body = plain;
+  }
+  size_t header_len;
+  st = pts_v2_header_length(in_header(req, "Inference-Header-Content-Length"), body->size,
+                            &header_len, err);
+  if (st == PTS_OK) st = pts_v2_decode_infer(body, header_len, ireq, err);
+  pts_buf_release(body); /* binary inputs keep their own references */
+  return st;
+}
+
+static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts_http_route *r) {
+  struct pts_http *h = lp->h;
+  struct pts_error err;
+  if (atomic_load(&h->stopping)) {
+    send_error_msg(req, PTS_UNAVAILABLE, "the server is shutting down");
+    return;
+  }
+  struct pts_infer_request *ireq = pts_infer_request_new();
+  struct infer_ctx *c = pts_calloc(1, sizeof *c);
+  if (!ireq || !c) {
+    pts_infer_request_free(ireq);
+    pts_free(c);
+    send_error_msg(req, PTS_NOMEM, "out of memory accepting an inference request");
+    return;
+  }
+  ireq->receive_ns = pts_now_ns();
+  ireq->model_name = r->model;
+  r->model = NULL;
+  ireq->model_version = r->version;
+  if (decode_request(h, req, ireq, &err) != PTS_OK) {
+    pts_infer_request_free(ireq);
+    pts_free(c);
+    send_error(req, &err);
+    return;
+  }
+  c->loop = lp;
+  c->req = req;
+  c->conn = evhttp_request_get_connection(req);
+  c->accept = pts_http_accept_encoding(in_header(req, "Accept-Encoding"));
+  c->ev = event_new(lp->base, -1, 0, on_infer_ready, c);
+  if (!c->ev) {
+    pts_infer_request_free(ireq);
+    pts_free(c);
+    send_error_msg(req, PTS_NOMEM, "out of memory accepting an inference request");
+    return;
+  }
+  ireq->done = on_infer_done;
+  ireq->done_ctx = c;
+  atomic_fetch_add(&h->refs, 1);
+  pthread_mutex_lock(&h->mu);
+  c->next = lp->pending;
+  if (c->next) c->next->prev = c;
+  lp->pending = c;
+  h->in_flight++;
+  pthread_mutex_unlock(&h->mu);
+  evhttp_connection_set_closecb(c->conn, on_conn_close, c);
+
+  if (pts_server_infer_async(h->server, ireq, &err) != PTS_OK) {
+    /* done will never run: the request is still ours. */
+    evhttp_connection_set_closecb(c->conn, NULL, NULL);
+    pthread_mutex_lock(&h->mu);
+    ctx_unlink(c);
+    h->in_flight--;
+    pthread_cond_broadcast(&h->drained);
+    pthread_mutex_unlock(&h->mu);
+    c->ireq = ireq;
+    send_error(req, &err);
+    ctx_free(c);
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* dispatch                                                            */
+
+static enum pts_http_method method_of(struct evhttp_request *req) {
+  switch (evhttp_request_get_command(req)) {
+    case EVHTTP_REQ_GET:
+      return PTS_HTTP_GET;
+    case EVHTTP_REQ_POST:
+      return PTS_HTTP_POST;
+    default:
+      return PTS_HTTP_OTHER;
+  }
+}
+
+static void on_request(struct evhttp_request *req, void *arg) {
+  struct loop *lp = arg;
+  struct pts_http *h = lp->h;
+  set_nodelay(req);
+  const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+  const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+  struct pts_http_route r;
+  struct pts_error err;
+  if (pts_http_route_parse(path, &r, &err) != PTS_OK) {
+    send_error(req, &err);
+    return;
+  }
+  if (r.kind == PTS_ROUTE_NOT_FOUND) {
+    send_error_msg(req, PTS_NOT_FOUND, "Not Found");
+  } else if (method_of(req) != pts_http_route_method(r.kind)) {
+    /* 405 is not in the status table: it is a transport answer. */
+    static const char body[] = "{\"error\":\"Method Not Allowed\"}";
+    send_json(req, 405, body, sizeof body - 1);
+  } else {
+    switch (r.kind) {
+      case PTS_ROUTE_HEALTH_LIVE:
+        handle_health(h, req, false);
+        break;
+      case PTS_ROUTE_HEALTH_READY:
+        handle_health(h, req, true);
+        break;
+      case PTS_ROUTE_SERVER_METADATA:
+        handle_server_metadata(req);
+        break;
+      case PTS_ROUTE_MODEL_METADATA:
+        handle_model_metadata(h, req, &r);
+        break;
+      case PTS_ROUTE_MODEL_READY:
+        handle_model_ready(h, req, &r);
+        break;
+      case PTS_ROUTE_MODEL_CONFIG:
+        handle_model_config(h, req, &r);
+        break;
+      case PTS_ROUTE_MODEL_INFER:
+        handle_infer(lp, req, &r);
+        break;
+      case PTS_ROUTE_REPO_INDEX:
+        handle_repo_index(h, req);
+        break;
+      case PTS_ROUTE_REPO_LOAD:
+      case PTS_ROUTE_REPO_UNLOAD:
+        handle_repo_control(req, &r);
+        break;
+      default:
+        send_error_msg(req, PTS_NOT_FOUND, "Not Found");
+    }
+  }
+  pts_http_route_clear(&r);
+}
+
+/* ------------------------------------------------------------------ */
+/* loops                                                               */
+
+static void on_stop(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  struct loop *lp = arg;
+  event_base_loopbreak(lp->base);
+}
+
+static void *loop_main(void *arg) {
+  struct loop *lp = arg;
+  event_base_loop(lp->base, EVLOOP_NO_EXIT_ON_EMPTY);
+  return NULL;
+}
+
+/* The hard cap libevent enforces while reading. Bodies between the
+ * configured limit and this cap get our JSON 413 (read_body); libevent 2.1
+ * answers bodies beyond it itself, with a 413 whose body is HTML, but never
+ * buffers them. */
+static ev_ssize_t hard_body_cap(size_t max_input) {
+  size_t extra = max_input < (1u << 20) ? (1u << 20) : max_input;
+  size_t cap = max_input > (size_t)INT64_MAX - extra ? (size_t)INT64_MAX : max_input + extra;
+  return (ev_ssize_t)cap;
+}
+
+static enum pts_status loop_init(struct loop *lp, struct pts_http *h, evutil_socket_t listen_fd,
+                                 struct pts_error *err) {
+  lp->h = h;
+  lp->base = event_base_new();
+  if (!lp->base) return pts_error_set(err, PTS_INTERNAL, "failed to create an event loop");
+  lp->http = evhttp_new(lp->base);
+  lp->stop_ev = event_new(lp->base, -1, 0, on_stop, lp);
+  if (!lp->http || !lp->stop_ev)
+    return pts_error_set(err, PTS_INTERNAL, "failed to create the HTTP server");
+  evutil_socket_t fd = dup(listen_fd);
+  if (fd < 0)
+    return pts_error_set(err, PTS_INTERNAL, "failed to duplicate the listening socket: %s",
+                         strerror(errno));
+  evutil_make_socket_nonblocking(fd);
+  evutil_make_socket_closeonexec(fd);
+  struct evconnlistener *lev = evconnlistener_new(
+      lp->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+  if (!lev) {
+    close(fd);
+    return pts_error_set(err, PTS_INTERNAL, "failed to listen on the HTTP socket");
+  }
+  if (!evhttp_bind_listener(lp->http, lev)) {
+    evconnlistener_free(lev);
+    return pts_error_set(err, PTS_INTERNAL, "failed to attach the HTTP socket");
+  }
+  evhttp_set_gencb(lp->http, on_request, lp);
+  /* Every method reaches the router, which answers 405 as Triton does. */
+  evhttp_set_allowed_methods(lp->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                           EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                                           EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
+                                           EVHTTP_REQ_PATCH);
+  evhttp_set_max_body_size(lp->http, hard_body_cap(h->max_input));
+  evhttp_set_default_content_type(lp->http, NULL);
+  /* Read (and drop) an oversized body so the client sees the 413. */
+  evhttp_set_flags(lp->http, EVHTTP_SERVER_LINGERING_CLOSE);
+  return PTS_OK;
+}
+
+static void loop_destroy(struct loop *lp) {
+  if (lp->stop_ev) event_free(lp->stop_ev);
+  if (lp->http) evhttp_free(lp->http);
+  if (lp->base) event_base_free(lp->base);
+  lp->stop_ev = NULL;
+  lp->http = NULL;
+  lp->base = NULL;
+}
+
+static enum pts_status open_listener(const char *address, int port, evutil_socket_t *out,
+                                     int *bound_port, struct pts_error *err) {
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  char port_s[16];
+  snprintf(port_s, sizeof port_s, "%d", port);
+  int gai = getaddrinfo(address && address[0] ? address : NULL, port_s, &hints, &res);
+  if (gai != 0)
+    return pts_error_set(err, PTS_INVALID_ARG, "invalid --http-address '%s': %s",
+                         address ? address : "", gai_strerror(gai));
+  enum pts_status st = PTS_OK;
+  evutil_socket_t fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol);
+  int one = 1;
+  if (fd < 0) {
+    st = pts_error_set(err, PTS_INTERNAL, "failed to create the HTTP socket: %s", strerror(errno));
+  } else if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+             bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+    st = pts_error_set(err, PTS_UNAVAILABLE, "failed to bind the HTTP endpoint %s:%d: %s",
+                       address ? address : "", port, strerror(errno));
+  }
+  freeaddrinfo(res);
+  if (st != PTS_OK) {
+    if (fd >= 0) close(fd);
+    return st;
+  }
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  *bound_port = port;
+  if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+    if (ss.ss_family == AF_INET) *bound_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6) *bound_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+  }
+  *out = fd;
+  return PTS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* start / stop                                                        */
+
+enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_options *o,
+                               struct pts_http **out, struct pts_error *err) {
+  static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+  /* Bases must be created lock-aware so instance threads may event_active. */
+  pthread_once(&threads_once, (void (*)(void))evthread_use_pthreads);
+  struct pts_http *h = pts_calloc(1, sizeof *h);
+  if (!h) return pts_error_set(err, PTS_NOMEM, "out of memory starting the HTTP frontend");
+  h->server = s;
+  h->max_input = o->http_max_input_size;
+  h->n_loops = o->http_thread_count > 0 ? (size_t)o->http_thread_count : 1;
+  atomic_init(&h->refs, 1);
+  atomic_init(&h->stopping, false);
+  pthread_mutex_init(&h->mu, NULL);
+  pthread_cond_init(&h->drained, NULL);
+  h->loops = pts_calloc(h->n_loops, sizeof *h->loops);
+  if (!h->loops) {
+    hub_release(h);
+    return pts_error_set(err, PTS_NOMEM, "out of memory starting the HTTP frontend");
+  }
+  evutil_socket_t fd = -1;
+  enum pts_status st = open_listener(o->http_address, o->http_port, &fd, &h->port, err);
+  for (size_t i = 0; st == PTS_OK && i < h->n_loops; i++) st = loop_init(&h->loops[i], h, fd, err);
+  if (fd >= 0) close(fd); /* each loop listens on its own duplicate */
+  for (size_t i = 0; st == PTS_OK && i < h->n_loops; i++) {
+    int rc = pthread_create(&h->loops[i].thread, NULL, loop_main, &h->loops[i]);
+    if (rc != 0)
+      st = pts_error_set(err, PTS_INTERNAL, "failed to start an HTTP thread: %s", strerror(rc));
+    else
+      h->loops[i].thread_started = true;
+  }
+  if (st != PTS_OK) {
+    pts_http_stop(h);
+    return st;
+  }
+  *out = h;
+  return PTS_OK;
+}
+
+int pts_http_port(const struct pts_http *h) { return h ? h->port : -1; }
+
+/* Waits (bounded) until every accepted inference was answered. */
+static void drain(struct pts_http *h) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += DRAIN_SECONDS;
+  pthread_mutex_lock(&h->mu);
+  while (h->in_flight > 0) {
+    if (pthread_cond_timedwait(&h->drained, &h->mu, &until) == ETIMEDOUT) break;
+  }
+  if (h->in_flight > 0)
+    PTS_LOG_WARN("HTTP frontend stopping with %zu inference requests still running", h->in_flight);
+  pthread_mutex_unlock(&h->mu);
+}
+
+/* After the loops are gone: requests still in the core are answered to
+ * nobody. Finished ones are freed here, the others by their done callback. */
+static void orphan_pending(struct pts_http *h) {
+  pthread_mutex_lock(&h->mu);
+  for (size_t i = 0; i < h->n_loops; i++) {
+    struct infer_ctx *c;
+    while ((c = h->loops[i].pending) != NULL) {
+      ctx_unlink(c);
+      event_free(c->ev);
+      c->ev = NULL;
+      c->req = NULL;
+      if (c->completed) {
+        pthread_mutex_unlock(&h->mu);
+        ctx_free(c);
+        pthread_mutex_lock(&h->mu);
+      } else {
+        c->orphaned = true;
+      }
+    }
+  }
+  pthread_mutex_unlock(&h->mu);
+}
+
+void pts_http_stop(struct pts_http *h) {
+  if (!h) return;
+  atomic_store(&h->stopping, true);
+  bool any_thread = false;
+  for (size_t i = 0; i < h->n_loops; i++) any_thread |= h->loops[i].thread_started;
+  if (any_thread) drain(h);
+  for (size_t i = 0; i < h->n_loops; i++) {
+    struct loop *lp = &h->loops[i];
+    if (!lp->thread_started) continue;
+    event_active(lp->stop_ev, EV_READ, 0);
+    pthread_join(lp->thread, NULL);
+    lp->thread_started = false;
+  }
+  orphan_pending(h);
+  for (size_t i = 0; i < h->n_loops; i++) loop_destroy(&h->loops[i]);
+  hub_release(h);
+}

@@ -1,0 +1,216 @@
+/* frontend/http/jsonw.c — see jsonw.h. */
+#include "frontend/http/jsonw.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+
+void pts_jsonw_init(struct pts_jsonw *w) { memset(w, 0, sizeof *w); }
+
+void pts_jsonw_free(struct pts_jsonw *w) {
+  if (!w) return;
+  pts_free(w->data);
+  memset(w, 0, sizeof *w);
+}
+
+char *pts_jsonw_take(struct pts_jsonw *w, size_t *len) {
+  if (w->failed || !w->data) {
+    /* An empty document is still a document: callers always get a string. */
+    if (!w->failed && !w->data) {
+      char *empty = pts_strdup("");
+      if (empty && len) *len = 0;
+      return empty;
+    }
+    pts_jsonw_free(w);
+    return NULL;
+  }
+  char *out = w->data;
+  if (len) *len = w->len;
+  memset(w, 0, sizeof *w);
+  return out;
+}
+
+static bool reserve(struct pts_jsonw *w, size_t more) {
+  if (w->failed) return false;
+  if (more > SIZE_MAX - w->len - 1) {
+    w->failed = true;
+    return false;
+  }
+  size_t need = w->len + more + 1;
+  if (need <= w->cap) return true;
+  size_t cap = w->cap ? w->cap : 256;
+  while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+  char *p = pts_realloc(w->data, cap);
+  if (!p) {
+    w->failed = true;
+    return false;
+  }
+  w->data = p;
+  w->cap = cap;
+  return true;
+}
+
+void pts_jsonw_raw(struct pts_jsonw *w, const char *s, size_t n) {
+  if (!reserve(w, n)) return;
+  memcpy(w->data + w->len, s, n);
+  w->len += n;
+  w->data[w->len] = '\0';
+}
+
+void pts_jsonw_cstr(struct pts_jsonw *w, const char *s) { pts_jsonw_raw(w, s, strlen(s)); }
+
+/* Length of the well-formed UTF-8 sequence at s (1..4), or 0 if the bytes
+ * there are not one (RFC 3629: no overlongs, no surrogates, <= U+10FFFF). */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+  unsigned char c = s[0];
+  if (c < 0x80) return 1;
+  size_t len;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (n < len) return 0;
+  if (s[1] < lo || s[1] > hi) return 0;
+  for (size_t i = 2; i < len; i++)
+    if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+  return len;
+}
+
+bool pts_jsonw_is_utf8(const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t i = 0;
+  while (i < n) {
+    size_t k = utf8_seq(p + i, n - i);
+    if (k == 0) return false;
+    i += k;
+  }
+  return true;
+}
+
+static void put_escaped(struct pts_jsonw *w, const char *s, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *p = (const unsigned char *)s;
+  pts_jsonw_raw(w, "\"", 1);
+  size_t i = 0;
+  while (i < n) {
+    /* Copy the longest run that needs no escaping in one go. */
+    size_t run = i;
+    while (run < n && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\') run++;
+    if (run > i) {
+      pts_jsonw_raw(w, s + i, run - i);
+      i = run;
+      continue;
+    }
+    unsigned char c = p[i];
+    if (c >= 0x80) {
+      size_t k = utf8_seq(p + i, n - i);
+      if (k == 0) {
+        pts_jsonw_raw(w, "\xEF\xBF\xBD", 3); /* U+FFFD */
+        i++;
+      } else {
+        pts_jsonw_raw(w, s + i, k);
+        i += k;
+      }
+      continue;
+    }
+    char esc[6] = {'\\', 0, 0, 0, 0, 0};
+    size_t elen = 2;
+    switch (c) {
+      case '"':
+        esc[1] = '"';
+        break;
+      case '\\':
+        esc[1] = '\\';
+        break;
+      case '\n':
+        esc[1] = 'n';
+        break;
+      case '\r':
+        esc[1] = 'r';
+        break;
+      case '\t':
+        esc[1] = 't';
+        break;
+      case '\b':
+        esc[1] = 'b';
+        break;
+      case '\f':
+        esc[1] = 'f';
+        break;
+      default:
+        esc[1] = 'u';
+        esc[2] = '0';
+        esc[3] = '0';
+        esc[4] = hex[c >> 4];
+        esc[5] = hex[c & 15];
+        elen = 6;
+    }
+    pts_jsonw_raw(w, esc, elen);
+    i++;
+  }
+  pts_jsonw_raw(w, "\"", 1);
+}
+
+void pts_jsonw_str(struct pts_jsonw *w, const char *s, size_t n) { put_escaped(w, s, n); }
+
+bool pts_jsonw_utf8(struct pts_jsonw *w, const char *s, size_t n) {
+  if (!pts_jsonw_is_utf8(s, n)) return false;
+  put_escaped(w, s, n);
+  return true;
+}
+
+void pts_jsonw_key(struct pts_jsonw *w, const char *key) {
+  put_escaped(w, key, strlen(key));
+  pts_jsonw_raw(w, ":", 1);
+}
+
+void pts_jsonw_int(struct pts_jsonw *w, int64_t v) {
+  char tmp[24];
+  int n = snprintf(tmp, sizeof tmp, "%" PRId64, v);
+  pts_jsonw_raw(w, tmp, (size_t)n);
+}
+
+void pts_jsonw_uint(struct pts_jsonw *w, uint64_t v) {
+  char tmp[24];
+  int n = snprintf(tmp, sizeof tmp, "%" PRIu64, v);
+  pts_jsonw_raw(w, tmp, (size_t)n);
+}
+
+void pts_jsonw_bool(struct pts_jsonw *w, bool v) {
+  if (v)
+    pts_jsonw_raw(w, "true", 4);
+  else
+    pts_jsonw_raw(w, "false", 5);
+}
+
+bool pts_jsonw_double(struct pts_jsonw *w, double v) {
+  if (!isfinite(v)) return false;
+  char tmp[40];
+  int n = 0;
+  /* The fewest significant digits that read back as the same double. */
+  for (int prec = 15; prec <= 17; prec++) {
+    n = snprintf(tmp, sizeof tmp - 2, "%.*g", prec, v);
+    if (strtod(tmp, NULL) == v) break;
+  }
+  if (!strpbrk(tmp, ".eE")) {
+    tmp[n++] = '.';
+    tmp[n++] = '0';
+    tmp[n] = '\0';
+  }
+  pts_jsonw_raw(w, tmp, (size_t)n);
+  return true;
+}

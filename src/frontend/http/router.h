@@ -1,0 +1,59 @@
+/* frontend/http/router.h — maps a request path to an endpoint.
+ *
+ * The URL map is protocol-facts §1.1. Segments are split on '/' first and
+ * then percent-decoded, so a model name may contain an encoded '/'. A
+ * version segment must be all digits, as in Triton's router: anything else
+ * there is simply an unknown path (404 "Not Found"). The method is checked
+ * by the caller against pts_http_route_method(), after the path matched, so
+ * a known path with the wrong method gets 405 and an unknown one 404.
+ *
+ * Threading: pure functions; thread-safe.
+ */
+#ifndef PTS_FRONTEND_HTTP_ROUTER_H
+#define PTS_FRONTEND_HTTP_ROUTER_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+
+enum pts_http_route_kind {
+  PTS_ROUTE_NOT_FOUND,
+  PTS_ROUTE_HEALTH_LIVE,
+  PTS_ROUTE_HEALTH_READY,
+  PTS_ROUTE_SERVER_METADATA,
+  PTS_ROUTE_MODEL_METADATA,
+  PTS_ROUTE_MODEL_READY,
+  PTS_ROUTE_MODEL_CONFIG,
+  PTS_ROUTE_MODEL_INFER,
+  PTS_ROUTE_REPO_INDEX,
+  PTS_ROUTE_REPO_LOAD,
+  PTS_ROUTE_REPO_UNLOAD,
+};
+
+enum pts_http_method { PTS_HTTP_GET, PTS_HTTP_POST, PTS_HTTP_OTHER };
+
+struct pts_http_route {
+  enum pts_http_route_kind kind;
+  char *model;     /* owned (pts_free), decoded; NULL when the route has none */
+  int64_t version; /* -1 when the path has no /versions/ segment */
+  char *repo;      /* owned, decoded; the optional /v2/repository/{repo}/ part */
+};
+
+/* Parses `path` (the URI path, still percent-encoded, without the query).
+ * Unknown paths give OK with kind PTS_ROUTE_NOT_FOUND; errors (INVALID_ARG)
+ * are malformed percent escapes and versions too large for int64. On error
+ * *out holds nothing to free. Otherwise clear it with pts_http_route_clear. */
+enum pts_status pts_http_route_parse(const char *path, struct pts_http_route *out,
+                                     struct pts_error *err);
+void pts_http_route_clear(struct pts_http_route *r);
+
+/* The one method each endpoint answers. */
+enum pts_http_method pts_http_route_method(enum pts_http_route_kind kind);
+
+/* Percent-decodes s[0..n) into a new NUL-terminated string (pts_free) and
+ * stores its length in *out_len (may be NULL). A '%' not followed by two hex
+ * digits is an INVALID_ARG; '+' stays '+' (paths are not forms). */
+enum pts_status pts_http_percent_decode(const char *s, size_t n, char **out, size_t *out_len,
+                                        struct pts_error *err);
+
+#endif
