@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""Writes the TorchScript files of the example repository (examples/models).
+
+    /usr/bin/python3 examples/gen_models.py [REPOSITORY]
+
+`make run` calls this before serving. The config.pbtxt files are committed;
+the model.pt files are generated (and git-ignored) so the repository stays
+small and every model is produced by the torch this host has.
+"""
+import os
+import sys
+from typing import List
+
+import torch
+
+
+class AddSub(torch.nn.Module):
+    def forward(self, a, b):
+        return a + b, a - b
+
+
+class MlpClassifier(torch.nn.Module):
+    """16 features -> 32 hidden (ReLU) -> 4 class probabilities."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = torch.nn.Linear(16, 32)
+        self.classes = torch.nn.Linear(32, 4)
+
+    def forward(self, features):
+        return torch.softmax(self.classes(torch.relu(self.hidden(features))), dim=1)
+
+
+class TextUpper(torch.nn.Module):
+    def forward(self, text: List[str]) -> List[str]:
+        return [s.upper() for s in text]
+
+
+def save(repo, name, module):
+    version_dir = os.path.join(repo, name, "1")
+    os.makedirs(version_dir, exist_ok=True)
+    path = os.path.join(version_dir, "model.pt")
+    torch.jit.script(module.eval()).save(path)
+    print("wrote", path)
+
+
+def main(argv):
+    repo = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                       "models")
+    torch.manual_seed(0)  # the same weights on every host
+    save(repo, "add_sub", AddSub())
+    save(repo, "mlp_classifier", MlpClassifier())
+    save(repo, "text_upper", TextUpper())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,584 @@
+/* backends/pytorch/pytorch.c — the "pytorch" backend: TorchScript models
+ * through torch_bridge.h.
+ *
+ * model_load reads the backend parameters, loads the module once on the CPU
+ * to read forward()'s signature, and fixes for good how config inputs map to
+ * forward() arguments and how returned values map to config outputs (Triton's
+ * conventions, docs/pytorch-backend.md). instance_create chooses a device
+ * (device.h) and gives the instance its own module. execute only wires
+ * tensors: inputs go to LibTorch as views, outputs come back as buffers that
+ * own the result tensors, so no tensor data is copied here.
+ *
+ * Threading: as backend/backend.h. A model's state is read-only after
+ * model_load; an instance's scratch space belongs to its execute thread.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend/backend.h"
+#include "backends/pytorch/device.h"
+#include "backends/pytorch/torch_bridge.h"
+#include "config/model_config.h"
+#include "core/alloc.h"
+#include "core/log.h"
+#include "tensor/tensor.h"
+
+_Static_assert(PTS_TORCH_MAX_DIMS == PTS_TENSOR_MAX_DIMS, "bridge and tensor ranks must agree");
+_Static_assert((int)PTS_DEVICE_KIND_GPU == (int)INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU &&
+                   (int)PTS_DEVICE_KIND_CPU == (int)INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU &&
+                   (int)PTS_DEVICE_KIND_MODEL ==
+                       (int)INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_MODEL,
+               "device kinds must follow ModelInstanceGroup.Kind");
+
+struct pt_model {
+  char *name;
+  const Inference__ModelConfig *cfg; /* borrowed until model_unload */
+  char *path;
+  bool inference_mode;
+  bool optimized_execution;
+  int intra_op_threads;
+  int inter_op_threads; /* process-global: applied once the model has loaded */
+  bool dict_input;
+  int *input_slot;   /* config input i → forward() argument position */
+  int *output_index; /* config output i → position in the returned tuple/list */
+  struct pts_torch_module *spare; /* the module model_load read; given to the first cpu instance */
+};
+
+struct pt_instance {
+  struct pt_model *model;
+  char *name;
+  struct pts_device device;
+  struct pts_torch_module *module;
+  struct pts_torch_input *inputs; /* scratch, one per config input */
+};
+
+static struct pts_device_caps caps;
+static pthread_once_t caps_once = PTHREAD_ONCE_INIT;
+
+static void probe_once(void) {
+  pts_torch_probe(&caps);
+  PTS_LOG_INFO("PyTorch backend: LibTorch %s, CUDA %s (%d device(s)), MPS %s",
+               pts_torch_version(), caps.built_with_cuda ? "built in" : "not built in",
+               caps.cuda_device_count, caps.mps_available ? "available" : "not available");
+  if (caps.mps_available)
+    PTS_LOG_INFO("MPS (Metal Performance Shaders) is available on this system");
+  if (caps.built_with_mps) PTS_LOG_INFO("PyTorch was built with MPS support");
+}
+
+/* ---- model ---------------------------------------------------------------- */
+
+static void model_free(struct pt_model *m) {
+  if (!m) return;
+  pts_torch_free(m->spare);
+  pts_free(m->input_slot);
+  pts_free(m->output_index);
+  pts_free(m->path);
+  pts_free(m->name);
+  pts_free(m);
+}
+
+/* Parameters Triton's pytorch backend reads but ptserve does not act on
+ * (yet): parsed so a malformed value still fails the load. */
+static const char *const noop_bool_params[] = {
+    "DISABLE_CUDNN",       "ENABLE_WEIGHT_SHARING", "ENABLE_CACHE_CLEANING",
+    "ENABLE_JIT_EXECUTOR", "ENABLE_JIT_PROFILING",  "ENABLE_TENSOR_FUSER",
+};
+
+static enum pts_status read_params(struct pt_model *m, struct pts_error *err) {
+  const Inference__ModelConfig *cfg = m->cfg;
+  bool disable_opt = false;
+  long intra = 0, inter = 0;
+  enum pts_status st;
+  if ((st = pts_model_config_param_bool(cfg, "INFERENCE_MODE", true, &m->inference_mode, err)) ||
+      (st = pts_model_config_param_bool(cfg, "DISABLE_OPTIMIZED_EXECUTION", false, &disable_opt,
+                                        err)) ||
+      (st = pts_model_config_param_int(cfg, "INTRA_OP_THREAD_COUNT", 0, &intra, err)) ||
+      (st = pts_model_config_param_int(cfg, "INTER_OP_THREAD_COUNT", 0, &inter, err)))
+    return st;
+  if (intra < 0 || intra > 4096 || inter < 0 || inter > 4096)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "parameter %s must be between 0 and 4096 (0 = LibTorch's default)",
+                         intra < 0 || intra > 4096 ? "INTRA_OP_THREAD_COUNT"
+                                                   : "INTER_OP_THREAD_COUNT");
+  for (size_t i = 0; i < sizeof noop_bool_params / sizeof noop_bool_params[0]; i++) {
+    bool v;
+    if ((st = pts_model_config_param_bool(cfg, noop_bool_params[i], false, &v, err))) return st;
+    if (pts_model_config_param(cfg, noop_bool_params[i]))
+      PTS_LOG_WARN("model '%s': parameter %s is accepted but has no effect in ptserve", m->name,
+                   noop_bool_params[i]);
+  }
+  m->optimized_execution = !disable_opt;
+  m->intra_op_threads = (int)intra;
+  m->inter_op_threads = (int)inter;
+  return PTS_OK;
+}
+
+/* Rank the backend sees: reshape when given, plus the batch dimension. */
+static size_t backend_rank(const Inference__ModelTensorReshape *reshape, size_t n_dims,
+                           int32_t max_batch_size) {
+  return (reshape ? reshape->n_shape : n_dims) + (max_batch_size > 0 ? 1 : 0);
+}
+
+static bool torch_supports(Inference__DataType t) {
+  switch ((enum pts_dtype)t) {
+    case PTS_DTYPE_UINT16:
+    case PTS_DTYPE_UINT32:
+    case PTS_DTYPE_UINT64:
+    case PTS_DTYPE_INVALID:
+      return false;
+    default:
+      return (int)t > 0 && (int)t < PTS_DTYPE_COUNT;
+  }
+}
+
+static enum pts_status check_tensor(const char *model, const char *what, const char *name,
+                                    Inference__DataType t, size_t rank, struct pts_error *err) {
+  if (!torch_supports(t))
+    return pts_error_set(err, PTS_INVALID_ARG, "unsupported datatype %s for %s '%s' for model '%s'",
+                         pts_dtype_config_name((enum pts_dtype)t), what, name, model);
+  if (t == INFERENCE__DATA_TYPE__TYPE_STRING && rank != 1)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "%s '%s' of model '%s' is TYPE_STRING with %zu dimension(s) (batch "
+                         "included); PyTorch takes strings as List[str], so it must have exactly 1 "
+                         "(use reshape: { shape: [ ] } with max_batch_size > 0)",
+                         what, name, model, rank);
+  return PTS_OK;
+}
+
+static enum pts_status check_config(const struct pt_model *m, struct pts_error *err) {
+  const Inference__ModelConfig *cfg = m->cfg;
+  if (cfg->n_input == 0)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': configuration must contain at least one input", m->name);
+  if (cfg->n_output == 0)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model configuration must contain at least one output, none were "
+                         "specified (model '%s')",
+                         m->name);
+  enum pts_status st;
+  for (size_t i = 0; i < cfg->n_input; i++) {
+    const Inference__ModelInput *in = cfg->input[i];
+    size_t rank = backend_rank(in->reshape, in->n_dims, cfg->max_batch_size);
+    if ((st = check_tensor(m->name, "input", in->name, in->data_type, rank, err))) return st;
+  }
+  for (size_t i = 0; i < cfg->n_output; i++) {
+    const Inference__ModelOutput *out = cfg->output[i];
+    size_t rank = backend_rank(out->reshape, out->n_dims, cfg->max_batch_size);
+    if ((st = check_tensor(m->name, "output", out->name, out->data_type, rank, err))) return st;
+  }
+  return PTS_OK;
+}
+
+/* The <index> of a "<name>__<index>" tensor name, or -1. */
+static int named_index(const char *name) {
+  const char *sep = NULL;
+  for (const char *p = strstr(name, "__"); p; p = strstr(p + 1, "__")) sep = p;
+  if (!sep || sep[2] == '\0' || strlen(sep + 2) > 9) return -1;
+  for (const char *p = sep + 2; *p; p++)
+    if (*p < '0' || *p > '9') return -1;
+  return atoi(sep + 2);
+}
+
+/* Fills slots[i] with the "__<index>" of each name when every name has one
+ * and they are distinct and < n. Returns false when the convention does not
+ * apply; an index that is out of range or repeated is an error. */
+static enum pts_status by_named_index(const char *model, const char *what, char *const *names,
+                                      size_t count, size_t n, int *slots, bool *applies,
+                                      struct pts_error *err) {
+  *applies = false;
+  for (size_t i = 0; i < count; i++)
+    if (named_index(names[i]) < 0) return PTS_OK;
+  *applies = true;
+  for (size_t i = 0; i < count; i++) {
+    int idx = named_index(names[i]);
+    if ((size_t)idx >= n && n > 0)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "%s '%s' of model '%s' names index %d, but the model has %zu %ss",
+                           what, names[i], model, idx, n, what);
+    for (size_t j = 0; j < i; j++)
+      if (slots[j] == idx)
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "%ss '%s' and '%s' of model '%s' name the same index %d", what,
+                             names[j], names[i], model, idx);
+    slots[i] = idx;
+  }
+  return PTS_OK;
+}
+
+/* Config inputs → forward() arguments (triton-anchor §1.4). */
+static enum pts_status map_inputs(struct pt_model *m, const struct pts_torch_module *mod,
+                                  struct pts_error *err) {
+  const Inference__ModelConfig *cfg = m->cfg;
+  size_t n_args = pts_torch_arg_count(mod), n_dicts = 0;
+  for (size_t j = 0; j < n_args; j++) {
+    const struct pts_torch_arg *a = pts_torch_arg_at(mod, j);
+    if (a->kind == PTS_TORCH_ARG_OTHER)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "unable to load model '%s': forward() argument '%s' has type '%s'; "
+                           "only Tensor, Optional[Tensor], List[str] or a single "
+                           "Dict[str, Tensor] are supported",
+                           m->name, a->name, a->type);
+    if (a->kind == PTS_TORCH_ARG_TENSOR_DICT) n_dicts++;
+  }
+  if (n_dicts > 0) {
+    if (n_args != 1)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "unable to load model '%s': a Dict[str, Tensor] argument must be "
+                           "forward()'s only argument (it has %zu)",
+                           m->name, n_args);
+    m->dict_input = true;
+    for (size_t i = 0; i < cfg->n_input; i++) {
+      if (cfg->input[i]->data_type == INFERENCE__DATA_TYPE__TYPE_STRING)
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "unable to load model '%s': input '%s' is TYPE_STRING, but "
+                             "forward() takes Dict[str, Tensor]",
+                             m->name, cfg->input[i]->name);
+      m->input_slot[i] = (int)i;
+    }
+    return PTS_OK;
+  }
+  if (n_args != cfg->n_input)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "unable to load model '%s', configuration expects %zu inputs, model "
+                         "provides %zu",
+                         m->name, cfg->n_input, n_args);
+
+  bool by_name = true;
+  for (size_t i = 0; i < cfg->n_input && by_name; i++) {
+    by_name = false;
+    for (size_t j = 0; j < n_args; j++)
+      if (strcmp(cfg->input[i]->name, pts_torch_arg_at(mod, j)->name) == 0) {
+        m->input_slot[i] = (int)j;
+        by_name = true;
+      }
+  }
+  if (!by_name) {
+    char **names = pts_calloc(cfg->n_input, sizeof *names);
+    if (!names) return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", m->name);
+    for (size_t i = 0; i < cfg->n_input; i++) names[i] = cfg->input[i]->name;
+    bool applies;
+    enum pts_status st = by_named_index(m->name, "input", names, cfg->n_input, n_args,
+                                        m->input_slot, &applies, err);
+    pts_free(names);
+    if (st) return st;
+    if (!applies) {
+      PTS_LOG_WARN("model '%s': input names match neither forward()'s argument names nor "
+                   "<name>__<index>; inputs are passed in configuration order",
+                   m->name);
+      for (size_t i = 0; i < cfg->n_input; i++) m->input_slot[i] = (int)i;
+    }
+  }
+
+  for (size_t i = 0; i < cfg->n_input; i++) {
+    const Inference__ModelInput *ci = cfg->input[i];
+    const struct pts_torch_arg *a = pts_torch_arg_at(mod, (size_t)m->input_slot[i]);
+    bool is_string = ci->data_type == INFERENCE__DATA_TYPE__TYPE_STRING;
+    if (is_string != (a->kind == PTS_TORCH_ARG_STRING_LIST))
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "unable to load model '%s': input '%s' is %s, but it feeds forward() "
+                           "argument '%s' of type '%s'",
+                           m->name, ci->name, pts_dtype_config_name((enum pts_dtype)ci->data_type),
+                           a->name, a->type);
+    if (ci->optional && a->kind != PTS_TORCH_ARG_OPTIONAL_TENSOR)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "unable to load model '%s': input '%s' is optional, but forward() "
+                           "argument '%s' has type '%s', not Optional[Tensor]",
+                           m->name, ci->name, a->name, a->type);
+  }
+  return PTS_OK;
+}
+
+/* Config outputs → positions in the returned tuple/list. A dict result is
+ * matched by name at execute time instead. */
+static enum pts_status map_outputs(struct pt_model *m, const struct pts_torch_module *mod,
+                                   struct pts_error *err) {
+  const Inference__ModelConfig *cfg = m->cfg;
+  char **names = pts_calloc(cfg->n_output, sizeof *names);
+  if (!names) return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", m->name);
+  for (size_t i = 0; i < cfg->n_output; i++) names[i] = cfg->output[i]->name;
+  bool applies;
+  /* n = 0: the number of returned values is only known when the model runs. */
+  enum pts_status st =
+      by_named_index(m->name, "output", names, cfg->n_output, 0, m->output_index, &applies, err);
+  pts_free(names);
+  if (st) return st;
+  if (!applies) {
+    if (cfg->n_output > 1 && !pts_torch_returns_dict(mod))
+      PTS_LOG_INFO("model '%s': output names do not follow <name>__<index>; outputs are taken "
+                   "in configuration order",
+                   m->name);
+    for (size_t i = 0; i < cfg->n_output; i++) m->output_index[i] = (int)i;
+  }
+  return PTS_OK;
+}
+
+static enum pts_status pt_model_load(const struct pts_backend_model_desc *desc, void **state,
+                                     struct pts_error *err) {
+  *state = NULL;
+  pthread_once(&caps_once, probe_once);
+  const Inference__ModelConfig *cfg = desc->config;
+  struct pt_model *m = pts_calloc(1, sizeof *m);
+  if (m) {
+    m->cfg = cfg;
+    m->name = pts_strdup(desc->name);
+    m->path = pts_strdup(desc->model_path);
+    m->input_slot = pts_calloc(cfg->n_input ? cfg->n_input : 1, sizeof(int));
+    m->output_index = pts_calloc(cfg->n_output ? cfg->n_output : 1, sizeof(int));
+  }
+  if (!m || !m->name || !m->path || !m->input_slot || !m->output_index) {
+    model_free(m);
+    return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", desc->name);
+  }
+
+  enum pts_status st;
+  struct stat sb;
+  if (stat(m->path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    const char *why = S_ISDIR(sb.st_mode) ? "it is a directory" : "not a regular file";
+    if (stat(m->path, &sb) != 0) why = strerror(errno);
+    st = pts_error_set(err, PTS_UNAVAILABLE, "unable to find '%s' for model '%s': %s", m->path,
+                       m->name, why);
+    goto fail;
+  }
+  if ((st = check_config(m, err)) || (st = read_params(m, err))) goto fail;
+
+  struct pts_device cpu = {.type = PTS_DEVICE_CPU};
+  if ((st = pts_torch_load(m->path, &cpu, &m->spare, err))) {
+    pts_error_prefix(err, "unable to load model '%s'", m->name);
+    goto fail;
+  }
+  if ((st = map_inputs(m, m->spare, err)) || (st = map_outputs(m, m->spare, err))) goto fail;
+  pts_torch_set_interop_threads(m->inter_op_threads, m->name);
+  *state = m;
+  return PTS_OK;
+
+fail:
+  model_free(m);
+  return st;
+}
+
+static void pt_model_unload(void *state) { model_free(state); }
+
+/* ---- instances ------------------------------------------------------------ */
+
+static enum pts_status choose_device(const struct pt_model *m,
+                                     const struct pts_backend_instance_desc *desc,
+                                     struct pts_device *dev, struct pts_error *err) {
+  const Inference__ModelOptimizationPolicy *opt = m->cfg->optimization;
+  const Inference__ModelOptimizationPolicy__ExecutionAccelerators *acc =
+      opt ? opt->execution_accelerators : NULL;
+  size_t n = acc ? acc->n_gpu_execution_accelerator : 0;
+  const char **names = pts_calloc(n ? n : 1, sizeof *names);
+  if (!names) return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", m->name);
+  for (size_t i = 0; i < n; i++) names[i] = acc->gpu_execution_accelerator[i]->name;
+  struct pts_device_request req = {
+      .kind = (enum pts_device_kind)desc->kind,
+      .gpu_id = desc->device_id,
+      .accelerators = names,
+      .n_accelerators = n,
+  };
+  char warning[256];
+  enum pts_status st = pts_device_choose(&caps, &req, dev, warning, sizeof warning, err);
+  pts_free(names);
+  if (st) {
+    pts_error_prefix(err, "model '%s', instance '%s'", m->name, desc->name);
+    return st;
+  }
+  if (warning[0])
+    PTS_LOG_WARN("model '%s', instance '%s': %s", m->name, desc->name, warning);
+  return PTS_OK;
+}
+
+static void instance_free(struct pt_instance *in) {
+  if (!in) return;
+  pts_torch_free(in->module);
+  pts_free(in->inputs);
+  pts_free(in->name);
+  pts_free(in);
+}
+
+static enum pts_status pt_instance_create(void *model_state,
+                                          const struct pts_backend_instance_desc *desc,
+                                          void **state, struct pts_error *err) {
+  struct pt_model *m = model_state;
+  *state = NULL;
+  struct pt_instance *in = pts_calloc(1, sizeof *in);
+  if (in) {
+    in->model = m;
+    in->name = pts_strdup(desc->name);
+    in->inputs = pts_calloc(m->cfg->n_input ? m->cfg->n_input : 1, sizeof *in->inputs);
+  }
+  if (!in || !in->name || !in->inputs) {
+    instance_free(in);
+    return pts_error_set(err, PTS_NOMEM, "out of memory creating instance '%s' of model '%s'",
+                         desc->name, m->name);
+  }
+
+  enum pts_status st = choose_device(m, desc, &in->device, err);
+  if (st) goto fail;
+  char dev[32];
+  pts_device_format(&in->device, dev, sizeof dev);
+  if (in->device.type == PTS_DEVICE_CPU && !in->device.keep_placement && m->spare) {
+    in->module = m->spare; /* the load model_load already did */
+    m->spare = NULL;
+  } else {
+    pts_torch_free(m->spare); /* not a cpu model: don't keep a host copy */
+    m->spare = NULL;
+    if ((st = pts_torch_load(m->path, &in->device, &in->module, err))) {
+      pts_error_prefix(err, "unable to load model '%s'", m->name);
+      goto fail;
+    }
+  }
+  PTS_LOG_INFO("Loaded PyTorch model from: %s on device: %s", m->path,
+               in->device.keep_placement ? "model" : dev);
+  PTS_LOG_INFO("Inference Mode is %s for model instance '%s'",
+               m->inference_mode ? "enabled" : "disabled", in->name);
+  PTS_LOG_INFO("Optimized execution is %s for model instance '%s'",
+               m->optimized_execution ? "enabled" : "disabled", in->name);
+  PTS_LOG_INFO("PyTorch instance initialized on device: %s", dev);
+  *state = in;
+  return PTS_OK;
+
+fail:
+  instance_free(in);
+  return st;
+}
+
+static void pt_instance_destroy(void *state) { instance_free(state); }
+
+/* ---- execute -------------------------------------------------------------- */
+
+static struct pts_torch_output *find_keyed(struct pts_torch_outputs *outs, const char *name) {
+  for (size_t i = 0; i < outs->count; i++)
+    if (outs->items[i].key && strcmp(outs->items[i].key, name) == 0) return &outs->items[i];
+  return NULL;
+}
+
+static enum pts_status pick_output(const struct pt_model *m, size_t i,
+                                   struct pts_torch_outputs *outs, struct pts_torch_output **o,
+                                   struct pts_error *err) {
+  const char *name = m->cfg->output[i]->name;
+  if (outs->keyed) {
+    *o = find_keyed(outs, name);
+    if (!*o)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "output '%s' of model '%s' is not a key of the dict the model "
+                           "returned (%zu keys)",
+                           name, m->name, outs->count);
+    return PTS_OK;
+  }
+  size_t idx = (size_t)m->output_index[i];
+  if (idx >= outs->count)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "The output %s in the model configuration refers to an output index "
+                         "which doesn't exist. This model has %zu outputs",
+                         name, outs->count);
+  *o = &outs->items[idx];
+  return PTS_OK;
+}
+
+static enum pts_status check_output(const struct pt_model *m, size_t i,
+                                    const struct pts_torch_output *o, int64_t batch_size,
+                                    struct pts_error *err) {
+  const Inference__ModelOutput *cfg_out = m->cfg->output[i];
+  enum pts_dtype want = (enum pts_dtype)cfg_out->data_type;
+  if (!o->release)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': output '%s' refers to a value already used by another "
+                         "output",
+                         m->name, cfg_out->name);
+  if (o->dtype != want)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "configuration expects datatype %s for output '%s', model provides %s",
+                         pts_dtype_config_name(want), cfg_out->name,
+                         pts_dtype_config_name(o->dtype));
+  if (o->ndim == 0)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "output '%s' of model '%s' is a scalar which is not supported",
+                         cfg_out->name, m->name);
+  if (m->cfg->max_batch_size > 0 && o->dims[0] != batch_size)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "output '%s' of model '%s' has %lld in its first (batch) dimension, but "
+                         "the batch size is %lld",
+                         cfg_out->name, m->name, (long long)o->dims[0], (long long)batch_size);
+  return PTS_OK;
+}
+
+/* Moves a bridge output into a batch output tensor (no copy of the data). */
+static enum pts_status adopt_output(const char *name, struct pts_torch_output *o,
+                                    struct pts_tensor *t, struct pts_error *err) {
+  t->name = pts_strdup(name);
+  struct pts_buf *buf = t->name ? pts_buf_wrap(o->data, o->byte_size, o->release, o->release_ctx)
+                                : NULL;
+  if (!buf) {
+    pts_tensor_clear(t);
+    return pts_error_set(err, PTS_NOMEM, "out of memory for output '%s'", name);
+  }
+  o->release = NULL; /* the buffer owns the result now */
+  t->buf = buf;
+  t->data = o->data;
+  t->byte_size = o->byte_size;
+  t->dtype = o->dtype;
+  t->shape.ndim = o->ndim;
+  memcpy(t->shape.dims, o->dims, sizeof(int64_t) * (size_t)o->ndim);
+  return PTS_OK;
+}
+
+static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct pts_error *err) {
+  struct pt_instance *in = state;
+  const struct pt_model *m = in->model;
+  const Inference__ModelConfig *cfg = m->cfg;
+  if (batch->n_inputs != cfg->n_input || batch->n_outputs != cfg->n_output)
+    return pts_error_set(err, PTS_INTERNAL,
+                         "model '%s': batch has %zu inputs and %zu outputs, configuration %zu "
+                         "and %zu",
+                         m->name, batch->n_inputs, batch->n_outputs, cfg->n_input, cfg->n_output);
+
+  for (size_t i = 0; i < cfg->n_input; i++) {
+    const struct pts_tensor *t = &batch->inputs[i];
+    struct pts_torch_input *slot = &in->inputs[m->input_slot[i]];
+    slot->absent = t->data == NULL && t->shape.ndim == 0; /* a left-out optional input */
+    slot->name = cfg->input[i]->name;
+    slot->dtype = t->dtype;
+    slot->ndim = t->shape.ndim;
+    slot->dims = t->shape.dims;
+    slot->data = t->data;
+    slot->byte_size = t->byte_size;
+  }
+  struct pts_torch_run_opts opts = {
+      .inference_mode = m->inference_mode,
+      .optimized_execution = m->optimized_execution,
+      .intra_op_threads = m->intra_op_threads,
+      .dict_input = m->dict_input,
+  };
+  struct pts_torch_outputs outs;
+  enum pts_status st = pts_torch_forward(in->module, in->inputs, cfg->n_input, &opts, &outs, err);
+  if (st) {
+    pts_error_prefix(err, "model '%s'", m->name);
+    return st;
+  }
+
+  for (size_t i = 0; i < cfg->n_output && st == PTS_OK; i++) {
+    struct pts_torch_output *o = NULL;
+    if ((st = pick_output(m, i, &outs, &o, err)) ||
+        (st = check_output(m, i, o, batch->batch_size, err)))
+      break;
+    st = adopt_output(cfg->output[i]->name, o, &batch->outputs[i], err);
+  }
+  if (st)
+    for (size_t i = 0; i < cfg->n_output; i++) pts_tensor_clear(&batch->outputs[i]);
+  pts_torch_outputs_free(&outs);
+  return st;
+}
+
+const struct pts_backend pts_pytorch_backend = {
+    .name = "pytorch",
+    .model_load = pt_model_load,
+    .model_unload = pt_model_unload,
+    .instance_create = pt_instance_create,
+    .instance_destroy = pt_instance_destroy,
+    .execute = pt_execute,
+};

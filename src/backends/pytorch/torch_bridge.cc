@@ -1,0 +1,475 @@
+// backends/pytorch/torch_bridge.cc — the C ABI over LibTorch (torch_bridge.h).
+//
+// The only C++ in ptserve. Every extern "C" entry point runs its body inside
+// guarded(), so a c10::Error or std::exception becomes a pts_status with the
+// exception's message (without LibTorch's C++ backtrace, which means nothing
+// to a user) and never unwinds into C.
+
+#include <torch/script.h>
+#include <torch/version.h>
+// Parallel.h is not pulled in by script.h; it is small (thread-pool sizes).
+#include <ATen/Parallel.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+extern "C" {
+#include "core/alloc.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "tensor/bytes.h"
+#include "tensor/dtype.h"
+}
+#include "backends/pytorch/torch_bridge.h"
+
+struct pts_torch_module {
+  torch::jit::Module module;
+  c10::Device device{c10::kCPU};
+  bool move_inputs = false;  // false: inputs stay on the CPU (cpu or KIND_MODEL)
+  bool returns_dict = false;
+  std::vector<std::string> names, types;
+  std::vector<pts_torch_arg> args;
+};
+
+namespace {
+
+// A failure whose message is already written for the user.
+struct BridgeError {
+  enum pts_status code;
+  std::string msg;
+};
+
+[[noreturn]] void fail(enum pts_status code, std::string msg) {
+  throw BridgeError{code, std::move(msg)};
+}
+
+// TorchScript interpreter errors carry both tracebacks before the actual
+// error on their last line; a user (and the 512-byte error buffer) needs
+// that line only.
+std::string concise(const char *what) {
+  std::string msg(what);
+  if (msg.find("Traceback of TorchScript") == std::string::npos) return msg;
+  size_t end = msg.find_last_not_of(" \n");
+  if (end == std::string::npos) return msg;
+  size_t begin = msg.rfind('\n', end);
+  return msg.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin + 1));
+}
+
+template <class F>
+enum pts_status guarded(struct pts_error *err, enum pts_status code, const char *prefix, F &&body) {
+  try {
+    return body();
+  } catch (const BridgeError &e) {
+    return pts_error_set(err, e.code, "%s", e.msg.c_str());
+  } catch (const c10::Error &e) {
+    return pts_error_set(err, code, "%s%s", prefix, concise(e.what_without_backtrace()).c_str());
+  } catch (const std::exception &e) {
+    return pts_error_set(err, code, "%s%s", prefix, concise(e.what()).c_str());
+  } catch (...) {
+    return pts_error_set(err, code, "%sunknown C++ exception", prefix);
+  }
+}
+
+bool to_scalar_type(enum pts_dtype t, at::ScalarType *out) {
+  switch (t) {
+    case PTS_DTYPE_BOOL: *out = at::kBool; return true;
+    case PTS_DTYPE_UINT8: *out = at::kByte; return true;
+    case PTS_DTYPE_INT8: *out = at::kChar; return true;
+    case PTS_DTYPE_INT16: *out = at::kShort; return true;
+    case PTS_DTYPE_INT32: *out = at::kInt; return true;
+    case PTS_DTYPE_INT64: *out = at::kLong; return true;
+    case PTS_DTYPE_FP16: *out = at::kHalf; return true;
+    case PTS_DTYPE_FP32: *out = at::kFloat; return true;
+    case PTS_DTYPE_FP64: *out = at::kDouble; return true;
+    case PTS_DTYPE_BF16: *out = at::kBFloat16; return true;
+    default: return false;
+  }
+}
+
+enum pts_dtype from_scalar_type(at::ScalarType s) {
+  switch (s) {
+    case at::kBool: return PTS_DTYPE_BOOL;
+    case at::kByte: return PTS_DTYPE_UINT8;
+    case at::kChar: return PTS_DTYPE_INT8;
+    case at::kShort: return PTS_DTYPE_INT16;
+    case at::kInt: return PTS_DTYPE_INT32;
+    case at::kLong: return PTS_DTYPE_INT64;
+    case at::kHalf: return PTS_DTYPE_FP16;
+    case at::kFloat: return PTS_DTYPE_FP32;
+    case at::kDouble: return PTS_DTYPE_FP64;
+    case at::kBFloat16: return PTS_DTYPE_BF16;
+    default: return PTS_DTYPE_INVALID;
+  }
+}
+
+c10::Device to_torch_device(const struct pts_device *dev) {
+  switch (dev->type) {
+    case PTS_DEVICE_CUDA: return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(dev->index));
+    case PTS_DEVICE_MPS: return c10::Device(c10::kMPS);
+    default: return c10::Device(c10::kCPU);
+  }
+}
+
+enum pts_torch_arg_kind arg_kind(const c10::TypePtr &t) {
+  if (t->kind() == c10::TypeKind::TensorType) return PTS_TORCH_ARG_TENSOR;
+  if (auto list = t->cast<c10::ListType>()) {
+    if (list->getElementType()->kind() == c10::TypeKind::StringType)
+      return PTS_TORCH_ARG_STRING_LIST;
+  }
+  if (auto opt = t->cast<c10::OptionalType>()) {
+    if (opt->getElementType()->kind() == c10::TypeKind::TensorType)
+      return PTS_TORCH_ARG_OPTIONAL_TENSOR;
+  }
+  if (auto dict = t->cast<c10::DictType>()) {
+    if (dict->getKeyType()->kind() == c10::TypeKind::StringType &&
+        dict->getValueType()->kind() == c10::TypeKind::TensorType)
+      return PTS_TORCH_ARG_TENSOR_DICT;
+  }
+  return PTS_TORCH_ARG_OTHER;
+}
+
+void read_schema(pts_torch_module *m) {
+  const c10::FunctionSchema &schema = m->module.get_method("forward").function().getSchema();
+  const auto &arguments = schema.arguments();
+  // Argument 0 is `self`.
+  for (size_t i = 1; i < arguments.size(); i++) {
+    m->names.push_back(arguments[i].name());
+    m->types.push_back(arguments[i].type()->annotation_str());
+  }
+  const auto &returns = schema.returns();
+  m->returns_dict = returns.size() == 1 && returns[0].type()->kind() == c10::TypeKind::DictType;
+  for (size_t i = 1; i < arguments.size(); i++)
+    m->args.push_back({m->names[i - 1].c_str(), m->types[i - 1].c_str(),
+                       arg_kind(arguments[i].type())});
+}
+
+// The pool size this process started with, captured before any model
+// changes it, so a model without INTRA_OP_THREAD_COUNT gets it back.
+int default_intra_threads() {
+  static const int n = at::get_num_threads();
+  return n;
+}
+
+// The intra-op pool size is per OpenMP thread; instance threads are
+// dedicated, so setting it here gives each model its own value. LibTorch
+// initialises a thread's value lazily from a process-global on its first
+// parallel op; initialising first keeps that from overwriting ours.
+void apply_intra_threads(int wanted) {
+  static thread_local int current = 0;
+  int n = wanted > 0 ? wanted : default_intra_threads();
+  if (n == current) return;
+  at::internal::lazy_init_num_threads();
+  at::set_num_threads(n);
+  current = n;
+}
+
+// Memory ranges of the request's inputs: an output that lies in one of them
+// (the model returned an input or a view of one) must be copied, because
+// the request buffer may be gone before the response is sent.
+struct Range {
+  const char *begin, *end;
+};
+
+bool overlaps(const std::vector<Range> &ranges, const void *p, size_t n) {
+  const char *b = static_cast<const char *>(p), *e = b + n;
+  for (const Range &r : ranges)
+    if (b < r.end && r.begin < e) return true;
+  return false;
+}
+
+at::Tensor wrap_tensor(const pts_torch_input &in, const pts_torch_module *m) {
+  at::ScalarType st;
+  if (!to_scalar_type(in.dtype, &st))
+    fail(PTS_INVALID_ARG, std::string("input '") + in.name + "' has data type " +
+                              pts_dtype_name(in.dtype) + ", which PyTorch does not support");
+  std::vector<int64_t> sizes(in.dims, in.dims + in.ndim);
+  auto options = torch::TensorOptions().dtype(st);
+  at::Tensor t;
+  if (in.byte_size == 0 || in.data == nullptr)
+    t = torch::empty(sizes, options);  // from_blob wants real memory
+  else
+    t = torch::from_blob(const_cast<void *>(in.data), sizes, options);
+  if (m->move_inputs) t = t.to(m->device);
+  return t;
+}
+
+c10::List<std::string> wrap_strings(const pts_torch_input &in) {
+  c10::List<std::string> list;
+  size_t offset = 0;
+  const char *elem;
+  uint32_t len;
+  int rc;
+  while ((rc = pts_bytes_next(in.data, in.byte_size, &offset, &elem, &len)) == 1)
+    list.push_back(std::string(elem, len));
+  if (rc < 0)
+    fail(PTS_INVALID_ARG,
+         std::string("input '") + in.name + "' holds a truncated BYTES element");
+  return list;
+}
+
+extern "C" {
+static void release_tensor(void *ctx, void *) { delete static_cast<at::Tensor *>(ctx); }
+static void release_malloc(void *, void *data) { pts_free(data); }
+}
+
+std::string describe(const std::string *key, size_t index) {
+  if (key) return "output '" + *key + "'";
+  return "output " + std::to_string(index);
+}
+
+pts_torch_output tensor_output(at::Tensor t, const std::vector<Range> &inputs,
+                               const std::string *key, size_t index) {
+  enum pts_dtype dtype = from_scalar_type(t.scalar_type());
+  if (dtype == PTS_DTYPE_INVALID)
+    fail(PTS_INVALID_ARG, describe(key, index) + " of the model has data type " +
+                              std::string(c10::toString(t.scalar_type())) +
+                              ", which has no KServe data type");
+  if (t.dim() > PTS_TORCH_MAX_DIMS)
+    fail(PTS_INVALID_ARG, describe(key, index) + " of the model has " +
+                              std::to_string(t.dim()) + " dimensions, more than ptserve supports");
+  if (!t.device().is_cpu()) t = t.to(at::kCPU);
+  t = t.contiguous();
+  if (overlaps(inputs, t.data_ptr(), t.nbytes())) t = t.clone();
+
+  pts_torch_output o{};
+  o.dtype = dtype;
+  o.ndim = static_cast<int>(t.dim());
+  for (int d = 0; d < o.ndim; d++) o.dims[d] = t.size(d);
+  auto *kept = new at::Tensor(std::move(t));
+  o.data = kept->data_ptr();
+  o.byte_size = kept->nbytes();
+  o.release = release_tensor;
+  o.release_ctx = kept;
+  return o;
+}
+
+bool is_string_list(const c10::IValue &v) {
+  return v.isList() && v.toList().elementType()->kind() == c10::TypeKind::StringType;
+}
+
+pts_torch_output strings_output(const c10::IValue &v, const std::string *key, size_t index) {
+  c10::List<c10::IValue> list = v.toList();
+  size_t total = 0;
+  for (size_t i = 0; i < list.size(); i++) {
+    size_t len = list.get(i).toStringRef().size();
+    if (len > UINT32_MAX)
+      fail(PTS_INVALID_ARG, describe(key, index) + " holds a string longer than 4 GiB");
+    total += 4 + len;
+  }
+  void *data = pts_malloc(total ? total : 1);
+  if (!data) fail(PTS_NOMEM, describe(key, index) + ": out of memory for strings");
+  size_t used = 0;
+  for (size_t i = 0; i < list.size(); i++) {
+    const std::string &s = list.get(i).toStringRef();
+    pts_bytes_put(data, total, &used, s.data(), static_cast<uint32_t>(s.size()));
+  }
+  pts_torch_output o{};
+  o.dtype = PTS_DTYPE_BYTES;
+  o.ndim = 1;
+  o.dims[0] = static_cast<int64_t>(list.size());
+  o.data = data;
+  o.byte_size = total;
+  o.release = release_malloc;
+  o.release_ctx = nullptr;
+  return o;
+}
+
+// Holds the outputs collected so far and releases them if the walk fails.
+struct OutputList {
+  std::vector<pts_torch_output> items;
+  bool keyed = false;
+  ~OutputList() {
+    for (auto &o : items) {
+      if (o.release) o.release(o.release_ctx, o.data);
+      pts_free(o.key);
+    }
+  }
+};
+
+void add_value(OutputList &out, const c10::IValue &v, const std::vector<Range> &inputs,
+               const std::string *key) {
+  size_t index = out.items.size();
+  pts_torch_output o{};
+  if (v.isTensor())
+    o = tensor_output(v.toTensor(), inputs, key, index);
+  else if (is_string_list(v))
+    o = strings_output(v, key, index);
+  else
+    fail(PTS_INVALID_ARG, describe(key, index) + " of the model is a " + v.tagKind() +
+                              "; outputs must be Tensor or List[str]");
+  out.items.push_back(o);
+  if (key) {
+    out.items.back().key = pts_strdup(key->c_str());
+    if (!out.items.back().key) fail(PTS_NOMEM, "out of memory for output names");
+  }
+}
+
+void walk_result(OutputList &out, const c10::IValue &result, const std::vector<Range> &inputs) {
+  if (result.isTuple()) {
+    for (const c10::IValue &e : result.toTupleRef().elements()) add_value(out, e, inputs, nullptr);
+  } else if (result.isTensorList()) {
+    for (const at::Tensor &t : result.toTensorVector()) add_value(out, c10::IValue(t), inputs, nullptr);
+  } else if (result.isGenericDict()) {
+    out.keyed = true;
+    for (const auto &kv : result.toGenericDict()) {
+      if (!kv.key().isString())
+        fail(PTS_INVALID_ARG, std::string("the model returned a dict keyed by ") +
+                                  kv.key().tagKind() + "; output dicts must be keyed by str");
+      std::string k = kv.key().toStringRef();
+      add_value(out, kv.value(), inputs, &k);
+    }
+  } else if (result.isTensor() || is_string_list(result)) {
+    add_value(out, result, inputs, nullptr);
+  } else {
+    fail(PTS_INVALID_ARG, std::string("the model returned a ") + result.tagKind() +
+                              "; ptserve accepts Tensor, List[str], a Tuple or List of those, "
+                              "or Dict[str, Tensor]");
+  }
+}
+
+std::mutex interop_mu;
+int interop_threads = 0;  // 0: not set yet
+std::string interop_model;
+
+}  // namespace
+
+extern "C" {
+
+const char *pts_torch_version(void) { return TORCH_VERSION; }
+
+void pts_torch_probe(struct pts_device_caps *caps) {
+  std::memset(caps, 0, sizeof *caps);
+  try {
+    (void)default_intra_threads();
+    caps->built_with_cuda = c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA);
+    caps->cuda_available = at::hasCUDA();
+    caps->cuda_device_count = caps->cuda_available ? static_cast<int>(at::getNumGPUs()) : 0;
+    caps->built_with_mps = c10::impl::hasDeviceGuardImpl(c10::DeviceType::MPS);
+    caps->mps_available = at::hasMPS();
+  } catch (const std::exception &e) {
+    PTS_LOG_WARN("probing LibTorch devices failed, using cpu only: %s", e.what());
+    std::memset(caps, 0, sizeof *caps);
+  }
+}
+
+enum pts_status pts_torch_load(const char *path, const struct pts_device *dev,
+                               struct pts_torch_module **out, struct pts_error *err) {
+  *out = nullptr;
+  std::string prefix = std::string("failed to load TorchScript model '") + path + "': ";
+  return guarded(err, PTS_UNAVAILABLE, prefix.c_str(), [&]() {
+    auto *m = new pts_torch_module();
+    try {
+      m->device = to_torch_device(dev);
+      if (dev->keep_placement) {
+        m->module = torch::jit::load(path);
+      } else {
+        m->module = torch::jit::load(path, m->device);
+        m->move_inputs = !m->device.is_cpu();
+      }
+      m->module.eval();
+      read_schema(m);
+    } catch (...) {
+      delete m;
+      throw;
+    }
+    *out = m;
+    return PTS_OK;
+  });
+}
+
+void pts_torch_free(struct pts_torch_module *m) { delete m; }
+
+size_t pts_torch_arg_count(const struct pts_torch_module *m) { return m->args.size(); }
+
+const struct pts_torch_arg *pts_torch_arg_at(const struct pts_torch_module *m, size_t i) {
+  return i < m->args.size() ? &m->args[i] : nullptr;
+}
+
+bool pts_torch_returns_dict(const struct pts_torch_module *m) { return m->returns_dict; }
+
+void pts_torch_set_interop_threads(int n, const char *model) {
+  if (n <= 0) return;
+  std::lock_guard<std::mutex> lock(interop_mu);
+  if (interop_threads == 0) {
+    try {
+      at::set_num_interop_threads(n);
+      interop_threads = n;
+      interop_model = model;
+      PTS_LOG_INFO("inter-op thread pool set to %d threads (INTER_OP_THREAD_COUNT of model '%s')",
+                   n, model);
+    } catch (const std::exception &e) {
+      PTS_LOG_WARN("INTER_OP_THREAD_COUNT %d of model '%s' is ignored: %s", n, model,
+                   e.what());
+    }
+    return;
+  }
+  if (interop_threads != n)
+    PTS_LOG_WARN("INTER_OP_THREAD_COUNT %d of model '%s' is ignored: the inter-op thread pool "
+                 "is process-global and model '%s' already set it to %d",
+                 n, model, interop_model.c_str(), interop_threads);
+}
+
+enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_torch_input *inputs,
+                                  size_t n_inputs, const struct pts_torch_run_opts *opts,
+                                  struct pts_torch_outputs *out, struct pts_error *err) {
+  std::memset(out, 0, sizeof *out);
+  return guarded(err, PTS_INTERNAL, "PyTorch execute failure: ", [&]() {
+    apply_intra_threads(opts->intra_op_threads);
+    torch::jit::setGraphExecutorOptimize(opts->optimized_execution);
+    c10::InferenceMode inference_guard(opts->inference_mode);
+    torch::NoGradGuard no_grad;
+
+    std::vector<Range> ranges;
+    std::vector<c10::IValue> args;
+    c10::Dict<std::string, at::Tensor> dict;
+    for (size_t i = 0; i < n_inputs; i++) {
+      const pts_torch_input &in = inputs[i];
+      const char *base = static_cast<const char *>(in.data);
+      if (base) ranges.push_back({base, base + in.byte_size});
+      if (in.absent) {
+        if (!opts->dict_input) args.emplace_back();  // None
+      } else if (in.dtype == PTS_DTYPE_BYTES) {
+        if (opts->dict_input)
+          fail(PTS_INVALID_ARG, std::string("input '") + in.name +
+                                    "' is BYTES, but the model takes Dict[str, Tensor]");
+        args.emplace_back(wrap_strings(in));
+      } else if (opts->dict_input) {
+        dict.insert(in.name, wrap_tensor(in, m));
+      } else {
+        args.emplace_back(wrap_tensor(in, m));
+      }
+    }
+    if (opts->dict_input) args.emplace_back(dict);
+
+    c10::IValue result = m->module.forward(std::move(args));
+
+    OutputList list;
+    walk_result(list, result, ranges);
+    size_t n = list.items.size();
+    auto *items = static_cast<pts_torch_output *>(pts_calloc(n ? n : 1, sizeof(pts_torch_output)));
+    if (!items) fail(PTS_NOMEM, "out of memory for the model's outputs");
+    std::memcpy(items, list.items.data(), n * sizeof(pts_torch_output));
+    list.items.clear();  // ownership moved to *out
+    out->items = items;
+    out->count = n;
+    out->keyed = list.keyed;
+    return PTS_OK;
+  });
+}
+
+void pts_torch_outputs_free(struct pts_torch_outputs *out) {
+  if (!out || !out->items) return;
+  for (size_t i = 0; i < out->count; i++) {
+    pts_torch_output &o = out->items[i];
+    if (o.release) o.release(o.release_ctx, o.data);
+    pts_free(o.key);
+  }
+  pts_free(out->items);
+  out->items = nullptr;
+  out->count = 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,138 @@
+/* backends/pytorch/torch_bridge.h — the C ABI over LibTorch.
+ *
+ * torch_bridge.cc is the only C++ file of ptserve. It loads TorchScript
+ * modules, reads forward()'s signature, and runs forward() on C tensor views:
+ * inputs are wrapped with torch::from_blob (no copy), outputs are made
+ * contiguous on the CPU and handed back without a copy, each with a release
+ * callback that drops the kept-alive at::Tensor. No exception ever crosses
+ * this boundary: every entry point catches and returns a status whose
+ * message is the exception's text.
+ *
+ * This header is plain C and must stay includable from C++: it uses no
+ * C11-only header (core/buf.h's <stdatomic.h> is not valid C++17), which is
+ * why tensors here are described by bridge structs, not struct pts_tensor.
+ *
+ * Threading: load/free/introspection run on the repository's load thread.
+ * pts_torch_forward may run concurrently on different modules, and on one
+ * module from several threads (TorchScript inference is re-entrant as long
+ * as nobody moves or retrains the module meanwhile). The grad mode, the
+ * intra-op thread count and the optimizer switch are set per calling thread.
+ */
+#ifndef PTS_BACKENDS_PYTORCH_TORCH_BRIDGE_H
+#define PTS_BACKENDS_PYTORCH_TORCH_BRIDGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/pytorch/device.h"
+#include "core/status.h"
+#include "tensor/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Equal to PTS_TENSOR_MAX_DIMS (checked in pytorch.c). */
+#define PTS_TORCH_MAX_DIMS 16
+
+struct pts_torch_module;
+
+/* Kinds of forward() arguments the backend can feed. */
+enum pts_torch_arg_kind {
+  PTS_TORCH_ARG_TENSOR,      /* Tensor */
+  PTS_TORCH_ARG_STRING_LIST, /* List[str] — a 1-D BYTES tensor */
+  PTS_TORCH_ARG_TENSOR_DICT, /* Dict[str, Tensor] — inputs keyed by name */
+  PTS_TORCH_ARG_OPTIONAL_TENSOR, /* Optional[Tensor] — None when an optional input is absent */
+  PTS_TORCH_ARG_OTHER,       /* anything else: the model can not be served */
+};
+
+struct pts_torch_arg {
+  const char *name;  /* borrowed from the module */
+  const char *type;  /* TorchScript's spelling ("Tensor", "Dict[str, Tensor]") */
+  enum pts_torch_arg_kind kind;
+};
+
+/* One input. For BYTES, `data` holds serialized elements (tensor/bytes.h)
+ * and the argument becomes a List[str]. An absent (optional) input is
+ * passed as None, or left out of the dict in dict mode. */
+struct pts_torch_input {
+  bool absent;
+  const char *name;    /* dict key in dict mode; else only for messages */
+  enum pts_dtype dtype;
+  int ndim;
+  const int64_t *dims; /* borrowed */
+  const void *data;    /* borrowed for the call; never written by ptserve */
+  size_t byte_size;
+};
+
+/* One value the model returned. The memory stays valid until
+ * release(release_ctx, data) is called, exactly once, by the owner of the
+ * output (pts_torch_outputs_free calls it for entries still set). */
+struct pts_torch_output {
+  char *key;           /* dict key (pts_free), or NULL for positional outputs */
+  enum pts_dtype dtype;
+  int ndim;
+  int64_t dims[PTS_TORCH_MAX_DIMS];
+  void *data;
+  size_t byte_size;
+  void (*release)(void *ctx, void *data); /* matches pts_buf_release_fn */
+  void *release_ctx;
+};
+
+struct pts_torch_outputs {
+  size_t count;
+  struct pts_torch_output *items; /* pts_free'd by pts_torch_outputs_free */
+  bool keyed;                     /* the model returned a Dict[str, Tensor] */
+};
+
+struct pts_torch_run_opts {
+  bool inference_mode;      /* c10::InferenceMode; else torch::NoGradGuard */
+  bool optimized_execution; /* TorchScript graph executor optimization */
+  int intra_op_threads;     /* > 0: this thread's intra-op pool size; 0: process default */
+  bool dict_input;          /* pass all inputs as one Dict[str, Tensor] */
+};
+
+/* LibTorch's version, e.g. "1.13.0". Static string. */
+const char *pts_torch_version(void);
+
+/* Probes what this process can run on. */
+void pts_torch_probe(struct pts_device_caps *caps);
+
+/* Loads a TorchScript file onto `dev` and puts it in eval mode. Caller frees
+ * *out with pts_torch_free. Errors (UNAVAILABLE) carry LibTorch's message. */
+enum pts_status pts_torch_load(const char *path, const struct pts_device *dev,
+                               struct pts_torch_module **out, struct pts_error *err);
+void pts_torch_free(struct pts_torch_module *m); /* NULL-safe */
+
+/* forward()'s arguments without `self`. Borrowed until pts_torch_free. */
+size_t pts_torch_arg_count(const struct pts_torch_module *m);
+const struct pts_torch_arg *pts_torch_arg_at(const struct pts_torch_module *m, size_t i);
+
+/* Whether forward() is declared to return a Dict (outputs then match config
+ * output names by key). */
+bool pts_torch_returns_dict(const struct pts_torch_module *m);
+
+/* Sets the process-global inter-op pool size. LibTorch allows that once per
+ * process: the first value wins, a later different one is ignored with a
+ * warning naming `model`. n <= 0 does nothing. Never fails. */
+void pts_torch_set_interop_threads(int n, const char *model);
+
+/* Runs forward(). Inputs are in argument order (or keyed, with dict_input).
+ * On OK, *out holds every value returned (a Tensor → one output; a Tuple or
+ * List → one per element; a Dict[str, Tensor] → one per key, keyed=true);
+ * caller frees with pts_torch_outputs_free. Errors: INVALID_ARG for values
+ * the backend can not return (with the element named), INTERNAL for
+ * exceptions raised by the model (with their message). */
+enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_torch_input *inputs,
+                                  size_t n_inputs, const struct pts_torch_run_opts *opts,
+                                  struct pts_torch_outputs *out, struct pts_error *err);
+
+/* Releases every output whose `release` is still set, then the array. */
+void pts_torch_outputs_free(struct pts_torch_outputs *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
