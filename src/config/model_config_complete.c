@@ -183,8 +183,9 @@ static enum pts_status reject_tensor_flags(const Inference__ModelConfig *cfg,
                                            struct pts_error *err) {
   for (size_t i = 0; i < cfg->n_input; i++) {
     const Inference__ModelInput *in = cfg->input[i];
-    const char *flag = in->optional                  ? "optional"
-                       : in->is_shape_tensor         ? "is_shape_tensor"
+    /* `optional` is supported: an absent optional input reaches the backend
+     * as a tensor without data (the pytorch backend passes None). */
+    const char *flag = in->is_shape_tensor           ? "is_shape_tensor"
                        : in->allow_ragged_batch      ? "allow_ragged_batch"
                        : in->is_non_linear_format_io ? "is_non_linear_format_io"
                                                      : NULL;

@@ -372,8 +372,6 @@ def test_optional_input(serve, torch_models, tmp_path):
     server = serve(make_repo(tmp_path, torch_models, ["optional_in"]),
                           "--exit-on-error=false", expect_ready=False)
     index = requests.post(server.url + "/v2/repository/index", timeout=TIMEOUT).json()
-    if "'optional: true' is not supported" in index[0].get("reason", ""):
-        pytest.skip("the server core does not accept optional inputs yet")
     assert index[0]["state"] == "READY", index
     x, bias = [1.0, 2.0, 3.0, 4.0], [0.5, 0.5, -1.0, 10.0]
     outs = outputs_by_name(infer_json(server.url, "optional_in",

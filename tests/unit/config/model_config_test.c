@@ -281,8 +281,6 @@ static const struct {
      "'response_cache.enable' is not supported"},
     {"backend: 'pytorch' model_transaction_policy { decoupled: true }",
      "'model_transaction_policy.decoupled' is not supported"},
-    {"backend: 'pytorch' input { name: 'a' data_type: TYPE_FP32 dims: 1 optional: true }",
-     "input 'a': 'optional: true' is not supported"},
     {"backend: 'pytorch' input { name: 'a' data_type: TYPE_INT64 dims: 1 is_shape_tensor: true }",
      "input 'a': 'is_shape_tensor: true'"},
     {"backend: 'pytorch' output { name: 'b' data_type: TYPE_INT64 dims: 1 is_shape_tensor: true }",

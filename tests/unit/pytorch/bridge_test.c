@@ -21,14 +21,14 @@ static int generate(void **state) {
   (void)state;
   const char *src = getenv("PTS_SOURCE_DIR");
   strcpy(repo, "/tmp/pts-bridge-XXXXXX");
-  if (!src || !mkdtemp(repo)) return 0;
+  if (!src || !mkdtemp(repo)) return -1; /* no models: every test fails */
   char cmd[1024];
   snprintf(cmd, sizeof cmd,
            "/usr/bin/python3 %s/tests/models/gen_models.py %s add_sub_fp32 add_sub_bf16 strings "
            "dict_out list_out dict_in identity scalar_out bad_file threads >/dev/null 2>&1",
            src, repo);
   have_models = system(cmd) == 0;
-  return 0;
+  return have_models ? 0 : -1;
 }
 
 static int cleanup(void **state) {
@@ -39,7 +39,6 @@ static int cleanup(void **state) {
 }
 
 static struct pts_torch_module *load(const char *model) {
-  if (!have_models) skip();
   char path[256];
   snprintf(path, sizeof path, "%s/%s/1/model.pt", repo, model);
   struct pts_device cpu = {.type = PTS_DEVICE_CPU};
@@ -283,7 +282,6 @@ static void thread_and_grad_options(void **state) {
 
 static void bad_files_fail_to_load(void **state) {
   (void)state;
-  if (!have_models) skip();
   char path[256];
   snprintf(path, sizeof path, "%s/bad_file/1/model.pt", repo);
   struct pts_device cpu = {.type = PTS_DEVICE_CPU};
