@@ -51,6 +51,11 @@ struct pts_batch {
   struct pts_tensor *outputs;  /* zeroed by the caller; the backend fills every
                                   entry (name, dtype, shape, data, buf); the
                                   caller clears them */
+  /* Set by a backend that timed the phases on the device itself (CUDA
+   * events): input copies, the model, output copies. Statistics then use
+   * these instead of the host clock. */
+  bool device_timed;
+  uint64_t device_input_ns, device_infer_ns, device_output_ns;
 };
 
 struct pts_backend {

@@ -43,6 +43,13 @@ struct pt_model {
   int intra_op_threads;
   int inter_op_threads; /* process-global: applied once the model has loaded */
   bool dict_input;
+  bool disable_cudnn;          /* DISABLE_CUDNN (process-global flag, gated in the bridge) */
+  bool empty_cache;            /* ENABLE_CACHE_CLEANING */
+  bool freeze;                 /* FREEZE_MODEL: torch::jit::freeze per instance */
+  bool optimize_for_inference; /* OPTIMIZE_FOR_INFERENCE */
+  double memory_fraction;      /* MEMORY_FRACTION; 0 = LibTorch's default */
+  int64_t *graph_batch_sizes;  /* CUDA_GRAPH_BATCH_SIZES, captured per CUDA instance */
+  size_t n_graph_batch_sizes;
   int *input_slot;   /* config input i → forward() argument position */
   int *output_index; /* config output i → position in the returned tuple/list */
   struct pts_torch_module *spare; /* the module model_load read; given to the first cpu instance */
@@ -74,6 +81,7 @@ static void probe_once(void) {
 static void model_free(struct pt_model *m) {
   if (!m) return;
   pts_torch_free(m->spare);
+  pts_free(m->graph_batch_sizes);
   pts_free(m->input_slot);
   pts_free(m->output_index);
   pts_free(m->path);
@@ -84,9 +92,65 @@ static void model_free(struct pt_model *m) {
 /* Parameters Triton's pytorch backend reads but ptserve does not act on
  * (yet): parsed so a malformed value still fails the load. */
 static const char *const noop_bool_params[] = {
-    "DISABLE_CUDNN",       "ENABLE_WEIGHT_SHARING", "ENABLE_CACHE_CLEANING",
-    "ENABLE_JIT_EXECUTOR", "ENABLE_JIT_PROFILING",  "ENABLE_TENSOR_FUSER",
+    "ENABLE_WEIGHT_SHARING", "ENABLE_JIT_EXECUTOR", "ENABLE_JIT_PROFILING",
+    "ENABLE_TENSOR_FUSER",
 };
+
+/* MEMORY_FRACTION: a share of the device's memory, (0, 1]. */
+static enum pts_status read_fraction(struct pt_model *m, struct pts_error *err) {
+  const char *v = pts_model_config_param(m->cfg, "MEMORY_FRACTION");
+  if (!v) return PTS_OK;
+  char *end = NULL;
+  errno = 0;
+  double f = strtod(v, &end);
+  if (errno || end == v || *end || !(f > 0.0 && f <= 1.0))
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': parameter MEMORY_FRACTION must be a number in (0, 1], got "
+                         "'%s'",
+                         m->name, v);
+  m->memory_fraction = f;
+  return PTS_OK;
+}
+
+/* CUDA_GRAPH_BATCH_SIZES: "1,8" — the batch sizes to capture; each in
+ * 1..max_batch_size (just "1" for a model that does not batch). Also
+ * honours Triton's optimization.cuda { graphs: true graph_spec [...] }. */
+static enum pts_status read_graph_sizes(struct pt_model *m, struct pts_error *err) {
+  const Inference__ModelConfig *cfg = m->cfg;
+  const char *v = pts_model_config_param(cfg, "CUDA_GRAPH_BATCH_SIZES");
+  const Inference__ModelOptimizationPolicy__Cuda *cuda =
+      cfg->optimization ? cfg->optimization->cuda : NULL;
+  size_t cap = 16;
+  m->graph_batch_sizes = pts_calloc(cap, sizeof *m->graph_batch_sizes);
+  if (!m->graph_batch_sizes) return pts_error_set(err, PTS_NOMEM, "out of memory");
+  int64_t limit = cfg->max_batch_size > 0 ? cfg->max_batch_size : 1;
+  if (v) {
+    const char *p = v;
+    while (*p) {
+      char *end = NULL;
+      errno = 0;
+      long long b = strtoll(p, &end, 10);
+      if (errno || end == p || b < 1 || b > limit || m->n_graph_batch_sizes == cap)
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "model '%s': parameter CUDA_GRAPH_BATCH_SIZES must list up to %zu "
+                             "batch sizes in 1..%lld separated by commas, got '%s'",
+                             m->name, cap, (long long)limit, v);
+      m->graph_batch_sizes[m->n_graph_batch_sizes++] = b;
+      p = *end == ',' ? end + 1 : end;
+      if (*end && *end != ',')
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "model '%s': parameter CUDA_GRAPH_BATCH_SIZES has '%c' in '%s'",
+                             m->name, *end, v);
+    }
+  } else if (cuda && cuda->graphs) {
+    for (size_t i = 0; i < cuda->n_graph_spec && m->n_graph_batch_sizes < cap; i++) {
+      int64_t b = cuda->graph_spec[i]->batch_size;
+      m->graph_batch_sizes[m->n_graph_batch_sizes++] = b < 1 ? 1 : b;
+    }
+    if (m->n_graph_batch_sizes == 0) m->graph_batch_sizes[m->n_graph_batch_sizes++] = limit;
+  }
+  return PTS_OK;
+}
 
 static enum pts_status read_params(struct pt_model *m, struct pts_error *err) {
   const Inference__ModelConfig *cfg = m->cfg;
@@ -111,6 +175,14 @@ static enum pts_status read_params(struct pt_model *m, struct pts_error *err) {
       PTS_LOG_WARN("model '%s': parameter %s is accepted but has no effect in ptserve", m->name,
                    noop_bool_params[i]);
   }
+  if ((st = pts_model_config_param_bool(cfg, "DISABLE_CUDNN", false, &m->disable_cudnn, err)) ||
+      (st = pts_model_config_param_bool(cfg, "ENABLE_CACHE_CLEANING", false, &m->empty_cache,
+                                        err)) ||
+      (st = pts_model_config_param_bool(cfg, "FREEZE_MODEL", false, &m->freeze, err)) ||
+      (st = pts_model_config_param_bool(cfg, "OPTIMIZE_FOR_INFERENCE", false,
+                                        &m->optimize_for_inference, err)) ||
+      (st = read_fraction(m, err)) || (st = read_graph_sizes(m, err)))
+    return st;
   m->optimized_execution = !disable_opt;
   m->intra_op_threads = (int)intra;
   m->inter_op_threads = (int)inter;
@@ -392,6 +464,69 @@ static enum pts_status choose_device(const struct pt_model *m,
   return PTS_OK;
 }
 
+static struct pts_torch_run_opts run_opts(const struct pt_model *m) {
+  struct pts_torch_run_opts opts = {
+      .inference_mode = m->inference_mode,
+      .optimized_execution = m->optimized_execution,
+      .intra_op_threads = m->intra_op_threads,
+      .dict_input = m->dict_input,
+      .disable_cudnn = m->disable_cudnn,
+      .empty_cache = m->empty_cache,
+  };
+  return opts;
+}
+
+/* Captures one CUDA graph per CUDA_GRAPH_BATCH_SIZES entry. Graphs replay
+ * fixed shapes only, so every input needs fixed dims besides the batch. */
+static enum pts_status capture_graphs(struct pt_instance *in, const char *dev,
+                                      struct pts_error *err) {
+  const struct pt_model *m = in->model;
+  const Inference__ModelConfig *cfg = m->cfg;
+  if (in->device.type != PTS_DEVICE_CUDA) {
+    PTS_LOG_WARN("model '%s', instance '%s': CUDA graphs were asked for, but the instance runs "
+                 "on %s; it runs eagerly",
+                 m->name, in->name, dev);
+    return PTS_OK;
+  }
+  int64_t (*dims)[PTS_TORCH_MAX_DIMS] = pts_calloc(cfg->n_input ? cfg->n_input : 1, sizeof *dims);
+  if (!dims) return pts_error_set(err, PTS_NOMEM, "out of memory capturing CUDA graphs");
+  enum pts_status st = PTS_OK;
+  for (size_t g = 0; g < m->n_graph_batch_sizes && st == PTS_OK; g++) {
+    int64_t b = m->graph_batch_sizes[g];
+    for (size_t i = 0; i < cfg->n_input && st == PTS_OK; i++) {
+      const Inference__ModelInput *ci = cfg->input[i];
+      const int64_t *d = ci->reshape ? ci->reshape->shape : ci->dims;
+      size_t nd = ci->reshape ? ci->reshape->n_shape : ci->n_dims;
+      struct pts_torch_input *slot = &in->inputs[m->input_slot[i]];
+      int ndim = 0;
+      if (cfg->max_batch_size > 0) dims[i][ndim++] = b;
+      for (size_t k = 0; k < nd && ndim < PTS_TORCH_MAX_DIMS; k++) {
+        if (d[k] < 0)
+          st = pts_error_set(err, PTS_INVALID_ARG,
+                             "model '%s': CUDA graphs need fixed dims, but input '%s' has a "
+                             "variable (-1) dimension",
+                             m->name, ci->name);
+        dims[i][ndim++] = d[k];
+      }
+      *slot = (struct pts_torch_input){.name = ci->name,
+                                       .dtype = (enum pts_dtype)ci->data_type,
+                                       .ndim = ndim,
+                                       .dims = dims[i]};
+    }
+    struct pts_torch_run_opts opts = run_opts(m);
+    if (st == PTS_OK)
+      st = pts_torch_capture_graph(in->module, in->inputs, cfg->n_input, &opts, err);
+    if (st == PTS_OK)
+      PTS_LOG_INFO("model '%s', instance '%s': captured a CUDA graph for batch size %lld on %s",
+                   m->name, in->name, (long long)b, dev);
+    else
+      pts_error_prefix(err, "model '%s', instance '%s', batch size %lld", m->name, in->name,
+                       (long long)b);
+  }
+  pts_free(dims);
+  return st;
+}
+
 static void instance_free(struct pt_instance *in) {
   if (!in) return;
   pts_torch_free(in->module);
@@ -421,6 +556,10 @@ static enum pts_status pt_instance_create(void *model_state,
   if (st) goto fail;
   char dev[32];
   pts_device_format(&in->device, dev, sizeof dev);
+  /* Before the weights arrive, so they count against the limit too. */
+  if (m->memory_fraction > 0 &&
+      (st = pts_torch_set_memory_fraction(&in->device, m->memory_fraction, m->name, err)))
+    goto fail;
   if (in->device.type == PTS_DEVICE_CPU && !in->device.keep_placement && m->spare) {
     in->module = m->spare; /* the load model_load already did */
     m->spare = NULL;
@@ -432,8 +571,14 @@ static enum pts_status pt_instance_create(void *model_state,
       goto fail;
     }
   }
+  if ((m->freeze || m->optimize_for_inference) &&
+      (st = pts_torch_optimize(in->module, m->freeze, m->optimize_for_inference, err))) {
+    pts_error_prefix(err, "model '%s'", m->name);
+    goto fail;
+  }
   PTS_LOG_INFO("Loaded PyTorch model from: %s on device: %s", m->path,
                in->device.keep_placement ? "model" : dev);
+  if (m->n_graph_batch_sizes && (st = capture_graphs(in, dev, err))) goto fail;
   PTS_LOG_INFO("Inference Mode is %s for model instance '%s'",
                m->inference_mode ? "enabled" : "disabled", in->name);
   PTS_LOG_INFO("Optimized execution is %s for model instance '%s'",
@@ -548,18 +693,17 @@ static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct p
     slot->data = t->data;
     slot->byte_size = t->byte_size;
   }
-  struct pts_torch_run_opts opts = {
-      .inference_mode = m->inference_mode,
-      .optimized_execution = m->optimized_execution,
-      .intra_op_threads = m->intra_op_threads,
-      .dict_input = m->dict_input,
-  };
+  struct pts_torch_run_opts opts = run_opts(m);
   struct pts_torch_outputs outs;
   enum pts_status st = pts_torch_forward(in->module, in->inputs, cfg->n_input, &opts, &outs, err);
   if (st) {
     pts_error_prefix(err, "model '%s'", m->name);
     return st;
   }
+  batch->device_timed = outs.device_timed;
+  batch->device_input_ns = outs.input_ns;
+  batch->device_infer_ns = outs.infer_ns;
+  batch->device_output_ns = outs.output_ns;
 
   for (size_t i = 0; i < cfg->n_output && st == PTS_OK; i++) {
     struct pts_torch_output *o = NULL;

@@ -10,7 +10,22 @@
 // Parallel.h is not pulled in by script.h; it is small (thread-pool sizes).
 #include <ATen/Parallel.h>
 
+#ifdef PTS_WITH_CUDA
+// Only in CUDA builds (the pip torch of GPU hosts): these need the CUDA
+// runtime headers, which a CPU LibTorch does not ship.
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+#if TORCH_VERSION_MAJOR >= 2
+#include <ATen/detail/MPSHooksInterface.h>
+#endif
+
+#include <condition_variable>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -25,6 +40,15 @@ extern "C" {
 }
 #include "backends/pytorch/torch_bridge.h"
 
+#ifdef PTS_WITH_CUDA
+// One captured forward(): static inputs it reads, the outputs it writes.
+struct CapturedGraph {
+  at::cuda::CUDAGraph graph;
+  std::vector<at::Tensor> inputs;
+  c10::IValue outputs;
+};
+#endif
+
 struct pts_torch_module {
   torch::jit::Module module;
   c10::Device device{c10::kCPU};
@@ -32,6 +56,14 @@ struct pts_torch_module {
   bool returns_dict = false;
   std::vector<std::string> names, types;
   std::vector<pts_torch_arg> args;
+#ifdef PTS_WITH_CUDA
+  // Each instance loads its own module, so these are per instance: its own
+  // stream (work of different instances overlaps), the events that time its
+  // phases, and its captured graphs. Only the instance's thread uses them.
+  c10::optional<c10::cuda::CUDAStream> stream;
+  std::unique_ptr<at::cuda::CUDAEvent> events[4];
+  std::vector<std::unique_ptr<CapturedGraph>> graphs;
+#endif
 };
 
 namespace {
@@ -57,6 +89,38 @@ std::string concise(const char *what) {
   size_t begin = msg.rfind('\n', end);
   return msg.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin + 1));
 }
+
+// LibTorch's cuDNN switch is process-global. Executions that want it on and
+// executions that want it off take turns: any number of one kind run
+// together, the other kind waits until they drain. Flipping the flag per
+// execute, as Triton does, lets a concurrent model run with the wrong value.
+class CudnnGate {
+ public:
+  void enter(bool enabled) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return active_ == 0 || enabled_ == enabled; });
+    if (active_++ == 0 && at::globalContext().userEnabledCuDNN() != enabled)
+      at::globalContext().setUserEnabledCuDNN(enabled);
+    enabled_ = enabled;
+  }
+  void leave() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--active_ == 0) cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int active_ = 0;
+  bool enabled_ = true;
+};
+
+CudnnGate cudnn_gate;
+
+struct CudnnScope {
+  explicit CudnnScope(bool enabled) { cudnn_gate.enter(enabled); }
+  ~CudnnScope() { cudnn_gate.leave(); }
+};
 
 template <class F>
 enum pts_status guarded(struct pts_error *err, enum pts_status code, const char *prefix, F &&body) {
@@ -192,8 +256,16 @@ at::Tensor wrap_tensor(const pts_torch_input &in, const pts_torch_module *m) {
     t = torch::empty(sizes, options);  // from_blob wants real memory
   else
     t = torch::from_blob(const_cast<void *>(in.data), sizes, options);
-  if (m->move_inputs) t = t.to(m->device);
-  return t;
+  if (!m->move_inputs) return t;
+  if (m->device.is_cuda() && t.numel() > 0) {
+    // Pinned staging makes the host-to-device copy asynchronous on the
+    // instance's stream; LibTorch's caching host allocator recycles the
+    // block once the copy's event has passed.
+    at::Tensor pinned = at::empty(t.sizes(), t.options().pinned_memory(true));
+    pinned.copy_(t);
+    return pinned.to(m->device, /*non_blocking=*/true);
+  }
+  return t.to(m->device);
 }
 
 c10::List<std::string> wrap_strings(const pts_torch_input &in) {
@@ -230,7 +302,16 @@ pts_torch_output tensor_output(at::Tensor t, const std::vector<Range> &inputs,
   if (t.dim() > PTS_TORCH_MAX_DIMS)
     fail(PTS_INVALID_ARG, describe(key, index) + " of the model has " +
                               std::to_string(t.dim()) + " dimensions, more than ptserve supports");
-  if (!t.device().is_cpu()) t = t.to(at::kCPU);
+  if (t.device().is_cuda()) {
+    // Stream-ordered copy into pinned host memory; the caller synchronizes
+    // the stream before anyone reads it. The pinned block returns to
+    // LibTorch's caching host allocator when the response is done with it.
+    at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
+    host.copy_(t, /*non_blocking=*/true);
+    t = host;
+  } else if (!t.device().is_cpu()) {
+    t = t.to(at::kCPU);  // MPS: to() waits for the queue; unified memory makes it cheap
+  }
   t = t.contiguous();
   if (overlaps(inputs, t.data_ptr(), t.nbytes())) t = t.clone();
 
@@ -330,6 +411,72 @@ void walk_result(OutputList &out, const c10::IValue &result, const std::vector<R
   }
 }
 
+#ifdef PTS_WITH_CUDA
+bool same_signature(const std::vector<at::Tensor> &a, const std::vector<c10::IValue> &b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); i++) {
+    if (!b[i].isTensor()) return false;
+    const at::Tensor &t = b[i].toTensor();
+    if (t.scalar_type() != a[i].scalar_type() || !t.sizes().equals(a[i].sizes())) return false;
+  }
+  return true;
+}
+
+// forward() eagerly, or by replaying a captured graph whose static inputs
+// have the shapes and types of these arguments. Replay copies the new data
+// into the static inputs on the stream; the outputs are the graph's own
+// tensors, copied out before the next replay can overwrite them.
+c10::IValue run_forward(pts_torch_module *m, std::vector<c10::IValue> args,
+                        struct pts_torch_outputs *out) {
+  for (auto &g : m->graphs) {
+    if (!same_signature(g->inputs, args)) continue;
+    for (size_t i = 0; i < args.size(); i++)
+      g->inputs[i].copy_(args[i].toTensor(), /*non_blocking=*/true);
+    g->graph.replay();
+    out->graph_replayed = true;
+    return g->outputs;
+  }
+  return m->module.forward(std::move(args));
+}
+#endif
+
+// Waits for the instance's stream (output copies included) and reads the
+// event timings. Without CUDA there is nothing queued: CPU work is done when
+// forward() returns, and MPS copies to the CPU wait for the queue.
+void finish_device_work(pts_torch_module *m, struct pts_torch_outputs *out) {
+#ifdef PTS_WITH_CUDA
+  if (!m->stream) return;
+  m->events[3]->record(*m->stream);
+  m->events[3]->synchronize();
+  auto ns = [&](int a, int b) {
+    return static_cast<uint64_t>(m->events[a]->elapsed_time(*m->events[b]) * 1e6);
+  };
+  out->device_timed = true;
+  out->input_ns = ns(0, 1);
+  out->infer_ns = ns(1, 2);
+  out->output_ns = ns(2, 3);
+#else
+  (void)m;
+  (void)out;
+#endif
+}
+
+void release_cached_memory(pts_torch_module *m) {
+#ifdef PTS_WITH_CUDA
+  if (m->device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#else
+  (void)m;
+#endif
+}
+
+std::mutex memory_fraction_mu;
+struct FractionOwner {
+  c10::Device device;
+  double fraction;
+  std::string model;
+};
+std::vector<FractionOwner> memory_fractions;
+
 std::mutex interop_mu;
 int interop_threads = 0;  // 0: not set yet
 std::string interop_model;
@@ -369,6 +516,14 @@ enum pts_status pts_torch_load(const char *path, const struct pts_device *dev,
         m->module = torch::jit::load(path, m->device);
         m->move_inputs = !m->device.is_cpu();
       }
+#ifdef PTS_WITH_CUDA
+      if (m->device.is_cuda()) {
+        m->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, m->device.index());
+        // Timing needs events created with timing enabled (the default
+        // flags disable it).
+        for (auto &e : m->events) e.reset(new at::cuda::CUDAEvent(cudaEventDefault));
+      }
+#endif
       m->module.eval();
       read_schema(m);
     } catch (...) {
@@ -421,6 +576,17 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
     torch::jit::setGraphExecutorOptimize(opts->optimized_execution);
     c10::InferenceMode inference_guard(opts->inference_mode);
     torch::NoGradGuard no_grad;
+    CudnnScope cudnn(!opts->disable_cudnn);
+#ifdef PTS_WITH_CUDA
+    // The instance's stream becomes this thread's current stream, so the
+    // input copies, the model's kernels and the output copies are ordered
+    // on it; other instances' streams run concurrently.
+    c10::optional<c10::cuda::CUDAStreamGuard> stream_guard;
+    if (m->stream) {
+      stream_guard.emplace(*m->stream);
+      m->events[0]->record(*m->stream);
+    }
+#endif
 
     std::vector<Range> ranges;
     std::vector<c10::IValue> args;
@@ -444,10 +610,18 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
     }
     if (opts->dict_input) args.emplace_back(dict);
 
+#ifdef PTS_WITH_CUDA
+    if (m->stream) m->events[1]->record(*m->stream);
+    c10::IValue result = run_forward(m, std::move(args), out);
+    if (m->stream) m->events[2]->record(*m->stream);
+#else
     c10::IValue result = m->module.forward(std::move(args));
+#endif
 
     OutputList list;
     walk_result(list, result, ranges);
+    finish_device_work(m, out);
+    if (opts->empty_cache) release_cached_memory(m);
     size_t n = list.items.size();
     auto *items = static_cast<pts_torch_output *>(pts_calloc(n ? n : 1, sizeof(pts_torch_output)));
     if (!items) fail(PTS_NOMEM, "out of memory for the model's outputs");
@@ -457,6 +631,96 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
     out->count = n;
     out->keyed = list.keyed;
     return PTS_OK;
+  });
+}
+
+enum pts_status pts_torch_optimize(struct pts_torch_module *m, bool freeze,
+                                   bool optimize_for_inference, struct pts_error *err) {
+  return guarded(err, PTS_INVALID_ARG, "optimizing the TorchScript module failed: ", [&]() {
+    if (optimize_for_inference)
+      m->module = torch::jit::optimize_for_inference(m->module);  // freezes first
+    else if (freeze)
+      m->module = torch::jit::freeze(m->module);
+    return PTS_OK;
+  });
+}
+
+enum pts_status pts_torch_set_memory_fraction(const struct pts_device *dev, double fraction,
+                                              const char *model, struct pts_error *err) {
+  if (dev->type == PTS_DEVICE_CPU) return PTS_OK;
+  c10::Device device = to_torch_device(dev);
+  std::lock_guard<std::mutex> lock(memory_fraction_mu);
+  for (const FractionOwner &o : memory_fractions) {
+    if (o.device != device) continue;
+    if (o.fraction == fraction) return PTS_OK;
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "MEMORY_FRACTION %g of model '%s' conflicts with %g set by model '%s' "
+                         "for %s: the limit is per process and device",
+                         fraction, model, o.fraction, o.model.c_str(), device.str().c_str());
+  }
+  return guarded(err, PTS_INVALID_ARG, "setting MEMORY_FRACTION failed: ", [&]() {
+    if (dev->type == PTS_DEVICE_CUDA) {
+#ifdef PTS_WITH_CUDA
+      c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());
+#else
+      fail(PTS_UNSUPPORTED, "MEMORY_FRACTION: this LibTorch has no CUDA");
+#endif
+    } else {
+#if TORCH_VERSION_MAJOR >= 2
+      at::detail::getMPSHooks().setMemoryFraction(fraction);
+#else
+      fail(PTS_UNSUPPORTED, "MEMORY_FRACTION on MPS needs LibTorch 2.x");
+#endif
+    }
+    memory_fractions.push_back({device, fraction, model});
+    PTS_LOG_INFO("memory fraction of %s set to %g by model '%s' (process-wide for that device)",
+                 device.str().c_str(), fraction, model);
+    return PTS_OK;
+  });
+}
+
+enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
+                                        const struct pts_torch_input *inputs, size_t n_inputs,
+                                        const struct pts_torch_run_opts *opts,
+                                        struct pts_error *err) {
+  return guarded(err, PTS_INVALID_ARG, "CUDA graph capture failed: ", [&]() {
+#ifdef PTS_WITH_CUDA
+    if (!m->stream) fail(PTS_INVALID_ARG, "CUDA graphs need an instance on a CUDA device");
+    if (opts->dict_input) fail(PTS_INVALID_ARG, "CUDA graphs need Tensor arguments, not a dict");
+    torch::jit::setGraphExecutorOptimize(opts->optimized_execution);
+    c10::InferenceMode inference_guard(opts->inference_mode);
+    torch::NoGradGuard no_grad;
+    CudnnScope cudnn(!opts->disable_cudnn);
+    c10::cuda::CUDAStreamGuard stream_guard(*m->stream);  // capture needs a non-default stream
+    auto g = std::make_unique<CapturedGraph>();
+    for (size_t i = 0; i < n_inputs; i++) {
+      const pts_torch_input &in = inputs[i];
+      at::ScalarType st;
+      if (in.absent || in.dtype == PTS_DTYPE_BYTES || !to_scalar_type(in.dtype, &st))
+        fail(PTS_INVALID_ARG, std::string("input '") + in.name +
+                                  "' is not a Tensor; CUDA graphs need Tensor inputs");
+      std::vector<int64_t> sizes(in.dims, in.dims + in.ndim);
+      g->inputs.push_back(at::zeros(sizes, at::TensorOptions().dtype(st).device(m->device)));
+    }
+    std::vector<c10::IValue> args(g->inputs.begin(), g->inputs.end());
+    // The profiling executor specializes over the first runs; capture a
+    // settled graph, never one that is still being optimized.
+    for (int i = 0; i < 3; i++) m->module.forward(args);
+    m->stream->synchronize();
+    g->graph.capture_begin();
+    g->outputs = m->module.forward(args);
+    g->graph.capture_end();
+    m->stream->synchronize();
+    m->graphs.push_back(std::move(g));
+    return PTS_OK;
+#else
+    (void)m;
+    (void)inputs;
+    (void)n_inputs;
+    (void)opts;
+    fail(PTS_UNSUPPORTED, "CUDA graphs need a LibTorch built with CUDA");
+    return PTS_OK;  // not reached; gives the lambda its return type
+#endif
   });
 }
 

@@ -84,6 +84,12 @@ struct pts_torch_outputs {
   size_t count;
   struct pts_torch_output *items; /* pts_free'd by pts_torch_outputs_free */
   bool keyed;                     /* the model returned a Dict[str, Tensor] */
+  /* On a CUDA device the three phases are timed with CUDA events on the
+   * instance's stream (device_timed = true): host-to-device input copies,
+   * forward(), device-to-host output copies. Zero elsewhere. */
+  bool device_timed;
+  uint64_t input_ns, infer_ns, output_ns;
+  bool graph_replayed; /* the batch ran as a captured CUDA graph */
 };
 
 struct pts_torch_run_opts {
@@ -91,6 +97,12 @@ struct pts_torch_run_opts {
   bool optimized_execution; /* TorchScript graph executor optimization */
   int intra_op_threads;     /* > 0: this thread's intra-op pool size; 0: process default */
   bool dict_input;          /* pass all inputs as one Dict[str, Tensor] */
+  /* cuDNN is a process-global switch in LibTorch. Executions that want it
+   * off never overlap executions that want it on (a gate in the bridge), so
+   * two models with different DISABLE_CUDNN settings can not see each
+   * other's value, unlike Triton's backend, which flips it on every execute. */
+  bool disable_cudnn;
+  bool empty_cache;         /* ENABLE_CACHE_CLEANING: release cached CUDA blocks after the run */
 };
 
 /* LibTorch's version, e.g. "1.13.0". Static string. */
@@ -127,6 +139,31 @@ void pts_torch_set_interop_threads(int n, const char *model);
 enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_torch_input *inputs,
                                   size_t n_inputs, const struct pts_torch_run_opts *opts,
                                   struct pts_torch_outputs *out, struct pts_error *err);
+
+/* Applies TorchScript optimizations: freeze() and/or
+ * optimize_for_inference() on the module, which must be in eval mode.
+ * Errors (INVALID_ARG) carry LibTorch's message. */
+enum pts_status pts_torch_optimize(struct pts_torch_module *m, bool freeze,
+                                   bool optimize_for_inference, struct pts_error *err);
+
+/* Limits the caching allocator of `dev` to `fraction` of the device memory
+ * (CUDA: setMemoryFraction per device; MPS: the high-watermark ratio). The
+ * setting is process-global per device: the first model to set it for a
+ * device wins, and a later different value is refused with INVALID_ARG
+ * naming both models, so one model can never silently change another's
+ * limit. CPU devices: no effect. */
+enum pts_status pts_torch_set_memory_fraction(const struct pts_device *dev, double fraction,
+                                              const char *model, struct pts_error *err);
+
+/* Captures forward() as a CUDA graph for inputs of exactly these shapes
+ * (data is ignored: the graph's static inputs start as zeros). Later
+ * pts_torch_forward calls whose inputs match a captured graph's shapes and
+ * data types replay it instead of running eagerly. CUDA devices only;
+ * every input must be a present Tensor argument. */
+enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
+                                        const struct pts_torch_input *inputs, size_t n_inputs,
+                                        const struct pts_torch_run_opts *opts,
+                                        struct pts_error *err);
 
 /* Releases every output whose `release` is still set, then the array. */
 void pts_torch_outputs_free(struct pts_torch_outputs *out);
