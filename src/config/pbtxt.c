@@ -349,7 +349,7 @@ static enum pts_status decode_string(struct parser *ps, const struct token *t, s
       if (q < end && is_hex(*q)) v = v * 16 + (unsigned)hex_value(*q++);
       enc[0] = (char)v;
     } else if (c == 'u' || c == 'U') {
-      uint32_t cp;
+      uint32_t cp = 0; /* set on success; initialised for -O2 flow analysis */
       enum pts_status s = decode_unicode(ps, t, &q, end, c, &cp);
       if (s) return s;
       n = utf8_encode(cp, enc);

@@ -14,7 +14,7 @@
 static Inference__ModelConfig *load_good(const char *file) {
   char rel[256];
   snprintf(rel, sizeof rel, "tests/unit/config/corpus/good/%s", file);
-  size_t len;
+  size_t len = 0;
   char *text = test_read_file(rel, &len);
   assert_non_null(text);
   Inference__ModelConfig *cfg = NULL;
@@ -305,7 +305,7 @@ static void bad_corpus(void **state) {
     char rel[256], source[128], prefix[160];
     snprintf(rel, sizeof rel, "tests/unit/config/corpus/bad/%s.pbtxt", bad[i].file);
     snprintf(source, sizeof source, "%s.pbtxt", bad[i].file);
-    size_t len;
+    size_t len = 0;
     char *text = test_read_file(rel, &len);
     if (!text) fail_msg("missing %s", rel);
     Inference__ModelConfig *cfg = (Inference__ModelConfig *)1;

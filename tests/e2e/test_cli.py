@@ -1,0 +1,193 @@
+"""The ptserve command line: tritonserver's flags, start-up, failure and
+shutdown behaviour (triton-anchor §2.14, protocol-facts §1.3, §1.12)."""
+import json
+import re
+import signal
+import subprocess
+
+import pytest
+import requests
+
+TIMEOUT = 10
+GOOD_FP32 = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                         "data": [1, 2, 3, 4]}]}
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def run_cli(ptserve_bin, *args, timeout=30):
+    """Runs ptserve to completion; (exit code, stdout + stderr)."""
+    p = subprocess.run([ptserve_bin] + [str(a) for a in args], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=timeout)
+    out = p.stdout.decode(errors="replace")
+    for marker in SANITIZER_MARKERS:
+        assert marker not in out, out
+    return p.returncode, out
+
+
+def stop_cleanly(server, sig=signal.SIGTERM):
+    rc = server.stop(sig)
+    log = server.log()
+    for marker in SANITIZER_MARKERS:
+        assert marker not in log, log
+    assert rc == 0, "exit code %s after %s\n%s" % (rc, sig, log)
+    return log
+
+
+def table_rows(log):
+    """{model: [(version, status), ...]} from the start-up model table
+    ("| Model | Version | Status |" rows, as tritonserver prints it)."""
+    rows = {}
+    for m in re.finditer(r"^\|\s*([^|\s][^|]*?)\s*\|\s*([^|]*?)\s*\|\s*(.*?)\s*\|\s*$", log, re.M):
+        rows.setdefault(m.group(1), []).append((m.group(2), m.group(3)))
+    return rows
+
+
+def infer_ok(server, model):
+    r = requests.post(server.url + "/v2/models/%s/infer" % model, data=json.dumps(GOOD_FP32),
+                      timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    assert r.json()["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
+
+
+# ---------------------------------------------------------------- flags
+
+def test_help_lists_flags(ptserve_bin):
+    rc, out = run_cli(ptserve_bin, "--help")
+    assert rc == 0, out
+    for flag in ("--model-repository", "--http-port", "--http-address", "--http-thread-count",
+                 "--http-max-input-size", "--exit-on-error", "--strict-readiness",
+                 "--log-verbose"):
+        assert flag in out, "%s missing from --help:\n%s" % (flag, out)
+
+
+def test_unknown_flag(ptserve_bin, model_repo):
+    rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("identity"),
+                      "--no-such-flag")
+    assert rc != 0, out
+    assert "--no-such-flag" in out
+
+
+def test_missing_model_repository(ptserve_bin):
+    rc, out = run_cli(ptserve_bin, "--http-port", "0")
+    assert rc != 0, out
+    assert "model-repository" in out
+
+
+def test_model_repository_not_a_directory(ptserve_bin, tmp_path):
+    missing = tmp_path / "does-not-exist"
+    rc, out = run_cli(ptserve_bin, "--model-repository", missing, "--http-port", "0")
+    assert rc != 0, out
+    assert str(missing) in out
+
+
+def test_flag_value_not_a_number(ptserve_bin, model_repo):
+    rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("identity"),
+                      "--http-port", "eighty")
+    assert rc != 0, out
+    assert "eighty" in out or "http-port" in out
+
+
+@pytest.mark.parametrize("flag", ["--model-control-mode=explicit", "--model-control-mode=poll"])
+def test_unsupported_tritonserver_flag(ptserve_bin, model_repo, flag):
+    rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("identity"), flag)
+    assert rc != 0, out
+    assert "model-control-mode" in out
+
+
+# ---------------------------------------------------------------- start-up
+
+def test_startup_model_table(start_server, model_repo):
+    s = start_server(model_repo("identity"))
+    log = s.log()
+    assert re.search(r"^\|\s*Model\s*\|\s*Version\s*\|\s*Status\s*\|\s*$", log, re.M), log
+    rows = table_rows(log)
+    for model, version in (("id_fp32", "1"), ("id_multi", "1"), ("dt_bytes", "1"),
+                           ("id_versions", "2"), ("id_specific", "1")):
+        assert (version, "READY") in rows.get(model, []), (model, rows.get(model), log)
+    assert {v for v, st in rows.get("id_all_versions", []) if st == "READY"} == {"1", "2", "3"}
+    stop_cleanly(s)
+
+
+def broken_reasons():
+    # model -> what its reason must mention (the config problem, and where)
+    return {
+        "syntax_error": re.compile(r"10:1"),          # the stray ']' at line 10, column 1
+        "unknown_backend": re.compile(r"no_such_backend"),
+        "name_mismatch": re.compile(r"other_name"),
+    }
+
+
+def test_broken_repository_without_exit_on_error(start_server, model_repo):
+    s = start_server(model_repo("broken"), "--exit-on-error=false", expect_ready=False)
+    assert requests.get(s.url + "/v2/models/good/ready", timeout=TIMEOUT).status_code == 200
+    infer_ok(s, "good")
+
+    log = s.log()
+    rows = table_rows(log)
+    assert ("1", "READY") in rows.get("good", []), log
+    for model, reason in broken_reasons().items():
+        statuses = [st for _, st in rows.get(model, [])]
+        assert statuses and all(st.startswith("UNAVAILABLE") for st in statuses), (model, log)
+        assert any(reason.search(st) for st in statuses), (model, statuses)
+
+    r = requests.post(s.url + "/v2/repository/index", timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    index = r.json()
+    by_name = {}
+    for e in index:
+        by_name.setdefault(e["name"], []).append(e)
+    assert [e["state"] for e in by_name["good"]] == ["READY"]
+    for model, reason in broken_reasons().items():
+        entries = by_name.get(model)
+        assert entries, (model, index)
+        for e in entries:
+            assert e["state"] == "UNAVAILABLE", e
+            assert reason.search(e.get("reason", "")), e
+    stop_cleanly(s)
+
+
+def test_broken_repository_exits_by_default(ptserve_bin, model_repo):
+    rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("broken"),
+                      "--http-port", "0")
+    assert rc != 0, out
+    assert "syntax_error" in out
+
+
+def test_broken_repository_explicit_exit_on_error(ptserve_bin, model_repo):
+    rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("broken"),
+                      "--http-port", "0", "--exit-on-error", "true")
+    assert rc != 0, out
+
+
+@pytest.mark.parametrize("strict,expected", [(None, 400), ("true", 400), ("false", 200)])
+def test_strict_readiness(start_server, model_repo, strict, expected):
+    args = ["--exit-on-error=false"]
+    if strict is not None:
+        args.append("--strict-readiness=" + strict)
+    s = start_server(model_repo("broken"), *args, expect_ready=False)
+    r = requests.get(s.url + "/v2/health/ready", timeout=TIMEOUT)
+    assert r.status_code == expected
+    assert r.content == b""
+    assert requests.get(s.url + "/v2/health/live", timeout=TIMEOUT).status_code == 200
+    stop_cleanly(s)
+
+
+# ---------------------------------------------------------------- shutdown and logging
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_cleanly(start_server, model_repo, sig):
+    s = start_server(model_repo("identity"))
+    infer_ok(s, "id_fp32")
+    stop_cleanly(s, sig)
+
+
+def test_log_verbose_adds_lines(start_server, model_repo):
+    logs = []
+    for args in ([], ["--log-verbose", "1"]):
+        s = start_server(model_repo("identity"), *args)
+        infer_ok(s, "id_fp32")
+        logs.append(stop_cleanly(s).splitlines())
+    quiet, verbose = logs
+    assert len(verbose) > len(quiet), "\n".join(verbose)
+    # Verbose output adds lines; it does not drop the normal ones.
+    assert any("READY" in line for line in verbose)
