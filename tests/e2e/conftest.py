@@ -121,6 +121,8 @@ def torch_models():
     stamp = os.path.join(out, ".generated")
     gen = os.path.join(ROOT, "tests", "models", "gen_models.py")
     if not os.path.exists(stamp) or os.path.getmtime(stamp) < os.path.getmtime(gen):
-        subprocess.run(["/usr/bin/python3", gen, out], check=True)
+        # Debian's interpreter has python3-torch; a GPU host names its own.
+        python = os.environ.get("PTS_MODELS_PYTHON", "/usr/bin/python3")
+        subprocess.run([python, gen, out], check=True)
         open(stamp, "w").close()
     return out

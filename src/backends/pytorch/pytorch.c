@@ -61,6 +61,7 @@ struct pt_instance {
   struct pts_device device;
   struct pts_torch_module *module;
   struct pts_torch_input *inputs; /* scratch, one per config input */
+  bool *graph_replay_logged;      /* per CUDA_GRAPH_BATCH_SIZES entry: first replay logged */
 };
 
 static struct pts_device_caps caps;
@@ -530,6 +531,7 @@ static enum pts_status capture_graphs(struct pt_instance *in, const char *dev,
 static void instance_free(struct pt_instance *in) {
   if (!in) return;
   pts_torch_free(in->module);
+  pts_free(in->graph_replay_logged);
   pts_free(in->inputs);
   pts_free(in->name);
   pts_free(in);
@@ -545,8 +547,9 @@ static enum pts_status pt_instance_create(void *model_state,
     in->model = m;
     in->name = pts_strdup(desc->name);
     in->inputs = pts_calloc(m->cfg->n_input ? m->cfg->n_input : 1, sizeof *in->inputs);
+    in->graph_replay_logged = pts_calloc(m->n_graph_batch_sizes + 1, sizeof(bool));
   }
-  if (!in || !in->name || !in->inputs) {
+  if (!in || !in->name || !in->inputs || !in->graph_replay_logged) {
     instance_free(in);
     return pts_error_set(err, PTS_NOMEM, "out of memory creating instance '%s' of model '%s'",
                          desc->name, m->name);
@@ -672,6 +675,19 @@ static enum pts_status adopt_output(const char *name, struct pts_torch_output *o
   return PTS_OK;
 }
 
+/* Once per captured batch size, so the log shows the graphs are in use
+ * without a line per request. */
+static void log_first_replay(struct pt_instance *in, int64_t batch_size) {
+  const struct pt_model *m = in->model;
+  int64_t b = batch_size > 0 ? batch_size : 1;
+  for (size_t g = 0; g < m->n_graph_batch_sizes; g++) {
+    if (m->graph_batch_sizes[g] != b || in->graph_replay_logged[g]) continue;
+    in->graph_replay_logged[g] = true;
+    PTS_LOG_INFO("model '%s', instance '%s': replaying the CUDA graph for batch size %lld",
+                 m->name, in->name, (long long)b);
+  }
+}
+
 static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct pts_error *err) {
   struct pt_instance *in = state;
   const struct pt_model *m = in->model;
@@ -700,6 +716,7 @@ static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct p
     pts_error_prefix(err, "model '%s'", m->name);
     return st;
   }
+  if (outs.graph_replayed) log_first_replay(in, batch->batch_size);
   batch->device_timed = outs.device_timed;
   batch->device_input_ns = outs.input_ns;
   batch->device_infer_ns = outs.infer_ns;

@@ -24,9 +24,10 @@ static int generate(void **state) {
   if (!src || !mkdtemp(repo)) return -1; /* no models: every test fails */
   char cmd[1024];
   snprintf(cmd, sizeof cmd,
-           "/usr/bin/python3 %s/tests/models/gen_models.py %s add_sub_fp32 add_sub_bf16 strings "
+           "%s %s/tests/models/gen_models.py %s add_sub_fp32 add_sub_bf16 strings "
            "dict_out list_out dict_in identity scalar_out bad_file threads >/dev/null 2>&1",
-           src, repo);
+           getenv("PTS_MODELS_PYTHON") ? getenv("PTS_MODELS_PYTHON") : "/usr/bin/python3", src,
+           repo);
   have_models = system(cmd) == 0;
   return have_models ? 0 : -1;
 }

@@ -1,0 +1,176 @@
+"""GPU end-to-end tests: ptserve on cuda:0, results checked against torch on
+the same GPU. Run on a host with an NVIDIA GPU by tests/gpu/run.sh (CI has
+no GPU; the CPU suite covers the device policy with faked capabilities)."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import requests
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+assert torch.cuda.is_available(), "the GPU suite needs a CUDA device"
+
+NP = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64}
+
+
+@pytest.fixture(scope="session")
+def repo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu_models")
+    subprocess.run([sys.executable, os.path.join(HERE, "gen_gpu_models.py"), str(out)], check=True)
+    return str(out)
+
+
+def subset(repo, tmp_path, names):
+    d = tmp_path / "repo"
+    d.mkdir(exist_ok=True)
+    for n in names:
+        shutil.copytree(os.path.join(repo, n), d / n)
+    return str(d)
+
+
+def to_wire(t):
+    """torch tensor -> (datatype, bytes) in KServe binary layout."""
+    if t.dtype == torch.bfloat16:
+        return "BF16", t.view(torch.int16).cpu().numpy().tobytes()
+    a = t.cpu().numpy()
+    return {np.float32: "FP32", np.float16: "FP16", np.int64: "INT64"}[a.dtype.type], a.tobytes()
+
+
+def from_wire(dtype, shape, raw):
+    if dtype == "BF16":
+        a = np.frombuffer(raw, dtype=np.int16).reshape(shape).copy()
+        return torch.from_numpy(a).view(torch.bfloat16)
+    return torch.from_numpy(np.frombuffer(raw, dtype=NP[dtype]).reshape(shape).copy())
+
+
+def infer(url, model, inputs, outputs):
+    """Binary request: inputs is [(name, tensor)]; returns {name: tensor}."""
+    import json
+    tensors, chunks = [], []
+    for name, t in inputs:
+        dt, raw = to_wire(t)
+        tensors.append({"name": name, "datatype": dt, "shape": list(t.shape),
+                        "parameters": {"binary_data_size": len(raw)}})
+        chunks.append(raw)
+    header = json.dumps({"inputs": tensors, "outputs": [
+        {"name": o, "parameters": {"binary_data": True}} for o in outputs]}).encode()
+    r = requests.post("%s/v2/models/%s/infer" % (url, model), data=header + b"".join(chunks),
+                      headers={"Inference-Header-Content-Length": str(len(header))}, timeout=60)
+    assert r.status_code == 200, r.text
+    n = int(r.headers["Inference-Header-Content-Length"])
+    meta = json.loads(r.content[:n])
+    body, off, out = r.content[n:], 0, {}
+    for o in meta["outputs"]:
+        size = o["parameters"]["binary_data_size"]
+        out[o["name"]] = from_wire(o["datatype"], o["shape"], body[off:off + size])
+        off += size
+    return out
+
+
+def load(repo, name):
+    return torch.jit.load(os.path.join(repo, name, "1", "model.pt"), map_location="cuda:0").eval()
+
+
+def test_startup_logs_cuda_and_device(start_server, repo, tmp_path):
+    s = start_server(subset(repo, tmp_path, ["mlp", "mlp_cpu", "mlp_auto"]))
+    log = s.log()
+    assert "CUDA built in" in log and "MPS not available" in log, log
+    assert "Loaded PyTorch model from: " in log and "on device: cuda:0" in log, log
+    assert "PyTorch instance initialized on device: cuda:0" in log, log
+    assert "PyTorch instance initialized on device: cpu" in log, log  # mlp_cpu stays on the CPU
+
+
+@pytest.mark.parametrize("suffix,dtype", [("fp32", torch.float32), ("fp16", torch.float16),
+                                          ("bf16", torch.bfloat16)])
+def test_add_sub_matches_torch_on_gpu(start_server, repo, tmp_path, suffix, dtype):
+    name = "add_sub_" + suffix
+    s = start_server(subset(repo, tmp_path, [name]))
+    model = load(repo, name)
+    g = torch.Generator().manual_seed(7)
+    for batch in range(1, 9):
+        a = torch.randn(batch, 16, generator=g).to(dtype)
+        b = torch.randn(batch, 16, generator=g).to(dtype)
+        got = infer(s.url, name, [("INPUT0", a), ("INPUT1", b)], ["OUTPUT0", "OUTPUT1"])
+        with torch.inference_mode():
+            want0, want1 = model(a.cuda(), b.cuda())
+        assert got["OUTPUT0"].dtype == dtype
+        assert torch.equal(got["OUTPUT0"], want0.cpu()), (batch, got["OUTPUT0"], want0)
+        assert torch.equal(got["OUTPUT1"], want1.cpu())
+
+
+@pytest.mark.parametrize("name", ["mlp", "mlp_traced", "mlp_auto", "mlp_cuda_accel",
+                                  "mlp_mps_accel", "mlp_warmup"])
+def test_mlp_variants_match_torch(start_server, repo, tmp_path, name):
+    s = start_server(subset(repo, tmp_path, [name]))
+    model = load(repo, name)
+    x = torch.randn(5, 64, generator=torch.Generator().manual_seed(3))
+    got = infer(s.url, name, [("INPUT__0", x)], ["OUTPUT__0"])["OUTPUT__0"]
+    with torch.inference_mode():
+        want = model(x.cuda()).cpu()
+    assert torch.allclose(got, want, atol=1e-6), (got - want).abs().max()
+    assert "PyTorch instance initialized on device: cuda:0" in s.log()
+    if name == "mlp_mps_accel":
+        assert "'mps' is not usable" in s.log(), s.log()
+    if name == "mlp_warmup":
+        assert "warmup 'w' ran 2 time(s) at batch size 4" in s.log(), s.log()
+
+
+def test_cuda_graph_replay_equals_eager(start_server, repo, tmp_path):
+    s = start_server(subset(repo, tmp_path, ["mlp", "mlp_graphs"]))
+    log = s.log()
+    assert "captured a CUDA graph for batch size 1" in log, log
+    assert "captured a CUDA graph for batch size 4" in log, log
+    g = torch.Generator().manual_seed(11)
+    for batch in (1, 4, 3):  # 3 has no graph: eager
+        for _ in range(3):
+            x = torch.randn(batch, 64, generator=g)
+            eager = infer(s.url, "mlp", [("INPUT__0", x)], ["OUTPUT__0"])["OUTPUT__0"]
+            graph = infer(s.url, "mlp_graphs", [("INPUT__0", x)], ["OUTPUT__0"])["OUTPUT__0"]
+            assert torch.equal(graph, eager), (batch, (graph - eager).abs().max())
+    assert "replaying the CUDA graph for batch size 1" in s.log(), s.log()
+    assert "replaying the CUDA graph for batch size 4" in s.log(), s.log()
+
+
+def test_cudnn_switch_does_not_leak_between_models(start_server, repo, tmp_path):
+    s = start_server(subset(repo, tmp_path, ["conv", "conv_nocudnn"]))
+    model = load(repo, "conv")
+    import concurrent.futures as cf
+    x = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(5))
+    with torch.inference_mode():
+        want = model(x.cuda()).cpu()
+
+    def call(name):
+        return infer(s.url, name, [("INPUT__0", x)], ["OUTPUT__0"])["OUTPUT__0"]
+
+    with cf.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(call, ["conv", "conv_nocudnn"] * 16))
+    for got in results:
+        assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+
+
+def test_memory_fraction_is_enforced_and_server_lives(start_server, repo, tmp_path):
+    s = start_server(subset(repo, tmp_path, ["alloc_limited"]))
+    assert "memory fraction of cuda:0 set to 0.05" in s.log(), s.log()
+    total = torch.cuda.get_device_properties(0).total_memory
+    small = torch.tensor([1], dtype=torch.int64)  # 4 MiB
+    got = infer(s.url, "alloc_limited", [("INPUT__0", small)], ["OUTPUT__0"])["OUTPUT__0"]
+    assert got.item() == 1048576.0
+    # A fifth of the device: over the 5 % limit, though the device has room.
+    mib = int(total * 0.2 / 4 / 1048576)
+    big = torch.tensor([mib], dtype=torch.int64)
+    import json
+    dt, raw = to_wire(big)
+    header = json.dumps({"inputs": [{"name": "INPUT__0", "datatype": dt, "shape": [1],
+                                     "parameters": {"binary_data_size": len(raw)}}]}).encode()
+    r = requests.post(s.url + "/v2/models/alloc_limited/infer", data=header + raw,
+                      headers={"Inference-Header-Content-Length": str(len(header))}, timeout=60)
+    assert r.status_code == 500, r.text
+    assert "out of memory" in r.json()["error"].lower(), r.text
+    # The server and the model live on.
+    assert requests.get(s.url + "/v2/health/ready", timeout=5).status_code == 200
+    got = infer(s.url, "alloc_limited", [("INPUT__0", small)], ["OUTPUT__0"])["OUTPUT__0"]
+    assert got.item() == 1048576.0
