@@ -661,6 +661,9 @@ enum pts_status pts_torch_set_memory_fraction(const struct pts_device *dev, doub
   return guarded(err, PTS_INVALID_ARG, "setting MEMORY_FRACTION failed: ", [&]() {
     if (dev->type == PTS_DEVICE_CUDA) {
 #ifdef PTS_WITH_CUDA
+      // The caching allocator of a device exists only once CUDA has been
+      // initialised for it; a first tiny allocation does that.
+      (void)at::empty({1}, at::TensorOptions().dtype(at::kByte).device(device));
       c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());
 #else
       fail(PTS_UNSUPPORTED, "MEMORY_FRACTION: this LibTorch has no CUDA");
