@@ -18,6 +18,11 @@ pkgs=(
   libprotobuf-c-dev libprotobuf-c1 protobuf-c-compiler libprotoc32 libprotobuf32
   zlib1g-dev libcmocka-dev libcmocka0
   pkgconf pkgconf-bin libpkgconf3
+  # gRPC core (the gRPC frontend) and what its pkg-config file requires.
+  # libssl3 itself is left out: every host has it, and a second copy on the
+  # loader path would shadow the system's for unrelated programs.
+  libgrpc-dev libgrpc29 libabsl-dev libabsl20220623 libc-ares-dev libc-ares2
+  libre2-9 libre2-dev libssl-dev
 )
 (cd "$out" && apt-get download "${pkgs[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
 missing=0

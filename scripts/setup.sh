@@ -14,13 +14,15 @@ DEB_PACKAGES=(
   build-essential cmake pkg-config
   libevent-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
   libcmocka-dev
+  libgrpc-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf  # gRPC
   libtorch-dev python3-torch
-  python3-numpy python3-pytest python3-requests
+  python3-numpy python3-pytest python3-requests python3-matplotlib  # matplotlib: bench plots
+  python3-prometheus-client  # tests/e2e/test_stats_metrics.py parses /metrics with it
   curl
   clang libclang-rt-dev  # the fuzz drivers: clang and its libFuzzer runtime
 )
 
-BREW_PACKAGES=(cmake pkg-config libevent jansson protobuf-c cmocka pytorch)
+BREW_PACKAGES=(cmake pkg-config libevent jansson protobuf-c grpc cmocka pytorch)
 
 # A package counts as present only when dpkg says "installed" (a removed
 # package whose config files remain is listed by dpkg-query -W too).

@@ -6,6 +6,13 @@ _pts_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.bundle"
 if [ ! -d "$_pts_root/root/usr" ]; then
   mkdir -p "$_pts_root/root"
   for f in "$_pts_root"/debs/*.deb; do dpkg-deb -x "$f" "$_pts_root/root"; done
+  # Development symlinks whose library was left out of the bundle (libssl)
+  # point at the host's copy instead.
+  for l in "$_pts_root"/root/usr/lib/x86_64-linux-gnu/*.so; do
+    [ -L "$l" ] && [ ! -e "$l" ] || continue
+    t=$(readlink "$l")
+    [ -e "/usr/lib/x86_64-linux-gnu/$t" ] && ln -sf "/usr/lib/x86_64-linux-gnu/$t" "$l"
+  done
 fi
 _lib="$_pts_root/root/usr/lib/x86_64-linux-gnu"
 export PATH="$_pts_root/root/usr/bin:$PATH"

@@ -19,9 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/log.h"
+#include "frontend/http/restrict.h"
 #include "server/server.h"
 
 enum {
@@ -41,6 +43,26 @@ enum {
   OPT_HTTP_ADDRESS,
   OPT_HTTP_THREAD_COUNT,
   OPT_HTTP_MAX_INPUT_SIZE,
+  OPT_HTTP_MAX_HEADER_SIZE,
+  OPT_HTTP_TIMEOUT_SECS,
+  OPT_HTTP_RESTRICTED_API,
+  OPT_EXIT_TIMEOUT_SECS,
+  OPT_METRICS_ADDRESS,
+  OPT_METRICS_PORT,
+  OPT_METRICS_INTERVAL_MS,
+  OPT_GRPC_PORT,
+  OPT_GRPC_ADDRESS,
+  OPT_REUSE_GRPC_PORT,
+  OPT_GRPC_INFER_THREAD_COUNT,
+  OPT_GRPC_COMPRESSION_LEVEL,
+  OPT_GRPC_KEEPALIVE_TIME,
+  OPT_GRPC_KEEPALIVE_TIMEOUT,
+  OPT_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+  OPT_GRPC_MAX_PINGS_WITHOUT_DATA,
+  OPT_GRPC_MIN_RECV_PING_INTERVAL,
+  OPT_GRPC_MAX_PING_STRIKES,
+  OPT_GRPC_MAX_CONNECTION_AGE,
+  OPT_GRPC_MAX_CONNECTION_AGE_GRACE,
   /* tritonserver flags accepted only with the value that matches ptserve */
   OPT_MODEL_CONTROL_MODE,
   OPT_ALLOW_GRPC,
@@ -69,6 +91,10 @@ static const struct option long_options[] = {
     {"http-address", required_argument, NULL, OPT_HTTP_ADDRESS},
     {"http-thread-count", required_argument, NULL, OPT_HTTP_THREAD_COUNT},
     {"http-max-input-size", required_argument, NULL, OPT_HTTP_MAX_INPUT_SIZE},
+    {"http-max-header-size", required_argument, NULL, OPT_HTTP_MAX_HEADER_SIZE},
+    {"http-timeout-secs", required_argument, NULL, OPT_HTTP_TIMEOUT_SECS},
+    {"http-restricted-api", required_argument, NULL, OPT_HTTP_RESTRICTED_API},
+    {"exit-timeout-secs", required_argument, NULL, OPT_EXIT_TIMEOUT_SECS},
     {"model-control-mode", required_argument, NULL, OPT_MODEL_CONTROL_MODE},
     {"allow-grpc", required_argument, NULL, OPT_ALLOW_GRPC},
     {"allow-metrics", required_argument, NULL, OPT_ALLOW_METRICS},
@@ -81,18 +107,16 @@ static const struct option long_options[] = {
     {"model-config-name", optional_argument, NULL, OPT_UNSUPPORTED},
     {"disable-auto-complete-config", optional_argument, NULL, OPT_UNSUPPORTED},
     {"strict-model-config", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"exit-timeout-secs", optional_argument, NULL, OPT_UNSUPPORTED},
     {"model-load-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
     {"model-load-retry-count", optional_argument, NULL, OPT_UNSUPPORTED},
     {"model-namespacing", optional_argument, NULL, OPT_UNSUPPORTED},
     {"enable-peer-access", optional_argument, NULL, OPT_UNSUPPORTED},
     {"reuse-http-port", optional_argument, NULL, OPT_UNSUPPORTED},
     {"http-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"http-restricted-api", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-address", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-port", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"reuse-grpc-port", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-infer-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-address", required_argument, NULL, OPT_GRPC_ADDRESS},
+    {"grpc-port", required_argument, NULL, OPT_GRPC_PORT},
+    {"reuse-grpc-port", required_argument, NULL, OPT_REUSE_GRPC_PORT},
+    {"grpc-infer-thread-count", required_argument, NULL, OPT_GRPC_INFER_THREAD_COUNT},
     {"grpc-infer-allocation-pool-size", optional_argument, NULL, OPT_UNSUPPORTED},
     {"grpc-max-response-pool-size", optional_argument, NULL, OPT_UNSUPPORTED},
     {"grpc-use-ssl", optional_argument, NULL, OPT_UNSUPPORTED},
@@ -100,18 +124,25 @@ static const struct option long_options[] = {
     {"grpc-server-cert", optional_argument, NULL, OPT_UNSUPPORTED},
     {"grpc-server-key", optional_argument, NULL, OPT_UNSUPPORTED},
     {"grpc-root-cert", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-infer-response-compression-level", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-keepalive-time", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-keepalive-timeout", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-keepalive-permit-without-calls", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-http2-max-pings-without-data", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-http2-min-recv-ping-interval-without-data", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-http2-max-ping-strikes", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-infer-response-compression-level", required_argument, NULL,
+     OPT_GRPC_COMPRESSION_LEVEL},
+    {"grpc-keepalive-time", required_argument, NULL, OPT_GRPC_KEEPALIVE_TIME},
+    {"grpc-keepalive-timeout", required_argument, NULL, OPT_GRPC_KEEPALIVE_TIMEOUT},
+    {"grpc-keepalive-permit-without-calls", required_argument, NULL,
+     OPT_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS},
+    {"grpc-http2-max-pings-without-data", required_argument, NULL,
+     OPT_GRPC_MAX_PINGS_WITHOUT_DATA},
+    {"grpc-http2-min-recv-ping-interval-without-data", required_argument, NULL,
+     OPT_GRPC_MIN_RECV_PING_INTERVAL},
+    {"grpc-http2-max-ping-strikes", required_argument, NULL, OPT_GRPC_MAX_PING_STRIKES},
+    {"grpc-max-connection-age", required_argument, NULL, OPT_GRPC_MAX_CONNECTION_AGE},
+    {"grpc-max-connection-age-grace", required_argument, NULL,
+     OPT_GRPC_MAX_CONNECTION_AGE_GRACE},
     {"grpc-restricted-protocol", optional_argument, NULL, OPT_UNSUPPORTED},
     {"grpc-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"metrics-address", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"metrics-port", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"metrics-interval-ms", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
+    {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
+    {"metrics-interval-ms", required_argument, NULL, OPT_METRICS_INTERVAL_MS},
     {"metrics-config", optional_argument, NULL, OPT_UNSUPPORTED},
     {"backend-directory", optional_argument, NULL, OPT_UNSUPPORTED},
     {"backend-config", optional_argument, NULL, OPT_UNSUPPORTED},
@@ -148,7 +179,7 @@ static const struct option long_options[] = {
 static const char usage_text[] =
     "Usage: ptserve --model-repository <dir> [options]\n"
     "\n"
-    "Serves the PyTorch models of Triton model repositories over KServe v2 HTTP.\n"
+    "Serves the PyTorch models of Triton model repositories over KServe v2 HTTP and gRPC.\n"
     "Flags take a value as --flag=value or --flag value; booleans accept\n"
     "true/false, 1/0, on/off.\n"
     "\n"
@@ -163,10 +194,42 @@ static const char usage_text[] =
     "  --http-port <int>            Port (default 8000; 0 = any free port).\n"
     "  --http-thread-count <int>    HTTP event-loop threads (default 8).\n"
     "  --http-max-input-size <int>  Largest request body in bytes (default 67108864).\n"
-    "  --allow-grpc <bool>          Only false (default here): gRPC is not served yet.\n"
-    "  --allow-metrics <bool>       Only false (default here): metrics are not served yet.\n"
-    "  --allow-gpu-metrics <bool>   Only false.\n"
-    "  --allow-cpu-metrics <bool>   Only false.\n"
+    "  --http-max-header-size <int> Largest request line plus headers in bytes\n"
+    "                               (default 65536; ptserve only).\n"
+    "  --http-timeout-secs <int>    Close a connection silent this long: headers, body,\n"
+    "                               idle keep-alive, a slow reader (default 60, 0 = never;\n"
+    "                               ptserve only).\n"
+    "  --http-restricted-api <apis>:<header>=<value>\n"
+    "                               Answer 403 to the API groups listed (health, metadata,\n"
+    "                               inference, shared-memory, model-config, model-repository,\n"
+    "                               statistics, trace, logging) unless the request has the\n"
+    "                               header with the value. Repeatable.\n"
+    "  --exit-timeout-secs <int>    On SIGTERM/SIGINT, wait this long for accepted requests\n"
+    "                               (default 30).\n"
+    "  --allow-grpc <bool>          Serve KServe v2 gRPC (default true).\n"
+    "  --grpc-address <addr>        gRPC address to bind (default 0.0.0.0).\n"
+    "  --grpc-port <int>            gRPC port (default 8001; 0 = any free port).\n"
+    "  --reuse-grpc-port <bool>     Let several servers share the gRPC port (default false).\n"
+    "  --grpc-infer-thread-count <int>\n"
+    "                               gRPC completion-queue threads (default 2).\n"
+    "  --grpc-infer-response-compression-level <none|low|medium|high>\n"
+    "                               Compression of inference responses (default none).\n"
+    "  --grpc-keepalive-time <ms>   Keepalive ping period (default 7200000).\n"
+    "  --grpc-keepalive-timeout <ms>\n"
+    "                               Wait for a keepalive ping's ack (default 20000).\n"
+    "  --grpc-keepalive-permit-without-calls <bool>\n"
+    "                               Keepalive pings without calls (default false).\n"
+    "  --grpc-http2-max-pings-without-data <int>   (default 2; 0 = no limit)\n"
+    "  --grpc-http2-min-recv-ping-interval-without-data <ms>   (default 300000)\n"
+    "  --grpc-http2-max-ping-strikes <int>         (default 2; 0 = no limit)\n"
+    "  --grpc-max-connection-age <ms>              (default: unlimited)\n"
+    "  --grpc-max-connection-age-grace <ms>        (default: unlimited)\n"
+    "  --allow-metrics <bool>       Serve Prometheus metrics on GET /metrics (default true).\n"
+    "  --metrics-address <addr>     Address of the metrics listener (default: --http-address).\n"
+    "  --metrics-port <int>         Metrics port (default 8002; 0 = any free port).\n"
+    "  --metrics-interval-ms <int>  CPU utilisation sampling interval (default 2000).\n"
+    "  --allow-cpu-metrics <bool>   CPU and memory gauges (default true).\n"
+    "  --allow-gpu-metrics <bool>   Only false: ptserve has no GPU (DCGM) metrics.\n"
     "  --log-verbose <int>          Verbose logging level, 0 = off (default 0).\n"
     "  --log-info <bool>            Info lines (default true).\n"
     "  --log-warning <bool>         Warning lines (default true).\n"
@@ -184,6 +247,10 @@ struct cli {
   size_t n_repos;
   struct pts_log_settings log;
   const char *log_file;
+  /* --http-restricted-api values (argv strings, borrowed); each names at
+   * least one of the PTS_API_COUNT groups and no group twice. */
+  const char *restricted[PTS_API_COUNT];
+  size_t n_restricted;
 };
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -223,6 +290,67 @@ static int add_repository(struct cli *c, const char *path) {
   c->repos = grown;
   c->repos[c->n_repos++] = path;
   return 0;
+}
+
+static int add_restricted(struct cli *c, const char *spec) {
+  if (c->n_restricted == PTS_API_COUNT)
+    return fail("--http-restricted-api given more than %d times: some API is named twice",
+                PTS_API_COUNT);
+  c->restricted[c->n_restricted++] = spec;
+  return 0;
+}
+
+/* The frontend parses these again when it starts; checking them here makes
+ * a bad value fail before any model is loaded. */
+static int check_restricted(struct cli *c) {
+  struct pts_http_restrictions r;
+  struct pts_error err;
+  enum pts_status st = pts_http_restrictions_parse(c->restricted, c->n_restricted, &r, &err);
+  pts_http_restrictions_clear(&r);
+  if (st != PTS_OK) return fail("%s", err.msg);
+  c->opts.http_restricted_api = c->restricted;
+  c->opts.n_http_restricted_api = c->n_restricted;
+  return 0;
+}
+
+/* The gRPC frontend's flags (tritonserver's names, ranges and defaults). */
+static int handle_grpc(struct pts_server_options *o, int opt, const char *flag, const char *v) {
+  static const char *const levels[] = {"none", "low", "medium", "high"};
+  long n;
+  switch (opt) {
+    case OPT_GRPC_PORT:
+      if (parse_long(flag, v, 0, 65535, &n) != 0) return -1;
+      o->grpc_port = (int)n;
+      return 0;
+    case OPT_GRPC_ADDRESS:
+      if (!*v) return fail("--grpc-address needs an address, got an empty value");
+      o->grpc_address = v;
+      return 0;
+    case OPT_REUSE_GRPC_PORT:
+      return parse_bool(flag, v, &o->reuse_grpc_port);
+    case OPT_GRPC_INFER_THREAD_COUNT:
+      if (parse_long(flag, v, 1, 1024, &n) != 0) return -1;
+      o->grpc_infer_thread_count = (int)n;
+      return 0;
+    case OPT_GRPC_COMPRESSION_LEVEL:
+      for (int i = 0; i < 4; i++)
+        if (strcasecmp(v, levels[i]) == 0) return o->grpc_compression_level = i, 0;
+      return fail("invalid value '%s' for --%s: expected none, low, medium or high", v, flag);
+    case OPT_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS:
+      return parse_bool(flag, v, &o->grpc_keepalive_permit_without_calls);
+  }
+  if (parse_long(flag, v, 0, INT_MAX, &n) != 0) return -1;
+  int *fields[] = {&o->grpc_keepalive_time_ms,       &o->grpc_keepalive_timeout_ms,
+                   &o->grpc_http2_max_pings_without_data, &o->grpc_http2_min_recv_ping_interval_ms,
+                   &o->grpc_http2_max_ping_strikes,  &o->grpc_max_connection_age_ms,
+                   &o->grpc_max_connection_age_grace_ms};
+  int opts[] = {OPT_GRPC_KEEPALIVE_TIME,         OPT_GRPC_KEEPALIVE_TIMEOUT,
+                OPT_GRPC_MAX_PINGS_WITHOUT_DATA, OPT_GRPC_MIN_RECV_PING_INTERVAL,
+                OPT_GRPC_MAX_PING_STRIKES,       OPT_GRPC_MAX_CONNECTION_AGE,
+                OPT_GRPC_MAX_CONNECTION_AGE_GRACE};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+    if (opts[i] == opt) return *fields[i] = (int)n, 0;
+  return fail("internal error: unhandled flag --%s", flag);
 }
 
 /* Flags whose tritonserver meaning ptserve implements for one value only. */
@@ -286,14 +414,56 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (parse_long(flag, v, 1, LONG_MAX, &n) != 0) return -1;
       o->http_max_input_size = (size_t)n;
       return 0;
+    case OPT_HTTP_MAX_HEADER_SIZE:
+      if (parse_long(flag, v, 256, INT_MAX, &n) != 0) return -1;
+      o->http_max_header_size = (size_t)n;
+      return 0;
+    case OPT_HTTP_TIMEOUT_SECS:
+      if (parse_long(flag, v, 0, 86400, &n) != 0) return -1;
+      o->http_timeout_secs = (unsigned)n;
+      return 0;
+    case OPT_HTTP_RESTRICTED_API:
+      return add_restricted(c, v);
+    case OPT_EXIT_TIMEOUT_SECS:
+      if (parse_long(flag, v, 0, 86400, &n) != 0) return -1;
+      o->exit_timeout_secs = (unsigned)n;
+      return 0;
     case OPT_MODEL_CONTROL_MODE:
       return accept_only(flag, v, "none", "ptserve loads every model at start-up");
     case OPT_ALLOW_GRPC:
-      return accept_only(flag, v, "false", "ptserve does not serve gRPC yet");
+      return parse_bool(flag, v, &o->allow_grpc);
+    case OPT_GRPC_PORT:
+    case OPT_GRPC_ADDRESS:
+    case OPT_REUSE_GRPC_PORT:
+    case OPT_GRPC_INFER_THREAD_COUNT:
+    case OPT_GRPC_COMPRESSION_LEVEL:
+    case OPT_GRPC_KEEPALIVE_TIME:
+    case OPT_GRPC_KEEPALIVE_TIMEOUT:
+    case OPT_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS:
+    case OPT_GRPC_MAX_PINGS_WITHOUT_DATA:
+    case OPT_GRPC_MIN_RECV_PING_INTERVAL:
+    case OPT_GRPC_MAX_PING_STRIKES:
+    case OPT_GRPC_MAX_CONNECTION_AGE:
+    case OPT_GRPC_MAX_CONNECTION_AGE_GRACE:
+      return handle_grpc(o, opt, flag, v);
     case OPT_ALLOW_METRICS:
-    case OPT_ALLOW_GPU_METRICS:
+      return parse_bool(flag, v, &o->allow_metrics);
     case OPT_ALLOW_CPU_METRICS:
-      return accept_only(flag, v, "false", "ptserve does not serve metrics yet");
+      return parse_bool(flag, v, &o->allow_cpu_metrics);
+    case OPT_ALLOW_GPU_METRICS:
+      return accept_only(flag, v, "false", "ptserve does not collect GPU (DCGM) metrics");
+    case OPT_METRICS_ADDRESS:
+      if (!*v) return fail("--metrics-address needs an address, got an empty value");
+      o->metrics_address = v;
+      return 0;
+    case OPT_METRICS_PORT:
+      if (parse_long(flag, v, 0, 65535, &n) != 0) return -1;
+      o->metrics_port = (int)n;
+      return 0;
+    case OPT_METRICS_INTERVAL_MS:
+      if (parse_long(flag, v, 1, 3600000, &n) != 0) return -1;
+      o->metrics_interval_ms = (int)n;
+      return 0;
   }
   return fail("internal error: unhandled flag --%s", flag);
 }
@@ -336,7 +506,7 @@ static int parse_args(int argc, char **argv, struct cli *c) {
   }
   c->opts.model_repositories = c->repos;
   c->opts.n_model_repositories = c->n_repos;
-  return 0;
+  return check_restricted(c) == 0 ? 0 : 1;
 }
 
 /* ------------------------------------------------------------- signals */
@@ -384,6 +554,9 @@ static int serve(struct cli *c) {
   if (stop_requested) pts_server_stop(s);
   enum pts_status st = pts_server_run(s, &err);
   if (st != PTS_OK) PTS_LOG_ERROR("%s", err.msg);
+  /* --exit-timeout-secs expired with requests in flight: as tritonserver,
+   * exit at once with status 1 (freeing would wait for the running model). */
+  if (st == PTS_DEADLINE) _exit(1);
   forget_server();
   pts_server_destroy(s);
   return st == PTS_OK ? 0 : 1;

@@ -16,6 +16,7 @@
 
 #include "config/model_config.h"
 #include "core/alloc.h"
+#include "core/name.h"
 #include "tensor/dtype.h"
 
 /* Every message names the model first: it may be read far from the file,
@@ -644,11 +645,23 @@ static enum pts_status validate_warmup(const Inference__ModelConfig *cfg, struct
   return PTS_OK;
 }
 
+/* The model file is joined to the version directory: a name with '/' or
+ * '..' would load a file from elsewhere. */
+static enum pts_status check_file_name(const Inference__ModelConfig *cfg, struct pts_error *err) {
+  const char *f = cfg->default_model_filename;
+  if (is_empty(f) || pts_name_is_safe(f)) return PTS_OK;
+  return fail(err, cfg,
+              "default_model_filename '%.100s' must be a file name inside the version "
+              "directory: it can not contain '/', '\\', '..' or control characters",
+              f);
+}
+
 enum pts_status pts_model_config_complete(Inference__ModelConfig *cfg, const char *model_dir,
                                           const char *model_name, struct pts_error *err) {
   enum pts_status s;
   if ((s = complete_name(cfg, model_name, err))) return s;
   if ((s = complete_backend(cfg, model_dir, err))) return s;
+  if ((s = check_file_name(cfg, err))) return s;
   if ((s = reject_unsupported(cfg, err))) return s;
   if ((s = validate_tensors(cfg, err))) return s;
   if ((s = default_version_policy(cfg, err))) return s;

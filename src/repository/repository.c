@@ -403,7 +403,8 @@ static enum pts_status start_model(struct pts_model *m, const char *model_dir,
                                     .backend = m->backend,
                                     .model_state = m->backend_state,
                                     .n_instances = plan.n,
-                                    .instances = plan.descs};
+                                    .instances = plan.descs,
+                                    .model_dir = model_dir};
   st = pts_scheduler_create(&sp, &m->scheduler, err);
   plan_free(&plan);
   return st;
@@ -470,10 +471,6 @@ static void select_versions(const Inference__ModelConfig *cfg, const int64_t *di
   *n_sel = take;
 }
 
-static bool config_has_dynamic_batching(const Inference__ModelConfig *cfg) {
-  return cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING;
-}
-
 static enum pts_status load_selected(struct pts_repository *r, const struct candidate *c,
                                      Inference__ModelConfig *cfg, const int64_t *sel, size_t n_sel,
                                      const int64_t *missing, size_t n_missing,
@@ -524,11 +521,6 @@ static enum pts_status load_model(struct pts_repository *r, const struct candida
     pts_free(disk);
     return st;
   }
-  if (config_has_dynamic_batching(cfg))
-    PTS_LOG_INFO(
-        "model '%s' configures dynamic_batching: requests currently run one at a time "
-        "(the dynamic batcher comes in a later release)",
-        c->name);
 
   size_t cap =
       n_disk + (cfg->version_policy && cfg->version_policy->policy_choice_case ==

@@ -1,28 +1,26 @@
 /* scheduler/scheduler.c — see scheduler.h.
  *
  * One mutex guards the queue; instance threads sleep on `work` and the
- * shutdown path sleeps on `idle`. A request's life here: enqueue (FIFO) →
- * take_batch on an instance thread → run_batch (inputs laid out, backend,
- * outputs checked, responses built) → complete (done callback, model
- * reference released). Nothing else touches a queued request. */
+ * shutdown path sleeps on `idle`. A request's life here: enqueue (its
+ * priority level, its deadline) → a free instance thread forms a batch
+ * (next_batch: timeouts applied, the batcher's choice, at most one thread
+ * forming at a time) → run_batch (inputs gathered, backend, outputs checked
+ * and split, responses built, statistics) → complete (done callback, in
+ * arrival order with preserve_ordering; model reference released). */
 #include "scheduler/scheduler.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/alloc.h"
 #include "core/log.h"
+#include "scheduler/assemble.h"
+#include "scheduler/queue.h"
+#include "scheduler/warmup.h"
 #include "tensor/bytes.h"
-
-struct pending {
-  struct pending *next;
-  struct pts_infer_request *req; /* owned until done is called */
-  struct pts_model *model;       /* one reference */
-  int64_t batch_size;
-  uint64_t enqueue_ns;
-};
 
 struct instance {
   struct pts_scheduler *sched;
@@ -39,13 +37,26 @@ struct pts_scheduler {
   const Inference__ModelConfig *config;
   const struct pts_backend *backend;
   void *model_state;
+  bool batching; /* max_batch_size > 0 */
+  bool preserve_ordering;
+  struct pts_batch_limits limits;
 
   pthread_mutex_t lock;
-  pthread_cond_t work; /* a request was queued, or stopping was set */
+  pthread_cond_t work; /* queue changed, or stopping was set */
   pthread_cond_t idle; /* outstanding dropped to 0 */
-  struct pending *head, *tail;
+  struct pts_sched_queue queue;
   size_t outstanding; /* queued + running */
   bool stopping;
+  bool forming; /* a thread is waiting for its batch to fill */
+  size_t hold;  /* PTSERVE_DELAY_SCHEDULER: queue this many first */
+  uint64_t next_seq;
+
+  /* preserve_ordering: finished requests wait here for earlier ones */
+  pthread_mutex_t order_lock;
+  uint64_t next_release;
+  struct pts_pending *held; /* sorted by seq */
+
+  struct pts_stats stats;
 
   size_t n_instances;
   struct instance *instances;
@@ -158,37 +169,144 @@ static enum pts_status reshape_full(const int64_t *from, size_t n_from, const in
   return PTS_OK;
 }
 
-/* ------------------------------------------------------------- execution */
+/* ------------------------------------------------------------ completion */
 
-static const struct pts_tensor *request_input(const struct pts_infer_request *req,
-                                              const char *name) {
-  for (size_t i = 0; i < req->n_inputs; i++)
-    if (req->inputs[i].name && strcmp(req->inputs[i].name, name) == 0) return &req->inputs[i];
-  return NULL;
+static void deliver(struct pts_pending *p, struct pts_infer_response *resp,
+                    const struct pts_error *err) {
+  struct pts_infer_request *req = p->req;
+  struct pts_model *model = p->model;
+  pts_free(p);
+  req->done(req, resp, err, req->done_ctx);
+  pts_model_release(model);
 }
 
-/* The backend's view of one request's inputs: config order, reshaped, data
- * and buffer borrowed from the request (no copy, no extra reference; the
- * request outlives the execute call). An optional input the request left out
- * is passed with data == NULL. */
-static enum pts_status build_inputs(const struct pts_scheduler *s, const struct pending *item,
-                                    struct pts_tensor *inputs, struct pts_error *err) {
+/* Inserts p among the held requests (sorted by seq), then delivers every
+ * request whose predecessors have all been delivered. Delivery happens
+ * under order_lock so that two threads can not overtake each other. */
+static void deliver_in_order(struct pts_scheduler *s, struct pts_pending *p) {
+  pthread_mutex_lock(&s->order_lock);
+  struct pts_pending **at = &s->held;
+  while (*at && (*at)->seq < p->seq) at = &(*at)->next;
+  p->next = *at;
+  *at = p;
+  while (s->held && s->held->seq == s->next_release) {
+    struct pts_pending *q = s->held;
+    s->held = q->next;
+    s->next_release++;
+    deliver(q, q->resp, q->err.code == PTS_OK ? NULL : &q->err);
+  }
+  pthread_mutex_unlock(&s->order_lock);
+}
+
+static uint64_t request_duration(const struct pts_pending *p, uint64_t now) {
+  uint64_t from = p->req->receive_ns ? p->req->receive_ns : p->enqueue_ns;
+  return now > from ? now - from : 0;
+}
+
+/* Counts the outcome, then answers the request (resp or err; ownership of
+ * both passes on). */
+static void complete(struct pts_scheduler *s, struct pts_pending *p,
+                     struct pts_infer_response *resp, const struct pts_error *err,
+                     enum pts_fail_reason why) {
+  bool ok = !err || err->code == PTS_OK;
+  uint64_t d = request_duration(p, pts_now_ns());
+  if (ok)
+    pts_stats_request_success(&s->stats, d);
+  else
+    pts_stats_request_failure(&s->stats, why, d);
+  if (!s->preserve_ordering) {
+    deliver(p, resp, ok ? NULL : err);
+    return;
+  }
+  p->resp = resp;
+  if (ok)
+    pts_error_clear(&p->err);
+  else
+    p->err = *err;
+  deliver_in_order(s, p);
+}
+
+/* ------------------------------------------------------------- execution */
+
+/* One batch on its way through run_batch. */
+struct run {
+  struct pts_pending **items; /* n */
+  struct pts_infer_request **reqs;
+  int64_t *rows; /* each request's batch size */
+  size_t n;
+  int64_t total;              /* sum of rows */
+  struct pts_tensor *inputs;  /* config order; views */
+  struct pts_buf **gathered;  /* per input: the buffer gather made, or NULL */
+  struct pts_tensor *outputs; /* the backend's, config order */
+  struct pts_tensor *slices;  /* n × n_output, request-major */
+  struct pts_infer_response **resps;
+  struct pts_error *errs; /* per request (response building) */
+};
+
+static void run_free(const struct pts_scheduler *s, struct run *r) {
   const Inference__ModelConfig *cfg = s->config;
-  bool batched = cfg->max_batch_size > 0;
+  for (size_t k = 0; r->gathered && k < cfg->n_input; k++) pts_buf_release(r->gathered[k]);
+  for (size_t k = 0; r->outputs && k < cfg->n_output; k++) pts_tensor_clear(&r->outputs[k]);
+  for (size_t i = 0; r->slices && i < r->n * cfg->n_output; i++) pts_tensor_clear(&r->slices[i]);
+  pts_free(r->items);
+  pts_free(r->reqs);
+  pts_free(r->rows);
+  pts_free(r->inputs);
+  pts_free(r->gathered);
+  pts_free(r->outputs);
+  pts_free(r->slices);
+  pts_free(r->resps);
+  pts_free(r->errs);
+}
+
+static enum pts_status run_init(const struct pts_scheduler *s, struct pts_pending *list, size_t n,
+                                struct run *r, struct pts_error *err) {
+  const Inference__ModelConfig *cfg = s->config;
+  size_t ni = cfg->n_input ? cfg->n_input : 1, no = cfg->n_output ? cfg->n_output : 1;
+  memset(r, 0, sizeof *r);
+  r->n = n;
+  r->items = pts_calloc(n, sizeof *r->items);
+  r->reqs = pts_calloc(n, sizeof *r->reqs);
+  r->rows = pts_calloc(n, sizeof *r->rows);
+  r->inputs = pts_calloc(ni, sizeof *r->inputs);
+  r->gathered = pts_calloc(ni, sizeof *r->gathered);
+  r->outputs = pts_calloc(no, sizeof *r->outputs);
+  r->resps = pts_calloc(n, sizeof *r->resps);
+  r->errs = pts_calloc(n, sizeof *r->errs);
+  if (n > 1) r->slices = pts_calloc(n * no, sizeof *r->slices);
+  size_t i = 0;
+  for (struct pts_pending *p = list; p && i < n; p = p->next, i++) {
+    if (r->items) r->items[i] = p;
+    if (r->reqs) r->reqs[i] = p->req;
+    if (r->rows) r->rows[i] = p->batch_size;
+    r->total += p->batch_size;
+  }
+  if (!r->items || !r->reqs || !r->rows || !r->inputs || !r->gathered || !r->outputs || !r->resps ||
+      !r->errs || (n > 1 && !r->slices))
+    return pts_error_set(err, PTS_NOMEM,
+                         "out of memory running a batch of %zu requests of model '%s'", n,
+                         s->model_name);
+  return PTS_OK;
+}
+
+/* The backend's view of the batch's inputs: config order, gathered (a view
+ * for one request), reshaped. An optional input the requests left out is
+ * passed with data == NULL. */
+static enum pts_status build_inputs(const struct pts_scheduler *s, struct run *r,
+                                    struct pts_error *err) {
+  const Inference__ModelConfig *cfg = s->config;
   for (size_t k = 0; k < cfg->n_input; k++) {
     const Inference__ModelInput *in = cfg->input[k];
-    struct pts_tensor *dst = &inputs[k];
+    struct pts_tensor *dst = &r->inputs[k];
     dst->name = in->name;
     dst->dtype = (enum pts_dtype)in->data_type;
-    const struct pts_tensor *src = request_input(item->req, in->name);
-    if (!src) continue;
-    dst->data = src->data;
-    dst->byte_size = src->byte_size;
-    dst->buf = src->buf;
-    dst->shape = src->shape;
+    enum pts_status st = pts_batch_gather(in->name, r->reqs, r->n, dst, &r->gathered[k], err);
+    if (st != PTS_OK) return st;
+    if (!dst->data && dst->shape.ndim == 0) continue;
     if (!in->reshape) continue;
-    enum pts_status st = reshape_full(in->dims, in->n_dims, in->reshape->shape,
-                                      in->reshape->n_shape, batched, &src->shape, &dst->shape, err);
+    struct pts_shape full = dst->shape;
+    st = reshape_full(in->dims, in->n_dims, in->reshape->shape, in->reshape->n_shape, s->batching,
+                      &full, &dst->shape, err);
     if (st != PTS_OK) {
       pts_error_prefix(err, "input '%s' of model '%s'", in->name, s->model_name);
       return st;
@@ -196,7 +314,6 @@ static enum pts_status build_inputs(const struct pts_scheduler *s, const struct 
   }
   return PTS_OK;
 }
-
 static enum pts_status check_output_size(const struct pts_scheduler *s,
                                          const struct pts_tensor *out, struct pts_error *err) {
   int64_t count = pts_shape_count(&out->shape);
@@ -306,72 +423,110 @@ nomem:
                        s->model_name);
 }
 
-static void complete(struct pending *item, struct pts_infer_response *resp,
-                     const struct pts_error *err) {
-  struct pts_infer_request *req = item->req;
-  struct pts_model *model = item->model;
-  pts_free(item);
-  req->done(req, resp, err, req->done_ctx);
-  pts_model_release(model);
+/* Per-request responses: the outputs themselves for a batch of one, else
+ * each request's slices of every output. A failure here fails only the
+ * request concerned. */
+static enum pts_status build_responses(const struct pts_scheduler *s, struct run *r,
+                                       struct pts_error *err) {
+  const Inference__ModelConfig *cfg = s->config;
+  if (r->n == 1) {
+    if (build_response(s, r->reqs[0], r->outputs, &r->resps[0], &r->errs[0]) != PTS_OK)
+      r->resps[0] = NULL;
+    return PTS_OK;
+  }
+  for (size_t k = 0; k < cfg->n_output; k++) {
+    struct pts_tensor *column = pts_calloc(r->n, sizeof *column);
+    if (!column)
+      return pts_error_set(err, PTS_NOMEM, "out of memory splitting the outputs of model '%s'",
+                           s->model_name);
+    enum pts_status st = pts_batch_split(&r->outputs[k], r->rows, r->n, column, err);
+    for (size_t i = 0; st == PTS_OK && i < r->n; i++) r->slices[i * cfg->n_output + k] = column[i];
+    pts_free(column);
+    if (st != PTS_OK) {
+      pts_error_prefix(err, "model '%s'", s->model_name);
+      return recode(err, PTS_INTERNAL);
+    }
+  }
+  for (size_t i = 0; i < r->n; i++)
+    if (build_response(s, r->reqs[i], &r->slices[i * cfg->n_output], &r->resps[i], &r->errs[i]) !=
+        PTS_OK)
+      r->resps[i] = NULL;
+  return PTS_OK;
 }
 
-/* Runs one request as a batch of its own. When the dynamic batcher lands,
- * this becomes: gather n requests' inputs into one buffer (or views for
- * n == 1), execute once, and slice each output per request along dim 0. */
-static void run_batch(struct pts_scheduler *s, struct instance *inst, struct pending *item) {
+/* Gathers, executes and splits one batch; fills the times. On a failure
+ * that concerns the whole batch, *why says whose fault it was. */
+static enum pts_status execute_batch(struct pts_scheduler *s, struct instance *inst, struct run *r,
+                                     struct pts_batch_times *t, enum pts_fail_reason *why,
+                                     struct pts_error *err) {
   const Inference__ModelConfig *cfg = s->config;
+  *why = PTS_FAIL_OTHER;
+  enum pts_status st = build_inputs(s, r, err);
+  t->input_end_ns = pts_now_ns();
+  if (st != PTS_OK) return st;
+  PTS_LOG_VERBOSE(1, "model '%s' version %lld: instance '%s' runs %zu requests (batch size %lld)",
+                  s->model_name, (long long)s->version, inst->name, r->n, (long long)r->total);
+  struct pts_batch batch = {
+      .batch_size = s->batching ? r->total : 0,
+      .n_inputs = cfg->n_input,
+      .inputs = r->inputs,
+      .n_outputs = cfg->n_output,
+      .outputs = r->outputs,
+  };
+  *why = PTS_FAIL_BACKEND;
+  st = s->backend->execute(inst->state, &batch, err);
+  t->infer_end_ns = pts_now_ns();
+  if (st != PTS_OK && err->code == PTS_OK)
+    pts_error_set(err, st, "backend '%s' failed to run model '%s' on instance '%s'",
+                  s->backend->name, s->model_name, inst->name);
+  if (st == PTS_OK) st = check_outputs(s, r->total, r->outputs, err);
+  if (st != PTS_OK) return st;
+  *why = PTS_FAIL_OTHER;
+  st = build_responses(s, r, err);
+  t->output_end_ns = pts_now_ns();
+  return st;
+}
+
+/* Runs the `n` requests of `list` as one batch and answers each. */
+static void run_batch(struct pts_scheduler *s, struct instance *inst, struct pts_pending *list,
+                      size_t n) {
+  struct pts_batch_times t = {.start_ns = pts_now_ns()};
   struct pts_error err;
   pts_error_clear(&err);
-  struct pts_infer_response *resp = NULL;
-  struct pts_tensor *inputs = pts_calloc(cfg->n_input ? cfg->n_input : 1, sizeof *inputs);
-  struct pts_tensor *outputs = pts_calloc(cfg->n_output ? cfg->n_output : 1, sizeof *outputs);
-  enum pts_status st;
-  if (!inputs || !outputs)
-    st = pts_error_set(&err, PTS_NOMEM, "out of memory running model '%s'", s->model_name);
-  else
-    st = build_inputs(s, item, inputs, &err);
+  struct run r;
+  enum pts_fail_reason why = PTS_FAIL_OTHER;
+  enum pts_status st = run_init(s, list, n, &r, &err);
+  if (st == PTS_OK) st = execute_batch(s, inst, &r, &t, &why, &err);
+  if (st != PTS_OK && err.code == PTS_OK) err.code = st;
+  if (st != PTS_OK)
+    PTS_LOG_VERBOSE(1, "batch of %zu requests for model '%s' failed: %s", n, s->model_name,
+                    err.msg);
   if (st == PTS_OK) {
-    PTS_LOG_VERBOSE(1, "model '%s' version %lld: instance '%s' runs request '%s' (batch size %lld)",
-                    s->model_name, (long long)s->version, inst->name,
-                    item->req->id ? item->req->id : "", (long long)item->batch_size);
-    struct pts_batch batch = {
-        .batch_size = item->batch_size,
-        .n_inputs = cfg->n_input,
-        .inputs = inputs,
-        .n_outputs = cfg->n_output,
-        .outputs = outputs,
-    };
-    st = s->backend->execute(inst->state, &batch, &err);
-    if (st != PTS_OK && err.code == PTS_OK)
-      pts_error_set(&err, st, "backend '%s' failed to run model '%s' on instance '%s'",
-                    s->backend->name, s->model_name, inst->name);
-    if (st == PTS_OK) st = check_outputs(s, item->batch_size, outputs, &err);
-    if (st == PTS_OK) st = build_response(s, item->req, outputs, &resp, &err);
+    uint64_t queue_ns = 0;
+    for (size_t i = 0; i < n; i++)
+      queue_ns += t.start_ns > r.items[i]->enqueue_ns ? t.start_ns - r.items[i]->enqueue_ns : 0;
+    pts_stats_batch_done(&s->stats, s->batching ? r.total : 1, n, queue_ns, &t);
   }
-  if (st != PTS_OK) {
-    if (err.code == PTS_OK) err.code = st;
-    PTS_LOG_VERBOSE(1, "request for model '%s' failed: %s", s->model_name, err.msg);
+  /* Responses hold their own references: the batch's tensors can go first. */
+  struct pts_pending *p = list;
+  for (size_t i = 0; i < n && p; i++) {
+    struct pts_pending *next = p->next;
+    if (st != PTS_OK)
+      complete(s, p, NULL, &err, why);
+    else if (!r.resps[i])
+      complete(s, p, NULL, &r.errs[i], PTS_FAIL_OTHER);
+    else
+      complete(s, p, r.resps[i], NULL, why);
+    p = next;
   }
-  for (size_t k = 0; outputs && k < cfg->n_output; k++) pts_tensor_clear(&outputs[k]);
-  pts_free(outputs);
-  pts_free(inputs); /* views only: names and buffers are borrowed */
-  complete(item, resp, st == PTS_OK ? NULL : &err);
+  run_free(s, &r);
 }
 
 /* ----------------------------------------------------------------- queue */
 
-/* Blocks until there is work; NULL once stopping and drained. Today a batch
- * is the oldest request; this is where the dynamic batcher will choose. */
-static struct pending *take_batch(struct pts_scheduler *s) {
-  pthread_mutex_lock(&s->lock);
-  while (!s->head && !s->stopping) pthread_cond_wait(&s->work, &s->lock);
-  struct pending *item = s->head;
-  if (item) {
-    s->head = item->next;
-    if (!s->head) s->tail = NULL;
-  }
-  pthread_mutex_unlock(&s->lock);
-  return item;
+static bool compatible(const struct pts_pending *first, const struct pts_pending *p, void *ctx) {
+  const struct pts_scheduler *s = ctx;
+  return pts_batch_compatible(s->config, first->req, p->req);
 }
 
 static void finish_batch(struct pts_scheduler *s, size_t n) {
@@ -381,16 +536,96 @@ static void finish_batch(struct pts_scheduler *s, size_t n) {
   pthread_mutex_unlock(&s->lock);
 }
 
+/* Answers requests whose queue timeout expired under REJECT (Triton's code
+ * and text). Called without the lock. */
+static void reject_expired(struct pts_scheduler *s, struct pts_pending *list) {
+  size_t n = 0;
+  while (list) {
+    struct pts_pending *next = list->next;
+    struct pts_error err;
+    pts_error_set(&err, PTS_UNAVAILABLE, "Request timeout expired");
+    complete(s, list, NULL, &err, PTS_FAIL_REJECTED);
+    list = next;
+    n++;
+  }
+  finish_batch(s, n);
+}
+
+/* Sleeps on `work` until woken or until `until_ns` (0 = no limit). */
+static void wait_work(struct pts_scheduler *s, uint64_t until_ns) {
+  if (until_ns == 0) {
+    pthread_cond_wait(&s->work, &s->lock);
+    return;
+  }
+  struct timespec ts = {.tv_sec = (time_t)(until_ns / 1000000000u),
+                        .tv_nsec = (long)(until_ns % 1000000000u)};
+  pthread_cond_timedwait(&s->work, &s->lock, &ts); /* `work` uses CLOCK_MONOTONIC */
+}
+
+static uint64_t earlier(uint64_t a, uint64_t b) {
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return a < b ? a : b;
+}
+
+/* Whether the delay hook still holds the queue (lock held). */
+static bool held_back(struct pts_scheduler *s) {
+  if (s->hold == 0 || s->stopping) return false;
+  if (s->queue.size < s->hold) return true;
+  PTS_LOG_VERBOSE(1, "model '%s': PTSERVE_DELAY_SCHEDULER released with %zu requests queued",
+                  s->model_name, s->queue.size);
+  s->hold = 0;
+  return false;
+}
+
+/* Blocks until this instance has a batch; returns its size and the requests
+ * in *out, or 0 once stopping and drained. One thread at a time waits for a
+ * batch to fill (`forming`); the others wait for it to leave. */
+static size_t next_batch(struct pts_scheduler *s, struct pts_pending **out) {
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    if (s->queue.size == 0 && s->stopping) break;
+    if (s->forming || s->queue.size == 0 || held_back(s)) {
+      wait_work(s, 0);
+      continue;
+    }
+    uint64_t now = pts_now_ns();
+    struct pts_pending *rejected = NULL;
+    uint64_t deadline = pts_sched_queue_expire(&s->queue, now, &rejected);
+    if (rejected) {
+      pthread_mutex_unlock(&s->lock);
+      reject_expired(s, rejected);
+      pthread_mutex_lock(&s->lock);
+      continue;
+    }
+    uint64_t wake = 0;
+    size_t n =
+        pts_sched_queue_choose(&s->queue, &s->limits, now, s->stopping, compatible, s, &wake);
+    if (n > 0) {
+      *out = pts_sched_queue_take(&s->queue, n);
+      if (s->queue.size) pthread_cond_broadcast(&s->work); /* another free instance may go */
+      pthread_mutex_unlock(&s->lock);
+      return n;
+    }
+    s->forming = true;
+    wait_work(s, earlier(wake, deadline));
+    s->forming = false;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
 static void *instance_main(void *arg) {
   struct instance *inst = arg;
   struct pts_scheduler *s = inst->sched;
   char tname[16];
   snprintf(tname, sizeof tname, "%s", inst->name);
   pthread_setname_np(pthread_self(), tname);
-  struct pending *item;
-  while ((item = take_batch(s)) != NULL) {
-    run_batch(s, inst, item);
-    finish_batch(s, 1);
+  struct pts_pending *list;
+  size_t n;
+  while ((n = next_batch(s, &list)) != 0) {
+    run_batch(s, inst, list, n);
+    finish_batch(s, n);
   }
   return NULL;
 }
@@ -398,47 +633,64 @@ static void *instance_main(void *arg) {
 enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_request *req,
                                       int64_t batch_size, struct pts_model *model,
                                       struct pts_error *err) {
-  struct pending *item = pts_calloc(1, sizeof *item);
-  if (!item)
+  struct pts_pending *p = pts_calloc(1, sizeof *p);
+  if (!p)
     return pts_error_set(err, PTS_NOMEM, "out of memory queueing a request for model '%s'",
                          s->model_name);
-  item->req = req;
-  item->model = model;
-  item->batch_size = batch_size;
-  item->enqueue_ns = pts_now_ns();
+  p->req = req;
+  p->model = model;
+  p->batch_size = s->batching && batch_size > 0 ? batch_size : 1;
+  p->enqueue_ns = pts_now_ns();
   pthread_mutex_lock(&s->lock);
+  enum pts_status st;
+  bool full = false;
   if (s->stopping) {
-    pthread_mutex_unlock(&s->lock);
-    pts_free(item);
-    return pts_error_set(err, PTS_UNAVAILABLE, "model '%s' version %lld is unloading",
-                         s->model_name, (long long)s->version);
+    st = pts_error_set(err, PTS_UNAVAILABLE, "model '%s' version %lld is unloading", s->model_name,
+                       (long long)s->version);
+  } else {
+    st = pts_sched_queue_push(&s->queue, p, req->priority, req->timeout_us, p->enqueue_ns, err);
+    full = st != PTS_OK;
   }
-  if (s->tail)
-    s->tail->next = item;
-  else
-    s->head = item;
-  s->tail = item;
-  s->outstanding++;
-  pthread_cond_signal(&s->work);
+  if (st == PTS_OK) {
+    p->seq = s->next_seq++;
+    s->outstanding++;
+    pthread_cond_broadcast(&s->work);
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (st != PTS_OK) {
+    if (full)
+      pts_stats_request_failure(&s->stats, PTS_FAIL_REJECTED, request_duration(p, pts_now_ns()));
+    pts_free(p);
+  }
+  return st;
+}
+
+enum pts_status pts_scheduler_stats(struct pts_scheduler *s, struct pts_model_stats *out,
+                                    struct pts_error *err) {
+  enum pts_status st = pts_stats_snapshot(&s->stats, out, err);
+  if (st != PTS_OK) return st;
+  out->version = s->version;
+  pthread_mutex_lock(&s->lock);
+  out->pending = s->queue.size;
   pthread_mutex_unlock(&s->lock);
   return PTS_OK;
 }
 
 size_t pts_scheduler_wait_idle(struct pts_scheduler *s, uint64_t deadline_ns) {
   pthread_mutex_lock(&s->lock);
+  if (s->hold) {
+    s->hold = 0;
+    pthread_cond_broadcast(&s->work);
+  }
   while (s->outstanding > 0) {
     if (deadline_ns == 0) {
       pthread_cond_wait(&s->idle, &s->lock);
       continue;
     }
-    uint64_t now = pts_now_ns();
-    if (now >= deadline_ns) break;
-    /* The condition uses CLOCK_MONOTONIC (see create), like pts_now_ns. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t wake = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + (deadline_ns - now);
-    ts.tv_sec = (time_t)(wake / 1000000000u);
-    ts.tv_nsec = (long)(wake % 1000000000u);
+    if (pts_now_ns() >= deadline_ns) break;
+    /* `idle` uses CLOCK_MONOTONIC (see init_sync), like pts_now_ns. */
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
+                          .tv_nsec = (long)(deadline_ns % 1000000000u)};
     pthread_cond_timedwait(&s->idle, &s->lock, &ts);
   }
   size_t left = s->outstanding;
@@ -467,9 +719,12 @@ static void free_scheduler(struct pts_scheduler *s) {
     pts_free(inst->name);
   }
   pts_free(s->instances);
+  pts_sched_queue_free(&s->queue);
+  pts_stats_destroy(&s->stats);
   pthread_cond_destroy(&s->work);
   pthread_cond_destroy(&s->idle);
   pthread_mutex_destroy(&s->lock);
+  pthread_mutex_destroy(&s->order_lock);
   pts_free(s);
 }
 
@@ -481,7 +736,7 @@ void pts_scheduler_destroy(struct pts_scheduler *s) {
 
 static enum pts_status create_instance(struct pts_scheduler *s, struct instance *inst,
                                        const struct pts_backend_instance_desc *d,
-                                       struct pts_error *err) {
+                                       const char *model_dir, struct pts_error *err) {
   inst->sched = s;
   inst->name = pts_strdup(d->name ? d->name : "");
   if (!inst->name)
@@ -500,6 +755,10 @@ static enum pts_status create_instance(struct pts_scheduler *s, struct instance 
       return st;
     }
   }
+  /* Before the thread starts: a model is READY only once it is warm. */
+  enum pts_status st = pts_warmup_run(s->config, s->model_name, model_dir ? model_dir : ".",
+                                      s->backend, inst->state, inst->name, err);
+  if (st != PTS_OK) return st;
   int rc = pthread_create(&inst->thread, NULL, instance_main, inst);
   if (rc != 0)
     return pts_error_set(err, PTS_INTERNAL, "failed to start the thread of instance '%s': %s",
@@ -508,15 +767,51 @@ static enum pts_status create_instance(struct pts_scheduler *s, struct instance 
   return PTS_OK;
 }
 
+/* Both condition variables use CLOCK_MONOTONIC, the clock of pts_now_ns,
+ * so absolute wake-up times are computed from it directly. */
 static bool init_sync(struct pts_scheduler *s) {
   pthread_condattr_t attr;
   if (pthread_condattr_init(&attr) != 0) return false;
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   bool ok = pthread_mutex_init(&s->lock, NULL) == 0;
-  ok = ok && pthread_cond_init(&s->work, NULL) == 0;
+  ok = ok && pthread_mutex_init(&s->order_lock, NULL) == 0;
+  ok = ok && pthread_cond_init(&s->work, &attr) == 0;
   ok = ok && pthread_cond_init(&s->idle, &attr) == 0;
   pthread_condattr_destroy(&attr);
   return ok;
+}
+
+/* The batcher's limits from the config. */
+static void init_limits(struct pts_scheduler *s) {
+  const Inference__ModelConfig *cfg = s->config;
+  s->batching = cfg->max_batch_size > 0;
+  struct pts_batch_limits *l = &s->limits;
+  memset(l, 0, sizeof *l);
+  l->max_batch_size = s->batching ? cfg->max_batch_size : 1;
+  if (cfg->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING)
+    return;
+  const Inference__ModelDynamicBatching *db = cfg->dynamic_batching;
+  s->preserve_ordering = db->preserve_ordering;
+  l->dynamic = s->batching;
+  l->preferred = db->preferred_batch_size;
+  l->n_preferred = db->n_preferred_batch_size;
+  uint64_t delay_us = db->max_queue_delay_microseconds;
+  /* Beyond 2^64 ns is "forever"; keep it from wrapping to a short delay. */
+  l->max_delay_ns = delay_us > UINT64_MAX / 2000u ? UINT64_MAX / 2 : delay_us * 1000u;
+}
+
+/* PTSERVE_DELAY_SCHEDULER=N (test only; see scheduler.h). */
+static size_t delay_hook(const char *model) {
+  const char *v = getenv("PTSERVE_DELAY_SCHEDULER");
+  if (!v || !*v) return 0;
+  char *end;
+  unsigned long n = strtoul(v, &end, 10);
+  if (*end || n == 0) return 0;
+  PTS_LOG_WARN(
+      "test hook PTSERVE_DELAY_SCHEDULER=%lu: model '%s' holds its queue until %lu "
+      "requests are queued",
+      n, model, n);
+  return (size_t)n;
 }
 
 enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
@@ -529,19 +824,28 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
   s->config = p->config;
   s->backend = p->backend;
   s->model_state = p->model_state;
+  init_limits(s);
+  pts_stats_init(&s->stats);
   if (!init_sync(s)) {
+    pts_stats_destroy(&s->stats);
     pts_free(s);
     return pts_error_set(err, PTS_INTERNAL, "failed to initialise the queue of model '%s'",
                          p->model_name);
   }
-  s->instances = pts_calloc(p->n_instances ? p->n_instances : 1, sizeof *s->instances);
-  if (!s->instances) {
-    free_scheduler(s);
-    return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", p->model_name);
+  enum pts_status st = pts_sched_queue_init(&s->queue, p->config, err);
+  if (st == PTS_OK) {
+    s->instances = pts_calloc(p->n_instances ? p->n_instances : 1, sizeof *s->instances);
+    if (!s->instances)
+      st = pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", p->model_name);
   }
+  if (st != PTS_OK) {
+    free_scheduler(s);
+    return st;
+  }
+  s->hold = delay_hook(p->model_name);
   for (size_t i = 0; i < p->n_instances; i++) {
     s->n_instances = i + 1;
-    enum pts_status st = create_instance(s, &s->instances[i], &p->instances[i], err);
+    st = create_instance(s, &s->instances[i], &p->instances[i], p->model_dir, err);
     if (st != PTS_OK) {
       pts_scheduler_destroy(s);
       return st;

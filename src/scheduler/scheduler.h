@@ -1,19 +1,25 @@
-/* scheduler/scheduler.h — the queue and the instance threads of one model
- * version.
+/* scheduler/scheduler.h — the queue, the dynamic batcher and the instance
+ * threads of one model version.
  *
- * Each loaded model version has one scheduler: a FIFO of validated requests
- * and one thread per backend instance. An instance thread takes a batch from
- * the queue, lays the inputs out the way the backend wants them (config
- * order, `reshape` applied, zero copy), runs the backend, checks and maps the
- * outputs back to the config's dims, and answers each request through its
- * `done` callback with views of the output buffers.
+ * Each loaded model version has one scheduler: a queue of validated requests
+ * (priority levels and queue policies, queue.h) and one thread per backend
+ * instance. A free instance thread forms the next batch (dynamic_batching:
+ * preferred sizes, max queue delay; otherwise one request), gathers the
+ * inputs into one tensor per input (assemble.h: one copy, none for a single
+ * request; config order, `reshape` applied), runs the backend, checks and
+ * maps the outputs back to the config's dims, splits them into per-request
+ * slices that share the batch buffers, and answers each request through its
+ * `done` callback. With preserve_ordering, responses leave in arrival order.
+ * Statistics (stats.h) are kept at every step.
  *
- * Today a batch is one request. The dynamic batcher (preferred sizes, queue
- * delay, priorities, timeouts) lives in this module's batch-forming step, so
- * it can be added without touching the repository, the server or backends.
+ * Test hook: the environment variable PTSERVE_DELAY_SCHEDULER=N (read when
+ * the scheduler is created) holds every model's queue until N requests are
+ * queued, then lets it run normally — like Triton's
+ * TRITONSERVER_DELAY_SCHEDULER, so batching tests need no timing. Never set
+ * it in production.
  *
  * Threading: pts_scheduler_create/destroy run on the repository's load
- * thread; enqueue and wait_idle may be called from any thread.
+ * thread; enqueue, wait_idle and stats may be called from any thread.
  */
 #ifndef PTS_SCHEDULER_SCHEDULER_H
 #define PTS_SCHEDULER_SCHEDULER_H
@@ -25,6 +31,7 @@
 #include "core/status.h"
 #include "model_config.pb-c.h"
 #include "scheduler/request.h"
+#include "scheduler/stats.h"
 #include "server/server.h"
 
 struct pts_scheduler;
@@ -37,9 +44,11 @@ struct pts_scheduler_params {
   void *model_state; /* the backend's, borrowed */
   size_t n_instances;
   const struct pts_backend_instance_desc *instances; /* copied during create */
+  const char *model_dir; /* borrowed during create: where model_warmup's warmup/ lives */
 };
 
-/* Creates every instance through the backend and starts one thread per
+/* Creates every instance through the backend, runs the config's
+ * model_warmup on each (scheduler/warmup.h), and starts one thread per
  * instance. On failure nothing is left behind (instances already created are
  * destroyed) and err names the instance that failed. Caller frees *out with
  * pts_scheduler_destroy. */
@@ -48,14 +57,25 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
 
 /* Queues an already validated request. On OK the scheduler owns `req` and the
  * model reference `model` (one reference, released after req->done has been
- * called); `batch_size` is what pts_validate_request found. On error (the
- * scheduler is shutting down: UNAVAILABLE) the caller keeps both. */
+ * called); `batch_size` is what pts_validate_request found. The request's
+ * `priority` picks its level and `timeout_us` may shorten its queue timeout
+ * (queue.h). On error the caller keeps both: UNAVAILABLE when the scheduler
+ * is shutting down, or "Exceeds maximum queue size" when the level is full
+ * (counted as a REJECTED failure in the statistics). */
 enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_request *req,
                                       int64_t batch_size, struct pts_model *model,
                                       struct pts_error *err);
 
+/* Copies this model version's statistics (stats.h) into *out, with
+ * `pending` (requests queued now) and `version` filled and `name` NULL.
+ * Caller clears *out with pts_model_stats_clear. */
+enum pts_status pts_scheduler_stats(struct pts_scheduler *s, struct pts_model_stats *out,
+                                    struct pts_error *err);
+
 /* Waits until no request is queued or running, or until `deadline_ns`
- * (pts_now_ns clock; 0 = no limit). Returns the number still outstanding. */
+ * (pts_now_ns clock; 0 = no limit). Returns the number still outstanding.
+ * Releases the PTSERVE_DELAY_SCHEDULER hold, so a draining server never
+ * waits for requests that will not come. */
 size_t pts_scheduler_wait_idle(struct pts_scheduler *s, uint64_t deadline_ns);
 
 /* Stops taking requests, lets the threads finish what is queued, joins them

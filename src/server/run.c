@@ -7,12 +7,10 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "frontend/grpc/grpc.h"
 #include "frontend/http/http.h"
+#include "metrics/metrics.h"
 #include "server/server_impl.h"
-
-/* Seconds to wait for in-flight requests at shutdown (tritonserver's
- * --exit-timeout-secs default). */
-#define EXIT_TIMEOUT_S 30
 
 static void wait_for_stop(struct pts_server *s) {
   struct pollfd p = {.fd = s->stop_pipe[0], .events = POLLIN};
@@ -27,17 +25,50 @@ static void wait_for_stop(struct pts_server *s) {
 }
 
 enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
+  /* gRPC first, as tritonserver does: once HTTP answers ready, both are up. */
+  struct pts_grpc *grpc = NULL;
+  if (s->opts.allow_grpc) {
+    enum pts_status st = pts_grpc_start(s, &s->opts, &grpc, err);
+    if (st != PTS_OK) return st;
+    PTS_LOG_INFO("Started GRPCInferenceService at %s:%d", s->opts.grpc_address,
+                 pts_grpc_port(grpc));
+  }
+  /* Metrics before HTTP too: a client that saw "ready" can scrape at once. */
+  struct pts_metrics *metrics = NULL;
+  if (s->opts.allow_metrics) {
+    enum pts_status st = pts_metrics_start(s, &s->opts, &metrics, err);
+    if (st != PTS_OK) {
+      pts_grpc_stop(grpc);
+      return st;
+    }
+    PTS_LOG_INFO("Started Metrics Service at %s:%d",
+                 s->opts.metrics_address ? s->opts.metrics_address : s->opts.http_address,
+                 pts_metrics_port(metrics));
+  }
   struct pts_http *http = NULL;
   if (s->opts.allow_http) {
     enum pts_status st = pts_http_start(s, &s->opts, &http, err);
-    if (st != PTS_OK) return st;
+    if (st != PTS_OK) {
+      pts_metrics_stop(metrics);
+      pts_grpc_stop(grpc);
+      return st;
+    }
     PTS_LOG_INFO("Started HTTPService at %s:%d", s->opts.http_address, pts_http_port(http));
   }
   wait_for_stop(s);
   PTS_LOG_INFO("Waiting for in-flight requests to complete.");
-  size_t left = pts_server_drain(s, EXIT_TIMEOUT_S);
+  /* --exit-timeout-secs bounds the wait for accepted requests. */
+  unsigned timeout_s = s->opts.exit_timeout_secs;
+  size_t left = pts_server_drain(s, timeout_s);
   if (left)
-    PTS_LOG_WARN("%zu requests still in flight after %d s; stopping anyway", left, EXIT_TIMEOUT_S);
+    /* A model still running can not be interrupted: tell the caller to
+     * leave without the orderly teardown, which would wait for it. */
+    return pts_error_set(err, PTS_DEADLINE,
+                         "Exit timeout expired. Exiting immediately. (%zu requests still in "
+                         "flight after --exit-timeout-secs=%u)",
+                         left, timeout_s);
   pts_http_stop(http);
+  pts_grpc_stop(grpc);
+  pts_metrics_stop(metrics);
   return PTS_OK;
 }

@@ -11,6 +11,7 @@
 
 #include "core/alloc.h"
 #include "core/log.h"
+#include "core/name.h"
 #include "scheduler/validate.h"
 #include "server/server_impl.h"
 
@@ -23,6 +24,24 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->http_port = 8000;
   o->http_thread_count = 8;
   o->http_max_input_size = 64u * 1024 * 1024;
+  o->exit_timeout_secs = 30;
+  o->http_max_header_size = 64u * 1024;
+  o->http_timeout_secs = 60;
+  o->allow_grpc = true;
+  o->grpc_address = "0.0.0.0";
+  o->grpc_port = 8001;
+  o->grpc_infer_thread_count = 2;
+  o->grpc_keepalive_time_ms = 7200000;
+  o->grpc_keepalive_timeout_ms = 20000;
+  o->grpc_http2_max_pings_without_data = 2;
+  o->grpc_http2_min_recv_ping_interval_ms = 300000;
+  o->grpc_http2_max_ping_strikes = 2;
+  o->grpc_max_connection_age_ms = -1;
+  o->grpc_max_connection_age_grace_ms = -1;
+  o->allow_metrics = true;
+  o->allow_cpu_metrics = true;
+  o->metrics_port = 8002;
+  o->metrics_interval_ms = 2000;
 }
 
 const char *pts_server_version(void) { return PTS_VERSION; }
@@ -239,7 +258,7 @@ size_t pts_server_drain(struct pts_server *s, unsigned timeout_s) {
 
 void pts_server_destroy(struct pts_server *s) {
   if (!s) return;
-  if (s->repo) pts_server_drain(s, 30);
+  if (s->repo) pts_server_drain(s, s->opts.exit_timeout_secs);
   pts_repository_destroy(s->repo);
   for (int i = 0; i < 2; i++)
     if (s->stop_pipe[i] >= 0) close(s->stop_pipe[i]);
@@ -278,6 +297,9 @@ enum pts_status pts_server_model_get(struct pts_server *s, const char *name, int
                                      struct pts_error *err) {
   *out = NULL;
   const char *n = name ? name : "";
+  /* Every frontend comes through here: a name with '/' or '..' is refused
+   * before it is looked up (an empty one is simply unknown). */
+  if (n[0] && pts_name_check("model name", n, err) != PTS_OK) return PTS_INVALID_ARG;
   const struct pts_repository_model *rm = pts_repository_find(s->repo, n);
   if (!rm)
     return pts_error_set(err, PTS_NOT_FOUND, "Request for unknown model: '%s' is not found", n);

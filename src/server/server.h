@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "model_config.pb-c.h"
 #include "scheduler/request.h"
+#include "scheduler/stats.h"
 
 struct pts_server;
 
@@ -33,6 +34,39 @@ struct pts_server_options {
   int http_port;                    /* --http-port (default 8000) */
   int http_thread_count;            /* --http-thread-count (default 8) */
   size_t http_max_input_size;       /* --http-max-input-size (default 64 MiB) */
+  unsigned exit_timeout_secs;       /* --exit-timeout-secs (default 30): how long a stop
+                                       waits for accepted requests */
+  size_t http_max_header_size;      /* --http-max-header-size (ptserve; default 64 KiB):
+                                       request line plus headers */
+  unsigned http_timeout_secs;       /* --http-timeout-secs (ptserve; default 60, 0 = none):
+                                       a connection silent this long is closed */
+  const char *const *http_restricted_api; /* --http-restricted-api values, each
+                                       "<api>[,<api>...]:<header>=<value>"; borrowed, must
+                                       outlive the server */
+  size_t n_http_restricted_api;
+  /* gRPC (src/frontend/grpc); strings borrowed, they must outlive the server */
+  bool allow_grpc;                  /* --allow-grpc (default true) */
+  const char *grpc_address;         /* --grpc-address (default "0.0.0.0") */
+  int grpc_port;                    /* --grpc-port (default 8001; 0 = any free port) */
+  bool reuse_grpc_port;             /* --reuse-grpc-port (default false) */
+  int grpc_infer_thread_count;      /* --grpc-infer-thread-count (default 2) */
+  int grpc_compression_level;       /* --grpc-infer-response-compression-level:
+                                       0 none (default), 1 low, 2 medium, 3 high */
+  int grpc_keepalive_time_ms;       /* --grpc-keepalive-time (default 7200000) */
+  int grpc_keepalive_timeout_ms;    /* --grpc-keepalive-timeout (default 20000) */
+  bool grpc_keepalive_permit_without_calls; /* --grpc-keepalive-permit-without-calls (false) */
+  int grpc_http2_max_pings_without_data;    /* --grpc-http2-max-pings-without-data (2) */
+  int grpc_http2_min_recv_ping_interval_ms; /* --grpc-http2-min-recv-ping-interval-without-data
+                                               (default 300000) */
+  int grpc_http2_max_ping_strikes;  /* --grpc-http2-max-ping-strikes (default 2) */
+  int grpc_max_connection_age_ms;   /* --grpc-max-connection-age (-1 = unset, default) */
+  int grpc_max_connection_age_grace_ms; /* --grpc-max-connection-age-grace (-1 = unset) */
+  /* metrics (src/metrics); strings borrowed, they must outlive the server */
+  bool allow_metrics;               /* --allow-metrics (default true) */
+  bool allow_cpu_metrics;           /* --allow-cpu-metrics (default true) */
+  const char *metrics_address;      /* --metrics-address (NULL = http_address) */
+  int metrics_port;                 /* --metrics-port (default 8002; 0 = any free port) */
+  int metrics_interval_ms;          /* --metrics-interval-ms (default 2000) */
 };
 
 /* Fills `o` with tritonserver's defaults. */
@@ -44,7 +78,10 @@ void pts_server_options_default(struct pts_server_options *o);
  * exit_on_error is set. */
 enum pts_status pts_server_create(const struct pts_server_options *o, struct pts_server **out,
                                   struct pts_error *err);
-/* Starts the frontends and blocks until pts_server_stop(). */
+/* Starts the frontends and blocks until pts_server_stop(), then waits up to
+ * exit_timeout_secs for accepted requests. DEADLINE when some are still
+ * running then: the frontends are left as they are and the caller should
+ * exit without pts_server_destroy (which would wait for them). */
 enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err);
 /* Async-signal-safe: asks pts_server_run to return. */
 void pts_server_stop(struct pts_server *s);
@@ -116,5 +153,18 @@ void pts_server_index_free(struct pts_index_entry *entries, size_t n);
  * problem) done is never called and the caller keeps req. */
 enum pts_status pts_server_infer_async(struct pts_server *s, struct pts_infer_request *req,
                                        struct pts_error *err);
+
+/* ---- statistics (statistics extension §1.11, metrics) ---- */
+
+/* Statistics of READY model versions: `name` NULL = every model; else that
+ * model's READY versions (version < 0) or the one version asked for. Models
+ * in name order, versions ascending. Errors are INVALID_ARG with Triton's
+ * text: "requested model 'x' is not available" (unknown, or nothing READY),
+ * "requested model version 3 is not available for model 'x'". Caller frees
+ * *out with pts_server_model_stats_free. */
+enum pts_status pts_server_model_stats(struct pts_server *s, const char *name, int64_t version,
+                                       struct pts_model_stats **out, size_t *n,
+                                       struct pts_error *err);
+void pts_server_model_stats_free(struct pts_model_stats *st, size_t n); /* NULL-safe */
 
 #endif

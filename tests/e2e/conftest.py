@@ -3,9 +3,12 @@
 Fixtures and helpers shared by every tests/e2e/test_*.py:
 
   start_server(repo, *args, env=None, expect_ready=True) -> Server
-      Starts `ptserve --model-repository <repo> --http-port <free> *args`,
+      Starts `ptserve --model-repository <repo> --http-port <free>
+      --metrics-port <free> --grpc-port <free> *args`,
       waits until /v2/health/live answers (and /v2/health/ready when
       expect_ready), and returns a Server with .url ("http://127.0.0.1:N"),
+      .metrics_url ("http://127.0.0.1:M/metrics"), .grpc_port and .grpc_target
+      ("127.0.0.1:G", for grpc.insecure_channel),
       .port, .proc, .log() (everything the server printed so far) and .stop().
       Servers still running when a test ends are stopped by the fixture.
 
@@ -34,11 +37,15 @@ def free_port():
 
 
 class Server:
-    def __init__(self, proc, port, log_path):
+    def __init__(self, proc, port, log_path, metrics_port=None, grpc_port=None):
         self.proc = proc
         self.port = port
         self.url = "http://127.0.0.1:%d" % port
         self.log_path = log_path
+        self.metrics_port = metrics_port
+        self.metrics_url = "http://127.0.0.1:%d/metrics" % metrics_port if metrics_port else None
+        self.grpc_port = grpc_port
+        self.grpc_target = "127.0.0.1:%d" % grpc_port if grpc_port else None
 
     def log(self):
         with open(self.log_path, "r", errors="replace") as f:
@@ -76,14 +83,18 @@ def start_server(ptserve_bin, tmp_path):
 
     def start(repo, *args, env=None, expect_ready=True, timeout=60):
         port = free_port()
+        metrics_port = free_port()
+        grpc_port = free_port()
         log_path = str(tmp_path / ("server-%d.log" % len(started)))
         cmd = [ptserve_bin, "--model-repository", str(repo), "--http-port", str(port),
-               "--http-address", "127.0.0.1"] + [str(a) for a in args]
+               "--http-address", "127.0.0.1", "--metrics-port", str(metrics_port),
+               "--grpc-port", str(grpc_port)] + \
+            [str(a) for a in args]
         full_env = dict(os.environ)
         full_env.update(env or {})
         with open(log_path, "w") as logf:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env)
-        server = Server(proc, port, log_path)
+        server = Server(proc, port, log_path, metrics_port, grpc_port)
         started.append(server)
         deadline = time.time() + timeout
         path = "/v2/health/ready" if expect_ready else "/v2/health/live"

@@ -49,7 +49,7 @@ JSON_DTYPES = [d for d in DTYPES if d not in ("FP16", "BF16")]
 def launch(bin_path, repo, log_path, *args, expect_ready=True, timeout=60):
     port = free_port()
     cmd = [bin_path, "--model-repository", str(repo), "--http-port", str(port),
-           "--http-address", "127.0.0.1"] + [str(a) for a in args]
+           "--http-address", "127.0.0.1", "--metrics-port", "0", "--grpc-port", "0"] + [str(a) for a in args]
     with open(log_path, "w") as logf:
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
     server = Server(proc, port, log_path)

@@ -8,14 +8,20 @@
  * Threading: as backend.h; execute keeps no state, so instances of one model
  * may run concurrently.
  */
+#include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/backend.h"
+#include "config/model_config.h"
 #include "core/alloc.h"
 
 struct identity_model {
   char *name;
   const Inference__ModelConfig *config; /* borrowed until model_unload */
+  long delay_ms; /* parameters.execute_delay_ms: lets tests keep requests in flight */
+  long delay_per_item_ms; /* parameters.execute_delay_ms_per_item: × batch size, so
+                             batches of different sizes finish out of order */
 };
 
 static enum pts_status check_pairs(const char *name, const Inference__ModelConfig *cfg,
@@ -43,6 +49,22 @@ static enum pts_status identity_model_load(const struct pts_backend_model_desc *
                                            void **model_state, struct pts_error *err) {
   enum pts_status st = check_pairs(desc->name, desc->config, err);
   if (st != PTS_OK) return st;
+  long delay_ms = 0;
+  st = pts_model_config_param_int(desc->config, "execute_delay_ms", 0, &delay_ms, err);
+  if (st != PTS_OK) return st;
+  if (delay_ms < 0 || delay_ms > 600000)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "identity backend: model '%s': parameter execute_delay_ms must be in "
+                         "0..600000, got %ld",
+                         desc->name, delay_ms);
+  long per_item_ms = 0;
+  st = pts_model_config_param_int(desc->config, "execute_delay_ms_per_item", 0, &per_item_ms, err);
+  if (st != PTS_OK) return st;
+  if (per_item_ms < 0 || per_item_ms > 60000)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "identity backend: model '%s': parameter execute_delay_ms_per_item must "
+                         "be in 0..60000, got %ld",
+                         desc->name, per_item_ms);
   struct identity_model *m = pts_calloc(1, sizeof *m);
   if (!m || !(m->name = pts_strdup(desc->name))) {
     pts_free(m);
@@ -50,6 +72,8 @@ static enum pts_status identity_model_load(const struct pts_backend_model_desc *
                          desc->name);
   }
   m->config = desc->config;
+  m->delay_ms = delay_ms;
+  m->delay_per_item_ms = per_item_ms;
   *model_state = m;
   return PTS_OK;
 }
@@ -81,6 +105,13 @@ static enum pts_status identity_execute(void *instance_state, struct pts_batch *
                          "identity backend: model '%s' got %zu inputs and %zu "
                          "output slots, expected %zu and %zu",
                          m->name, batch->n_inputs, batch->n_outputs, cfg->n_input, cfg->n_output);
+  long items = batch->batch_size > 0 ? (long)batch->batch_size : 1;
+  long delay_ms = m->delay_ms + m->delay_per_item_ms * items;
+  if (delay_ms > 0) {
+    struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
   for (size_t i = 0; i < batch->n_outputs; i++) {
     const struct pts_tensor *in = &batch->inputs[i];
     if (!in->data && in->byte_size == 0 && in->shape.ndim == 0)

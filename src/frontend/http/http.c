@@ -29,9 +29,12 @@
 #include "config/model_config.h"
 #include "core/alloc.h"
 #include "core/log.h"
+#include "core/name.h"
 #include "frontend/http/compress.h"
+#include "frontend/http/restrict.h"
 #include "frontend/http/router.h"
 #include "frontend/http/v2_json.h"
+#include "frontend/http/stats_json.h"
 
 /* How long pts_http_stop lets running inferences finish and be answered
  * before it closes the connections anyway. */
@@ -39,7 +42,7 @@
 
 /* The extensions this frontend implements today (protocol-facts §1.4). */
 static const char *const EXTENSIONS[] = {"model_configuration", "binary_tensor_data",
-                                         "model_repository"};
+                                         "model_repository", "schedule_policy", "statistics"};
 
 struct infer_ctx;
 
@@ -56,6 +59,9 @@ struct loop {
 struct pts_http {
   struct pts_server *server;
   size_t max_input;
+  struct pts_http_restrictions restrictions; /* --http-restricted-api */
+  size_t max_header;   /* --http-max-header-size */
+  unsigned timeout_s;  /* --http-timeout-secs, 0 = none */
   int port;
   size_t n_loops;
   struct loop *loops;
@@ -86,6 +92,7 @@ struct infer_ctx {
 
 static void hub_release(struct pts_http *h) {
   if (atomic_fetch_sub(&h->refs, 1) != 1) return;
+  pts_http_restrictions_clear(&h->restrictions);
   pthread_mutex_destroy(&h->mu);
   pthread_cond_destroy(&h->drained);
   pts_free(h->loops);
@@ -101,6 +108,8 @@ static const char *reason_phrase(int code) {
       return "OK";
     case 400:
       return "Bad Request";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 405:
@@ -266,6 +275,21 @@ static void handle_model_config(struct pts_http *h, struct evhttp_request *req,
   send_owned_json(req, 200, json, strlen(json));
 }
 
+/* Statistics extension (§1.11); r->model NULL = every model. */
+static void handle_model_stats(struct pts_http *h, struct evhttp_request *req,
+                               const struct pts_http_route *r) {
+  struct pts_error err;
+  struct pts_model_stats *stats = NULL;
+  size_t n = 0, len = 0;
+  if (pts_server_model_stats(h->server, r->model, r->version, &stats, &n, &err) != PTS_OK) {
+    send_error(req, &err);
+    return;
+  }
+  char *json = pts_v2_stats_json(stats, n, &len);
+  pts_server_model_stats_free(stats, n);
+  send_owned_json(req, 200, json, len);
+}
+
 static void handle_repo_index(struct pts_http *h, struct evhttp_request *req) {
   struct pts_error err;
   struct pts_buf *body = NULL;
@@ -415,6 +439,28 @@ static void send_infer_reply(struct infer_ctx *c) {
 }
 
 /* Loop thread: the done callback fired our event. */
+static void reply_finished(struct pts_http *h) {
+  pthread_mutex_lock(&h->mu);
+  h->in_flight--;
+  pthread_cond_broadcast(&h->drained);
+  pthread_mutex_unlock(&h->mu);
+}
+
+/* An accepted request counts as in flight until its reply has been written
+ * to the socket (or the connection is gone), so a shutdown never closes a
+ * connection with an answer still in its output buffer. evhttp answers one
+ * request per connection at a time, so the connection's close callback can
+ * stand for that one reply. */
+static void on_reply_written(struct evhttp_request *req, void *arg) {
+  evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL, NULL);
+  reply_finished(arg);
+}
+
+static void on_reply_lost(struct evhttp_connection *conn, void *arg) {
+  (void)conn;
+  reply_finished(arg);
+}
+
 static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
   (void)fd;
   (void)what;
@@ -422,11 +468,12 @@ static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
   struct pts_http *h = c->loop->h;
   pthread_mutex_lock(&h->mu);
   ctx_unlink(c);
-  h->in_flight--;
-  pthread_cond_broadcast(&h->drained);
   pthread_mutex_unlock(&h->mu);
-  if (c->req) {
-    evhttp_connection_set_closecb(c->conn, NULL, NULL);
+  if (!c->req) {
+    reply_finished(h); /* the client is gone: nothing to write */
+  } else {
+    evhttp_request_set_on_complete_cb(c->req, on_reply_written, h);
+    evhttp_connection_set_closecb(c->conn, on_reply_lost, h);
     if (c->err.code != PTS_OK)
       send_error(c->req, &c->err);
     else if (!c->resp)
@@ -561,6 +608,34 @@ static enum pts_http_method method_of(struct evhttp_request *req) {
   }
 }
 
+/* --http-restricted-api: 403 unless the API group's header is present with
+ * its value (checked before the method, as tritonserver does). */
+static bool refuse_restricted(struct pts_http *h, struct evhttp_request *req, const char *path) {
+  const struct pts_http_restriction *rs =
+      pts_http_restriction_for(&h->restrictions, pts_http_api_of_path(path));
+  if (!rs) return false;
+  const char *v = in_header(req, rs->header);
+  if (v && strcmp(v, rs->value) == 0) return false;
+  char msg[PTS_ERROR_MSG_MAX];
+  snprintf(msg, sizeof msg, "This API is restricted, expecting header '%s'", rs->header);
+  size_t len = 0;
+  char *json = pts_v2_error_json(msg, &len);
+  send_owned_json(req, json ? 403 : 500, json, len);
+  return true;
+}
+
+/* Names from the path never reach a lookup or a file path with '/' or
+ * '..' in them (an encoded %2F survives the split into segments). */
+static bool refuse_bad_names(struct evhttp_request *req, const struct pts_http_route *r) {
+  struct pts_error err;
+  if ((r->model && pts_name_check("model name", r->model, &err) != PTS_OK) ||
+      (r->repo && pts_name_check("repository name", r->repo, &err) != PTS_OK)) {
+    send_error(req, &err);
+    return true;
+  }
+  return false;
+}
+
 static void on_request(struct evhttp_request *req, void *arg) {
   struct loop *lp = arg;
   struct pts_http *h = lp->h;
@@ -575,6 +650,8 @@ static void on_request(struct evhttp_request *req, void *arg) {
   }
   if (r.kind == PTS_ROUTE_NOT_FOUND) {
     send_error_msg(req, PTS_NOT_FOUND, "Not Found");
+  } else if (refuse_restricted(h, req, path) || refuse_bad_names(req, &r)) {
+    /* answered */
   } else if (method_of(req) != pts_http_route_method(r.kind)) {
     /* 405 is not in the status table: it is a transport answer. */
     static const char body[] = "{\"error\":\"Method Not Allowed\"}";
@@ -601,6 +678,9 @@ static void on_request(struct evhttp_request *req, void *arg) {
         break;
       case PTS_ROUTE_MODEL_INFER:
         handle_infer(lp, req, &r);
+        break;
+      case PTS_ROUTE_MODEL_STATS:
+        handle_model_stats(h, req, &r);
         break;
       case PTS_ROUTE_REPO_INDEX:
         handle_repo_index(h, req);
@@ -674,6 +754,11 @@ static enum pts_status loop_init(struct loop *lp, struct pts_http *h, evutil_soc
                                            EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
                                            EVHTTP_REQ_PATCH);
   evhttp_set_max_body_size(lp->http, hard_body_cap(h->max_input));
+  /* Request line plus headers; libevent answers a longer one with 413. */
+  evhttp_set_max_headers_size(lp->http, (ev_ssize_t)h->max_header);
+  /* A connection that sends (or reads) nothing for this long is closed:
+   * a slow or idle client can not hold a socket forever. */
+  if (h->timeout_s > 0) evhttp_set_timeout(lp->http, (int)h->timeout_s);
   evhttp_set_default_content_type(lp->http, NULL);
   /* Read (and drop) an oversized body so the client sees the 413. */
   evhttp_set_flags(lp->http, EVHTTP_SERVER_LINGERING_CLOSE);
@@ -741,6 +826,8 @@ enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_opt
   if (!h) return pts_error_set(err, PTS_NOMEM, "out of memory starting the HTTP frontend");
   h->server = s;
   h->max_input = o->http_max_input_size;
+  h->max_header = o->http_max_header_size ? o->http_max_header_size : 64u * 1024;
+  h->timeout_s = o->http_timeout_secs;
   h->n_loops = o->http_thread_count > 0 ? (size_t)o->http_thread_count : 1;
   atomic_init(&h->refs, 1);
   atomic_init(&h->stopping, false);
@@ -752,7 +839,13 @@ enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_opt
     return pts_error_set(err, PTS_NOMEM, "out of memory starting the HTTP frontend");
   }
   evutil_socket_t fd = -1;
-  enum pts_status st = open_listener(o->http_address, o->http_port, &fd, &h->port, err);
+  enum pts_status st = pts_http_restrictions_parse(o->http_restricted_api,
+                                                   o->n_http_restricted_api, &h->restrictions, err);
+  if (st != PTS_OK) {
+    hub_release(h);
+    return st;
+  }
+  st = open_listener(o->http_address, o->http_port, &fd, &h->port, err);
   for (size_t i = 0; st == PTS_OK && i < h->n_loops; i++) st = loop_init(&h->loops[i], h, fd, err);
   if (fd >= 0) close(fd); /* each loop listens on its own duplicate */
   for (size_t i = 0; st == PTS_OK && i < h->n_loops; i++) {

@@ -104,7 +104,8 @@ static enum pts_status take_name(const struct seg *s, char **out, struct pts_err
   return pts_http_percent_decode(s->p, s->n, out, NULL, err);
 }
 
-/* /v2/models/{m}[/versions/{v}][/ready|/config|/infer] (segments after "models"). */
+/* /v2/models/{m}[/versions/{v}][/ready|/config|/infer|/stats] (segments after
+ * "models"). */
 static enum pts_status route_model(const struct seg *s, int n, struct pts_http_route *r,
                                    struct pts_error *err) {
   int i = 1;
@@ -122,13 +123,14 @@ static enum pts_status route_model(const struct seg *s, int n, struct pts_http_r
     r->kind = PTS_ROUTE_MODEL_CONFIG;
   } else if (i + 1 == n && seg_is(&s[i], "infer")) {
     r->kind = PTS_ROUTE_MODEL_INFER;
+  } else if (i + 1 == n && seg_is(&s[i], "stats")) {
+    r->kind = PTS_ROUTE_MODEL_STATS;
   } else {
     return PTS_OK;
   }
-  /* Statistics (§1.1: /v2/models/stats wins over a model named "stats") is
-   * not served yet; keep the path unknown rather than a model lookup. */
+  /* §1.1: /v2/models/stats (every model) wins over a model named "stats". */
   if (n == 1 && seg_is(&s[0], "stats")) {
-    r->kind = PTS_ROUTE_NOT_FOUND;
+    r->kind = PTS_ROUTE_MODEL_STATS;
     return PTS_OK;
   }
   return take_name(&s[0], &r->model, err);

@@ -28,6 +28,7 @@ enum pts_http_route_kind {
   PTS_ROUTE_REPO_INDEX,
   PTS_ROUTE_REPO_LOAD,
   PTS_ROUTE_REPO_UNLOAD,
+  PTS_ROUTE_MODEL_STATS, /* model NULL for /v2/models/stats (every model) */
 };
 
 enum pts_http_method { PTS_HTTP_GET, PTS_HTTP_POST, PTS_HTTP_OTHER };

@@ -43,6 +43,11 @@ static void known_paths(void **state) {
       {"/v2/repository/models/m/load", PTS_ROUTE_REPO_LOAD, "m", -1, NULL},
       {"/v2/repository/models/m/unload", PTS_ROUTE_REPO_UNLOAD, "m", -1, NULL},
       {"/v2/repository/r1/models/m/load", PTS_ROUTE_REPO_LOAD, "m", -1, "r1"},
+      /* statistics (§1.1): /v2/models/stats is every model, not a model "stats" */
+      {"/v2/models/stats", PTS_ROUTE_MODEL_STATS, NULL, -1, NULL},
+      {"/v2/models/m/stats", PTS_ROUTE_MODEL_STATS, "m", -1, NULL},
+      {"/v2/models/m/versions/2/stats", PTS_ROUTE_MODEL_STATS, "m", 2, NULL},
+      {"/v2/models/stats/stats", PTS_ROUTE_MODEL_STATS, "stats", -1, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     struct pts_http_route r;
@@ -83,8 +88,8 @@ static void unknown_paths(void **state) {
       "/v2/models/m/versions/1.0",
       "/v2/models/m/versions/",
       "/v2/models/m/versions",
-      "/v2/models/m/stats",
-      "/v2/models/stats",
+      "/v2/models/m/stats/x",
+      "/v2/models/m/versions/x/stats",
       "/v2/repository",
       "/v2/repository/models/m",
       "/v2/repository/models/m/reload",

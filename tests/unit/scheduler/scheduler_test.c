@@ -11,6 +11,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/model_config.h"
@@ -398,6 +399,105 @@ static void destroy_answers_queued_requests(void **state) {
   box_clear(&box);
 }
 
+/* Each done call keeps its own response, by request id. */
+struct id_box {
+  pthread_mutex_t lock;
+  int calls;
+  struct pts_infer_response *resp[4];
+  struct pts_infer_request *req[4];
+};
+
+static void on_done_by_id(struct pts_infer_request *req, struct pts_infer_response *resp,
+                          const struct pts_error *err, void *ctx) {
+  struct id_box *box = ctx;
+  assert_true(!err || err->code == PTS_OK);
+  int i = req->id[0] - '0';
+  pthread_mutex_lock(&box->lock);
+  box->resp[i] = resp;
+  box->req[i] = req;
+  box->calls++;
+  pthread_mutex_unlock(&box->lock);
+}
+
+static const char batching_cfg[] =
+    "max_batch_size: 8\n"
+    "input [ { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] },"
+    "        { name: \"A\" data_type: TYPE_INT32 dims: [ 4 ] reshape: { shape: [ 2, 2 ] } } ]\n"
+    "output [ { name: \"OB\" data_type: TYPE_INT32 dims: [ 4 ] },"
+    "         { name: \"OA\" data_type: TYPE_INT32 dims: [ 4 ] reshape: { shape: [ 2, 2 ] } } ]\n"
+    "dynamic_batching { }\n";
+
+/* Three requests (batch 1, 2, 1) held by the test hook until all are queued
+ * run as one batch of 4: the backend sees [4,4] and [4,2,2], and each request
+ * gets back its own rows, as views of the one batch output. */
+static void dynamic_batch_gathers_and_splits(void **state) {
+  (void)state;
+  setenv("PTSERVE_DELAY_SCHEDULER", "3", 1);
+  struct sched_fixture f;
+  start(&f, &probe_backend, batching_cfg, 1);
+  unsetenv("PTSERVE_DELAY_SCHEDULER");
+  probe.mode = PROBE_ECHO;
+  struct id_box box;
+  memset(&box, 0, sizeof box);
+  pthread_mutex_init(&box.lock, NULL);
+  const char *names[] = {"A", "B"};
+  const int64_t sizes[] = {1, 2, 1};
+  struct pts_error err;
+  for (int r = 0; r < 3; r++) {
+    struct pts_infer_request *req = int_request(NULL, sizes[r], 2, names);
+    req->done = on_done_by_id;
+    req->done_ctx = &box;
+    pts_free(req->id);
+    req->id = pts_strdup(r == 0 ? "0" : r == 1 ? "1" : "2");
+    for (size_t i = 0; i < 2; i++) {
+      int32_t *v = req->inputs[i].buf->data;
+      for (int64_t k = 0; k < sizes[r] * 4; k++) v[k] += 1000 * r;
+    }
+    assert_int_equal(pts_scheduler_enqueue(f.s, req, sizes[r], NULL, &err), PTS_OK);
+  }
+  assert_int_equal(pts_scheduler_wait_idle(f.s, 0), 0);
+  assert_int_equal(box.calls, 3);
+  char shape[64];
+  assert_int_equal(probe.batch_size, 4);
+  pts_shape_format(&probe.seen[0], shape, sizeof shape);
+  assert_string_equal(shape, "[4,4]");
+  pts_shape_format(&probe.seen[1], shape, sizeof shape);
+  assert_string_equal(shape, "[4,2,2]");
+  const void *base = box.resp[0]->outputs[1].data;
+  size_t offset = 0;
+  for (int r = 0; r < 3; r++) {
+    struct pts_infer_response *resp = box.resp[r];
+    assert_int_equal(resp->n_outputs, 2);
+    pts_shape_format(&resp->outputs[1].shape, shape, sizeof shape);
+    assert_string_equal(shape, r == 1 ? "[2,4]" : "[1,4]");
+    /* OA is request r's A (values k + 1000 r), OB its B (100 + k + 1000 r). */
+    const int32_t *oa = resp->outputs[1].data, *ob = resp->outputs[0].data;
+    for (int64_t k = 0; k < sizes[r] * 4; k++) {
+      assert_int_equal(oa[k], k + 1000 * r);
+      assert_int_equal(ob[k], 100 + k + 1000 * r);
+    }
+    /* Slices of one buffer, back to back: zero copy on the way out. */
+    assert_ptr_equal(resp->outputs[1].data, (const char *)base + offset);
+    assert_ptr_equal(resp->outputs[1].buf, box.resp[0]->outputs[1].buf);
+    offset += resp->outputs[1].byte_size;
+  }
+  struct pts_model_stats st;
+  assert_int_equal(pts_scheduler_stats(f.s, &st, &err), PTS_OK);
+  assert_int_equal(st.execution_count, 1);
+  assert_int_equal(st.inference_count, 4);
+  assert_int_equal(st.success.count, 3);
+  assert_int_equal(st.n_batch_stats, 1);
+  assert_int_equal(st.batch_stats[0].batch_size, 4);
+  assert_int_equal(st.version, 3);
+  pts_model_stats_clear(&st);
+  for (int r = 0; r < 3; r++) {
+    pts_infer_request_free(box.req[r]);
+    pts_infer_response_free(box.resp[r]);
+  }
+  pthread_mutex_destroy(&box.lock);
+  stop(&f);
+}
+
 int main(void) {
   struct pts_log_settings quiet = {false, false, false, 0, PTS_LOG_FORMAT_DEFAULT};
   pts_log_set(&quiet);
@@ -408,6 +508,7 @@ int main(void) {
       cmocka_unit_test(backend_errors_fail_only_their_request),
       cmocka_unit_test(many_requests_many_instances),
       cmocka_unit_test(destroy_answers_queued_requests),
+      cmocka_unit_test(dynamic_batch_gathers_and_splits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# bench/cpu/run.sh — ptserve on the CPU, over HTTP, against LibTorch alone.
+#
+#   bench/cpu/run.sh            (or: make bench)
+#
+# 1. builds ptserve, tools/ptperf and bench_inproc (Release) in build-bench/;
+# 2. generates the models (bench/cpu/gen_models.py → bench/cpu/models/);
+# 3. serves them with ptserve and, in the same run, measures
+#    - each model's forward() alone, in process, at batch 1 (bench_inproc),
+#    - mlp and add_sub over HTTP at concurrency 1, 2, 4, 8 (ptperf),
+#    - mlp and deep with and without dynamic batching at concurrency 8;
+# 4. writes bench/cpu/results/{results.md,results.csv,plot.png}
+#    (bench/cpu/report.py) — raw ptperf CSVs stay in bench/cpu/raw/.
+#
+# Client, server and LibTorch share this machine's cores: compare ratios
+# within one run, not absolute numbers across machines or runs.
+#
+# Before measuring, it waits (up to BENCH_QUIET_WAIT seconds, default 180)
+# for the machine to be nearly idle, and records how busy it was.
+#
+# Environment: BENCH_INTERVAL_MS (window, default 2000), BENCH_BUILD_DIR,
+# BENCH_RESULTS (output folder), BENCH_QUIET_WAIT, JOBS (build parallelism).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD="${BENCH_BUILD_DIR:-$ROOT/build-bench}"
+MODELS="$ROOT/bench/cpu/models"
+RAW="$ROOT/bench/cpu/raw"
+RESULTS="${BENCH_RESULTS:-$ROOT/bench/cpu/results}"
+INTERVAL_MS="${BENCH_INTERVAL_MS:-2000}"
+PY=/usr/bin/python3
+SERVER_PID=
+
+log() { printf '== %s\n' "$*" >&2; }
+
+# Percent of all CPU time that was busy over the next second (/proc/stat).
+cpu_busy_pct() {
+  local a b
+  read -r -a a < <(grep '^cpu ' /proc/stat)
+  sleep 1
+  read -r -a b < <(grep '^cpu ' /proc/stat)
+  local total=0 idle i
+  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
+  idle=$((b[4] - a[4] + b[5] - a[5]))
+  echo $(((total - idle) * 100 / (total > 0 ? total : 1)))
+}
+
+wait_quiet() {
+  local deadline=$((SECONDS + ${BENCH_QUIET_WAIT:-180})) busy
+  while :; do
+    busy="$(cpu_busy_pct)"
+    if [ "$busy" -le 15 ] || [ "$SECONDS" -ge "$deadline" ]; then break; fi
+    log "machine ${busy}% busy; waiting for it to be quiet"
+  done
+  echo "$busy"
+}
+
+free_port() {
+  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+stop_server() {
+  if [ -n "$SERVER_PID" ]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=
+  fi
+}
+trap stop_server EXIT
+
+log "build (Release) in $BUILD"
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF >/dev/null
+cmake --build "$BUILD" --target ptserve ptperf -j"${JOBS:-2}" >/dev/null
+if ! cmake --build "$BUILD" --target bench_inproc -j"${JOBS:-2}" >/dev/null 2>&1; then
+  echo "run.sh: bench_inproc needs the pytorch backend: is LibTorch installed (scripts/setup.sh)?" >&2
+  exit 1
+fi
+
+log "models in $MODELS"
+rm -rf "$MODELS" "$RAW"
+mkdir -p "$RAW" "$RESULTS"
+"$PY" "$ROOT/bench/cpu/gen_models.py" "$MODELS" >/dev/null
+
+# Every port the server may open is a free one, whichever frontends it has.
+PORT="$(free_port)"
+SERVER_ARGS=(--model-repository "$MODELS" --http-port "$PORT")
+HELP="$("$BUILD/ptserve" --help 2>&1 || true)"
+if grep -q -- '--grpc-port' <<<"$HELP"; then SERVER_ARGS+=(--grpc-port "$(free_port)"); fi
+if grep -q -- '--metrics-port' <<<"$HELP"; then SERVER_ARGS+=(--metrics-port "$(free_port)"); fi
+
+log "ptserve ${SERVER_ARGS[*]}"
+"$BUILD/ptserve" "${SERVER_ARGS[@]}" >"$RAW/server.log" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 300); do
+  if curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/health/ready"; then break; fi
+  if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "run.sh: ptserve exited; its log:" >&2
+    cat "$RAW/server.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/health/ready"
+
+BUSY_BEFORE="$(wait_quiet)"
+{
+  echo "busy_before=$BUSY_BEFORE"
+  echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "git=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo +changes)"
+  echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  echo "cores=$(nproc)"
+  echo "interval_ms=$INTERVAL_MS"
+  echo "load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "server_args=${SERVER_ARGS[*]:2}"
+} >"$RAW/meta.txt"
+
+log "in-process LibTorch, batch 1 (one thread, forward() back to back)"
+echo "label,calls,per_sec,mean_us,p50_us,p99_us" >"$RAW/inproc.csv"
+inproc() {
+  local label="$1" model="$2"
+  shift 2
+  "$BUILD/bench_inproc" --model "$MODELS/$model/1/model.pt" "$@" --label "$label" \
+    --csv "$RAW/inproc.csv" | tee -a "$RAW/inproc.log"
+}
+inproc mlp mlp --input FP32:1,16
+inproc add_sub add_sub --input FP32:1,16 --input FP32:1,16
+inproc deep deep --input FP32:1,16
+inproc deep_batch8 deep --input FP32:8,16
+echo "libtorch=$(sed -n 's/.*(LibTorch \(.*\))$/\1/p' "$RAW/inproc.log" | head -n1)" >>"$RAW/meta.txt"
+
+# ptperf exits 2 when some requests failed: the report shows the errors.
+ptperf() {
+  local rc=0
+  "$BUILD/ptperf" -u "127.0.0.1:$PORT" -p "$INTERVAL_MS" -q --server-pid "$SERVER_PID" "$@" \
+    || rc=$?
+  [ "$rc" -eq 0 ] || [ "$rc" -eq 2 ]
+}
+for m in mlp add_sub; do
+  log "ptperf $m, concurrency 1,2,4,8"
+  ptperf -m "$m" --concurrency 1,2,4,8 -f "$RAW/ptperf_$m.csv"
+done
+for m in mlp_dyn deep deep_dyn; do
+  log "ptperf $m, concurrency 8"
+  ptperf -m "$m" --concurrency 8 -f "$RAW/ptperf_$m.csv"
+done
+echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/meta.txt"
+stop_server
+echo "busy_after=$(cpu_busy_pct)" >>"$RAW/meta.txt"
+
+log "report in $RESULTS"
+"$PY" "$ROOT/bench/cpu/report.py" "$RAW" "$RESULTS"

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Models of the GPU benchmark (bench/gpu/run.sh), written with the GPU
+host's torch and torchvision:
+
+    python3 bench/gpu/gen_models.py OUTDIR
+
+- resnet50_fp32, resnet50_fp16: torchvision ResNet-50 with random weights,
+  traced on cuda:0 at FP32 / FP16, served with dynamic batching (max 128);
+- resnet50_fp16_graph: the FP16 model with a CUDA graph captured at batch 1;
+- mlp: 64 -> 256 -> 8, dynamic batching.
+"""
+import os
+import sys
+
+import torch
+import torchvision
+
+
+def config(name, dtype, in_dims, out_dims, extra=""):
+    return """name: "%s"
+backend: "pytorch"
+max_batch_size: 128
+input [ { name: "INPUT__0" data_type: %s dims: [ %s ] } ]
+output [ { name: "OUTPUT__0" data_type: %s dims: [ %s ] } ]
+instance_group [ { count: 2 kind: KIND_GPU gpus: [ 0 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 200 }
+%s
+""" % (name, dtype, ", ".join(map(str, in_dims)), dtype, ", ".join(map(str, out_dims)), extra)
+
+
+def write(outdir, name, cfg, module):
+    d = os.path.join(outdir, name, "1")
+    os.makedirs(d, exist_ok=True)
+    module.save(os.path.join(d, "model.pt"))
+    with open(os.path.join(outdir, name, "config.pbtxt"), "w") as f:
+        f.write(cfg)
+
+
+def main(outdir):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        rn = torchvision.models.resnet50(weights=None).eval().cuda()
+        x = torch.randn(1, 3, 224, 224, device="cuda")
+        write(outdir, "resnet50_fp32", config("resnet50_fp32", "TYPE_FP32", [3, 224, 224], [1000]),
+              torch.jit.trace(rn, x))
+        rn16 = rn.half()
+        traced16 = torch.jit.trace(rn16, x.half())
+        write(outdir, "resnet50_fp16", config("resnet50_fp16", "TYPE_FP16", [3, 224, 224], [1000]),
+              traced16)
+        graph_extra = 'parameters { key: "CUDA_GRAPH_BATCH_SIZES" value: { string_value: "1" } }'
+        write(outdir, "resnet50_fp16_graph",
+              config("resnet50_fp16_graph", "TYPE_FP16", [3, 224, 224], [1000], graph_extra),
+              traced16)
+        mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                  torch.nn.Linear(256, 8)).eval().cuda()
+        write(outdir, "mlp", config("mlp", "TYPE_FP32", [64], [8]),
+              torch.jit.trace(mlp, torch.randn(1, 64, device="cuda")))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,829 @@
+/* frontend/grpc/infer.c — see infer.h. */
+#include "frontend/grpc/infer.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "grpc_service.pb-c.h"
+#include "tensor/bytes.h"
+
+/* ------------------------------------------------------------------ */
+/* protobuf-c plumbing                                                 */
+
+/* Set when an allocation of this thread's current unpack failed, so that
+ * out of memory is not reported as a malformed message. */
+static _Thread_local bool pb_alloc_failed;
+
+static void *pb_alloc(void *ctx, size_t size) {
+  (void)ctx;
+  void *p = pts_malloc(size ? size : 1);
+  if (!p) pb_alloc_failed = true;
+  return p;
+}
+
+static void pb_free(void *ctx, void *p) {
+  (void)ctx;
+  pts_free(p);
+}
+
+static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
+
+ProtobufCAllocator *pts_grpc_pb_allocator(void) { return &pb_allocator; }
+
+ProtobufCMessage *pts_grpc_unpack(const ProtobufCMessageDescriptor *d, const void *data, size_t len,
+                                  struct pts_error *err) {
+  pb_alloc_failed = false;
+  ProtobufCMessage *m = protobuf_c_message_unpack(d, &pb_allocator, len, data);
+  if (m) return m;
+  if (pb_alloc_failed)
+    pts_error_set(err, PTS_NOMEM, "out of memory decoding a %s", d->short_name);
+  else
+    pts_error_set(err, PTS_INVALID_ARG,
+                  "failed to parse %s: the message is not a valid protobuf encoding of it",
+                  d->short_name);
+  return NULL;
+}
+
+void pts_grpc_reply_clear(struct pts_grpc_reply *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->n_pieces; i++) pts_buf_release(r->pieces[i].buf);
+  pts_free(r->pieces);
+  memset(r, 0, sizeof *r);
+}
+
+enum pts_status pts_grpc_pack(const ProtobufCMessage *m, struct pts_grpc_reply *out,
+                              struct pts_error *err) {
+  size_t size = protobuf_c_message_get_packed_size(m);
+  struct pts_buf *b = pts_buf_new(size ? size : 1);
+  struct pts_grpc_piece *p = pts_calloc(1, sizeof *p);
+  if (!b || !p) {
+    pts_buf_release(b);
+    pts_free(p);
+    return pts_error_set(err, PTS_NOMEM, "out of memory encoding a %s", m->descriptor->short_name);
+  }
+  protobuf_c_message_pack(m, b->data);
+  p->data = b->data;
+  p->size = size;
+  p->buf = b;
+  memset(out, 0, sizeof *out);
+  out->pieces = p;
+  out->n_pieces = 1;
+  out->size = size;
+  return PTS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* protobuf wire primitives (for the hand-split top level)             */
+
+#define WIRE_VARINT 0
+#define WIRE_I64 1
+#define WIRE_LEN 2
+#define WIRE_I32 5
+
+/* The field number of ModelInferRequest.raw_input_contents. */
+#define FIELD_RAW_INPUT 7
+/* ModelInferResponse.raw_output_contents, ModelStreamInferResponse.infer_response. */
+#define FIELD_RAW_OUTPUT 6
+#define FIELD_STREAM_INFER_RESPONSE 2
+
+static bool read_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *out) {
+  uint64_t v = 0;
+  for (unsigned shift = 0; shift < 64; shift += 7) {
+    if (*pos >= n) return false;
+    uint8_t b = p[(*pos)++];
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+static size_t varint_size(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    n++;
+  }
+  return n;
+}
+
+static size_t put_varint(uint8_t *p, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    p[n++] = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  p[n++] = (uint8_t)v;
+  return n;
+}
+
+/* One top-level field: [start, end) is the whole field (key included);
+ * for length-delimited fields [value, end) is the payload. */
+struct field {
+  uint32_t number;
+  unsigned wire;
+  size_t start, value, end;
+};
+
+static enum pts_status next_field(const uint8_t *p, size_t n, size_t *pos, struct field *f,
+                                  struct pts_error *err) {
+  f->start = *pos;
+  uint64_t key, len;
+  if (!read_varint(p, n, pos, &key))
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "failed to parse ModelInferRequest: truncated field key at byte %zu",
+                         f->start);
+  f->number = (uint32_t)(key >> 3);
+  f->wire = (unsigned)(key & 7);
+  if (key >> 3 == 0 || key >> 3 > 536870911u)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "failed to parse ModelInferRequest: invalid field number at byte %zu",
+                         f->start);
+  f->value = *pos;
+  size_t need;
+  switch (f->wire) {
+    case WIRE_VARINT:
+      if (!read_varint(p, n, pos, &len))
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "failed to parse ModelInferRequest: truncated varint at byte %zu",
+                             f->value);
+      f->end = *pos;
+      return PTS_OK;
+    case WIRE_I64:
+      need = 8;
+      break;
+    case WIRE_I32:
+      need = 4;
+      break;
+    case WIRE_LEN:
+      if (!read_varint(p, n, pos, &len))
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "failed to parse ModelInferRequest: truncated length at byte %zu",
+                             f->value);
+      f->value = *pos;
+      if (len > n - *pos)
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "failed to parse ModelInferRequest: field %u at byte %zu claims "
+                             "%" PRIu64 " bytes, only %zu left",
+                             f->number, f->start, len, n - *pos);
+      need = (size_t)len;
+      break;
+    default:
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "failed to parse ModelInferRequest: unsupported wire type %u at "
+                           "byte %zu",
+                           f->wire, f->start);
+  }
+  if (need > n - *pos)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "failed to parse ModelInferRequest: field %u at byte %zu is truncated",
+                         f->number, f->start);
+  *pos += need;
+  f->end = *pos;
+  return PTS_OK;
+}
+
+/* The message split in two: the raw_input_contents payloads (views) and
+ * every other field copied into `rest`, for protobuf-c. */
+struct split {
+  size_t n_raw;
+  size_t *raw_off; /* owned */
+  size_t *raw_len; /* owned */
+  uint8_t *rest;   /* owned */
+  size_t rest_len;
+};
+
+static void split_clear(struct split *s) {
+  pts_free(s->raw_off);
+  pts_free(s->raw_len);
+  pts_free(s->rest);
+}
+
+static enum pts_status split_message(const uint8_t *p, size_t n, struct split *s,
+                                     struct pts_error *err) {
+  memset(s, 0, sizeof *s);
+  size_t pos = 0, rest = 0, raw = 0;
+  struct field f;
+  while (pos < n) {
+    enum pts_status st = next_field(p, n, &pos, &f, err);
+    if (st != PTS_OK) return st;
+    if (f.number == FIELD_RAW_INPUT && f.wire == WIRE_LEN)
+      raw++;
+    else
+      rest += f.end - f.start;
+  }
+  s->rest = pts_malloc(rest ? rest : 1);
+  s->raw_off = pts_calloc(raw ? raw : 1, sizeof *s->raw_off);
+  s->raw_len = pts_calloc(raw ? raw : 1, sizeof *s->raw_len);
+  if (!s->rest || !s->raw_off || !s->raw_len)
+    return pts_error_set(err, PTS_NOMEM, "out of memory decoding a ModelInferRequest");
+  pos = 0;
+  while (pos < n) {
+    next_field(p, n, &pos, &f, NULL); /* cannot fail: checked above */
+    if (f.number == FIELD_RAW_INPUT && f.wire == WIRE_LEN) {
+      s->raw_off[s->n_raw] = f.value;
+      s->raw_len[s->n_raw++] = f.end - f.value;
+    } else {
+      memcpy(s->rest + s->rest_len, p + f.start, f.end - f.start);
+      s->rest_len += f.end - f.start;
+    }
+  }
+  return PTS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* versions and parameters                                             */
+
+enum pts_status pts_grpc_parse_version(const char *s, const char *model, int64_t *out,
+                                       struct pts_error *err) {
+  if (!s || !*s) {
+    *out = -1;
+    return PTS_OK;
+  }
+  int64_t v = 0;
+  for (const char *p = s; *p; p++) {
+    if (*p < '0' || *p > '9' || v > (INT64_MAX - (*p - '0')) / 10)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "invalid version '%.40s' for model '%s': expected a non-negative "
+                           "integer, or an empty string for the latest version",
+                           s, model ? model : "");
+    v = v * 10 + (*p - '0');
+  }
+  *out = v;
+  return PTS_OK;
+}
+
+static const char *param_kind(const Inference__InferParameter *v) {
+  switch (v ? v->parameter_choice_case : INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE__NOT_SET) {
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM:
+      return "bool_param";
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM:
+      return "int64_param";
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM:
+      return "string_param";
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM:
+      return "double_param";
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
+      return "uint64_param";
+    default:
+      return "no value";
+  }
+}
+
+static bool param_is(const Inference__InferParameter *v,
+                     Inference__InferParameter__ParameterChoiceCase c) {
+  return v && v->parameter_choice_case == c;
+}
+
+/* A non-negative integer from int64_param (>= 0) or uint64_param. */
+static bool param_uint(const Inference__InferParameter *v, uint64_t *out) {
+  if (param_is(v, INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)) {
+    *out = v->uint64_param;
+    return true;
+  }
+  if (param_is(v, INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM) &&
+      v->int64_param >= 0) {
+    *out = (uint64_t)v->int64_param;
+    return true;
+  }
+  return false;
+}
+
+static enum pts_status request_param(const char *key, const Inference__InferParameter *v,
+                                     struct pts_infer_request *req,
+                                     struct pts_grpc_infer_opts *opts, struct pts_error *err) {
+  if (strcmp(key, "triton_enable_empty_final_response") == 0) {
+    if (!param_is(v, INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM))
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "request parameter 'triton_enable_empty_final_response' must be a "
+                           "bool_param, got %s",
+                           param_kind(v));
+    if (opts) opts->empty_final_response = v->bool_param;
+    return PTS_OK;
+  }
+  if (strncmp(key, "triton_", 7) == 0)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "request parameter '%s' is reserved: keys starting with 'triton_' can "
+                         "not be set by a client",
+                         key);
+  if (strcmp(key, "priority") == 0) {
+    if (!param_uint(v, &req->priority))
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "request parameter 'priority' must be a non-negative int64_param or "
+                           "a uint64_param, got %s",
+                           param_kind(v));
+    return PTS_OK;
+  }
+  if (strcmp(key, "timeout") == 0) {
+    if (!param_uint(v, &req->timeout_us))
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "request parameter 'timeout' must be a non-negative int64_param "
+                           "(microseconds), got %s",
+                           param_kind(v));
+    return PTS_OK;
+  }
+  /* Custom parameters (and sequence_*, which the schedulers do not use
+   * yet) pass, as in Triton, when they have one of the custom types. */
+  if (!v || v->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE__NOT_SET ||
+      (v->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM &&
+       strncmp(key, "sequence_", 9) != 0))
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "request parameter '%s' has %s: custom parameters must be bool_param, "
+                         "int64_param, string_param or double_param",
+                         key, param_kind(v));
+  return PTS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* typed contents                                                      */
+
+/* Which InferTensorContents field carries a datatype (protocol-facts §2.3). */
+static const char *contents_field(enum pts_dtype t) {
+  switch (t) {
+    case PTS_DTYPE_BOOL:
+      return "bool_contents";
+    case PTS_DTYPE_INT8:
+    case PTS_DTYPE_INT16:
+    case PTS_DTYPE_INT32:
+      return "int_contents";
+    case PTS_DTYPE_INT64:
+      return "int64_contents";
+    case PTS_DTYPE_UINT8:
+    case PTS_DTYPE_UINT16:
+    case PTS_DTYPE_UINT32:
+      return "uint_contents";
+    case PTS_DTYPE_UINT64:
+      return "uint64_contents";
+    case PTS_DTYPE_FP32:
+      return "fp32_contents";
+    case PTS_DTYPE_FP64:
+      return "fp64_contents";
+    case PTS_DTYPE_BYTES:
+      return "bytes_contents";
+    default:
+      return NULL;
+  }
+}
+
+/* Element counts of every field, in InferTensorContents field order. */
+static void contents_counts(const Inference__InferTensorContents *c, size_t n[8]) {
+  n[0] = c->n_bool_contents;
+  n[1] = c->n_int_contents;
+  n[2] = c->n_int64_contents;
+  n[3] = c->n_uint_contents;
+  n[4] = c->n_uint64_contents;
+  n[5] = c->n_fp32_contents;
+  n[6] = c->n_fp64_contents;
+  n[7] = c->n_bytes_contents;
+}
+
+static const char *const CONTENTS_NAMES[8] = {"bool_contents", "int_contents",    "int64_contents",
+                                              "uint_contents", "uint64_contents", "fp32_contents",
+                                              "fp64_contents", "bytes_contents"};
+
+static void put_le(uint8_t *p, uint64_t v, size_t size) {
+  for (size_t i = 0; i < size; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static enum pts_status out_of_range(const struct pts_tensor *t, size_t i, int64_t v,
+                                    struct pts_error *err) {
+  return pts_error_set(err, PTS_INVALID_ARG,
+                       "input '%s': element %zu of %s (%" PRId64 ") is out of range for %s",
+                       t->name, i, contents_field(t->dtype), v, pts_dtype_name(t->dtype));
+}
+
+/* Writes the fixed-size elements little-endian into out (exactly the
+ * tensor's byte size), narrowing int_contents / uint_contents with a range
+ * check as the JSON path does. */
+static enum pts_status fill_fixed(const Inference__InferTensorContents *c,
+                                  const struct pts_tensor *t, uint8_t *out, struct pts_error *err) {
+  size_t es = pts_dtype_size(t->dtype);
+  size_t i;
+  switch (t->dtype) {
+    case PTS_DTYPE_BOOL:
+      for (i = 0; i < c->n_bool_contents; i++) out[i] = c->bool_contents[i] ? 1 : 0;
+      return PTS_OK;
+    case PTS_DTYPE_INT8:
+    case PTS_DTYPE_INT16:
+    case PTS_DTYPE_INT32: {
+      int64_t lo = es == 1 ? INT8_MIN : es == 2 ? INT16_MIN : INT32_MIN;
+      int64_t hi = es == 1 ? INT8_MAX : es == 2 ? INT16_MAX : INT32_MAX;
+      for (i = 0; i < c->n_int_contents; i++) {
+        int64_t v = c->int_contents[i];
+        if (v < lo || v > hi) return out_of_range(t, i, v, err);
+        put_le(out + i * es, (uint64_t)v, es);
+      }
+      return PTS_OK;
+    }
+    case PTS_DTYPE_UINT8:
+    case PTS_DTYPE_UINT16:
+    case PTS_DTYPE_UINT32: {
+      uint64_t hi = es == 1 ? UINT8_MAX : es == 2 ? UINT16_MAX : UINT32_MAX;
+      for (i = 0; i < c->n_uint_contents; i++) {
+        if (c->uint_contents[i] > hi) return out_of_range(t, i, c->uint_contents[i], err);
+        put_le(out + i * es, c->uint_contents[i], es);
+      }
+      return PTS_OK;
+    }
+    case PTS_DTYPE_INT64:
+      for (i = 0; i < c->n_int64_contents; i++)
+        put_le(out + i * 8, (uint64_t)c->int64_contents[i], 8);
+      return PTS_OK;
+    case PTS_DTYPE_UINT64:
+      for (i = 0; i < c->n_uint64_contents; i++) put_le(out + i * 8, c->uint64_contents[i], 8);
+      return PTS_OK;
+    case PTS_DTYPE_FP32:
+      for (i = 0; i < c->n_fp32_contents; i++) {
+        uint32_t bits;
+        memcpy(&bits, &c->fp32_contents[i], 4);
+        put_le(out + i * 4, bits, 4);
+      }
+      return PTS_OK;
+    case PTS_DTYPE_FP64:
+      for (i = 0; i < c->n_fp64_contents; i++) {
+        uint64_t bits;
+        memcpy(&bits, &c->fp64_contents[i], 8);
+        put_le(out + i * 8, bits, 8);
+      }
+      return PTS_OK;
+    default:
+      return pts_error_set(err, PTS_INTERNAL, "input '%s': no typed contents for %s", t->name,
+                           pts_dtype_name(t->dtype));
+  }
+}
+
+static enum pts_status decode_contents(const Inference__InferTensorContents *c,
+                                       struct pts_tensor *t, struct pts_error *err) {
+  const char *want = contents_field(t->dtype);
+  if (!want)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "input '%s': datatype %s has no typed contents field; send it in "
+                         "raw_input_contents",
+                         t->name, pts_dtype_name(t->dtype));
+  size_t counts[8];
+  contents_counts(c, counts);
+  size_t have = 0;
+  for (int i = 0; i < 8; i++) {
+    if (strcmp(CONTENTS_NAMES[i], want) == 0)
+      have = counts[i];
+    else if (counts[i])
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "input '%s': datatype %s expects its data in '%s', got %zu elements "
+                           "in '%s'",
+                           t->name, pts_dtype_name(t->dtype), want, counts[i], CONTENTS_NAMES[i]);
+  }
+  int64_t count = pts_shape_count(&t->shape);
+  if (count < 0 || (uint64_t)count != have) {
+    char shape[128];
+    pts_shape_format(&t->shape, shape, sizeof shape);
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "input '%s': shape %s has %" PRId64 " elements but '%s' holds %zu",
+                         t->name, shape, count, want, have);
+  }
+  size_t size;
+  if (t->dtype == PTS_DTYPE_BYTES) {
+    size = 0;
+    for (size_t i = 0; i < c->n_bytes_contents; i++) {
+      if (c->bytes_contents[i].len > UINT32_MAX)
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "input '%s': element %zu of bytes_contents is longer than 4 GiB",
+                             t->name, i);
+      size += 4 + c->bytes_contents[i].len;
+    }
+  } else {
+    size = have * pts_dtype_size(t->dtype);
+  }
+  struct pts_buf *b = pts_buf_new(size ? size : 1);
+  if (!b) return pts_error_set(err, PTS_NOMEM, "out of memory decoding input '%s'", t->name);
+  enum pts_status st = PTS_OK;
+  if (t->dtype == PTS_DTYPE_BYTES) {
+    size_t used = 0;
+    for (size_t i = 0; i < c->n_bytes_contents; i++)
+      pts_bytes_put(b->data, size, &used, c->bytes_contents[i].data,
+                    (uint32_t)c->bytes_contents[i].len);
+  } else {
+    st = fill_fixed(c, t, b->data, err);
+  }
+  if (st != PTS_OK) {
+    pts_buf_release(b);
+    return st;
+  }
+  t->buf = b;
+  t->data = b->data;
+  t->byte_size = size;
+  return PTS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* inputs and outputs                                                  */
+
+static enum pts_status input_params(const Inference__ModelInferRequest__InferInputTensor *in,
+                                    struct pts_error *err) {
+  for (size_t i = 0; i < in->n_parameters; i++) {
+    const char *key = in->parameters[i]->key;
+    if (strncmp(key, "shared_memory_", 14) == 0)
+      return pts_error_set(err, PTS_UNSUPPORTED,
+                           "input '%s': shared memory is not supported by this server", in->name);
+  }
+  return PTS_OK;
+}
+
+static enum pts_status decode_shape(const Inference__ModelInferRequest__InferInputTensor *in,
+                                    struct pts_tensor *t, struct pts_error *err) {
+  if (in->n_shape > PTS_TENSOR_MAX_DIMS)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "input '%s': 'shape' has %zu dimensions, more than the %d supported",
+                         in->name, in->n_shape, PTS_TENSOR_MAX_DIMS);
+  t->shape.ndim = (int)in->n_shape;
+  for (size_t i = 0; i < in->n_shape; i++) {
+    if (in->shape[i] < 0)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "input '%s': 'shape' element %zu must be non-negative, got %" PRId64,
+                           in->name, i, in->shape[i]);
+    t->shape.dims[i] = in->shape[i];
+  }
+  return PTS_OK;
+}
+
+static enum pts_status decode_inputs(const Inference__ModelInferRequest *m, struct pts_buf *msg,
+                                     const struct split *sp, struct pts_infer_request *req,
+                                     struct pts_error *err) {
+  if (m->n_inputs == 0) return PTS_OK;
+  req->inputs = pts_calloc(m->n_inputs, sizeof *req->inputs);
+  if (!req->inputs) return pts_error_set(err, PTS_NOMEM, "out of memory decoding inputs");
+  req->n_inputs = m->n_inputs;
+  size_t next_raw = 0;
+  for (size_t i = 0; i < m->n_inputs; i++) {
+    const Inference__ModelInferRequest__InferInputTensor *in = m->inputs[i];
+    struct pts_tensor *t = &req->inputs[i];
+    t->name = pts_strdup(in->name);
+    if (!t->name) return pts_error_set(err, PTS_NOMEM, "out of memory decoding input %zu", i);
+    t->dtype = pts_dtype_from_name(in->datatype);
+    if (t->dtype == PTS_DTYPE_INVALID)
+      return pts_error_set(err, PTS_INVALID_ARG, "input '%s': unknown datatype '%.40s'", in->name,
+                           in->datatype);
+    enum pts_status st = input_params(in, err);
+    if (st == PTS_OK) st = decode_shape(in, t, err);
+    if (st != PTS_OK) return st;
+    if (in->contents) {
+      if (sp->n_raw > 0)
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "contents field must not be specified when using "
+                             "raw_input_contents for '%s' for model '%s'",
+                             in->name, req->model_name);
+      st = decode_contents(in->contents, t, err);
+      if (st != PTS_OK) return st;
+      continue;
+    }
+    if (next_raw >= sp->n_raw)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "unable to find data for input tensor '%s' for model '%s': it has no "
+                           "contents and raw_input_contents has only %zu entries",
+                           in->name, req->model_name, sp->n_raw);
+    t->buf = pts_buf_retain(msg);
+    t->data = (const uint8_t *)msg->data + sp->raw_off[next_raw];
+    t->byte_size = sp->raw_len[next_raw];
+    next_raw++;
+  }
+  if (next_raw != sp->n_raw)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': raw_input_contents has %zu entries but only %zu inputs "
+                         "without contents use them",
+                         req->model_name, sp->n_raw, next_raw);
+  return PTS_OK;
+}
+
+static enum pts_status decode_output(
+    const Inference__ModelInferRequest__InferRequestedOutputTensor *o,
+    struct pts_requested_output *ro, struct pts_error *err) {
+  ro->name = pts_strdup(o->name);
+  if (!ro->name) return pts_error_set(err, PTS_NOMEM, "out of memory decoding outputs");
+  for (size_t i = 0; i < o->n_parameters; i++) {
+    const char *key = o->parameters[i]->key;
+    const Inference__InferParameter *v = o->parameters[i]->value;
+    if (strcmp(key, "classification") == 0) {
+      uint64_t k;
+      if (!param_uint(v, &k) || k == 0 || k > UINT32_MAX)
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "output '%s': 'classification' must be a positive int64_param",
+                             o->name);
+      ro->classification = (uint32_t)k;
+    } else if (strncmp(key, "shared_memory_", 14) == 0) {
+      return pts_error_set(err, PTS_UNSUPPORTED,
+                           "output '%s': shared memory is not supported by this server", o->name);
+    }
+  }
+  /* Classification (§1.9) is parsed and kept; refused until the core
+   * computes it, as over HTTP. */
+  if (ro->classification > 0)
+    return pts_error_set(err, PTS_UNSUPPORTED,
+                         "output '%s': the classification extension is not supported yet", o->name);
+  return PTS_OK;
+}
+
+static enum pts_status decode_outputs(const Inference__ModelInferRequest *m,
+                                      struct pts_infer_request *req, struct pts_error *err) {
+  if (m->n_outputs == 0) return PTS_OK;
+  req->outputs = pts_calloc(m->n_outputs, sizeof *req->outputs);
+  if (!req->outputs) return pts_error_set(err, PTS_NOMEM, "out of memory decoding outputs");
+  req->n_outputs = m->n_outputs;
+  for (size_t i = 0; i < m->n_outputs; i++) {
+    enum pts_status st = decode_output(m->outputs[i], &req->outputs[i], err);
+    if (st != PTS_OK) return st;
+  }
+  return PTS_OK;
+}
+
+static enum pts_status decode_header(const Inference__ModelInferRequest *m,
+                                     struct pts_infer_request *req,
+                                     struct pts_grpc_infer_opts *opts, struct pts_error *err) {
+  if (!m->model_name[0])
+    return pts_error_set(err, PTS_INVALID_ARG, "ModelInferRequest has an empty model_name");
+  req->model_name = pts_strdup(m->model_name);
+  if (!req->model_name) return pts_error_set(err, PTS_NOMEM, "out of memory decoding a request");
+  enum pts_status st =
+      pts_grpc_parse_version(m->model_version, m->model_name, &req->model_version, err);
+  if (st != PTS_OK) return st;
+  if (m->id[0]) {
+    req->id = pts_strdup(m->id);
+    if (!req->id) return pts_error_set(err, PTS_NOMEM, "out of memory decoding a request");
+  }
+  for (size_t i = 0; i < m->n_parameters; i++) {
+    st = request_param(m->parameters[i]->key, m->parameters[i]->value, req, opts, err);
+    if (st != PTS_OK) return st;
+  }
+  return PTS_OK;
+}
+
+enum pts_status pts_grpc_decode_infer(struct pts_buf *msg, struct pts_infer_request *req,
+                                      struct pts_grpc_infer_opts *opts, struct pts_error *err) {
+  struct split sp;
+  enum pts_status st = split_message(msg->data, msg->size, &sp, err);
+  if (st != PTS_OK) {
+    split_clear(&sp);
+    return st;
+  }
+  Inference__ModelInferRequest *m = (Inference__ModelInferRequest *)pts_grpc_unpack(
+      &inference__model_infer_request__descriptor, sp.rest, sp.rest_len, err);
+  if (!m) {
+    split_clear(&sp);
+    return err ? err->code : PTS_INVALID_ARG;
+  }
+  if (opts) memset(opts, 0, sizeof *opts);
+  st = decode_header(m, req, opts, err);
+  if (st == PTS_OK) st = decode_inputs(m, msg, &sp, req, err);
+  if (st == PTS_OK) st = decode_outputs(m, req, err);
+  inference__model_infer_request__free_unpacked(m, pts_grpc_pb_allocator());
+  split_clear(&sp);
+  return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* responses                                                           */
+
+/* Room for a key byte and a 64-bit length varint. */
+#define PREFIX_MAX 11
+
+static size_t raw_entry_prefix(uint8_t *p, uint32_t field, size_t len) {
+  p[0] = (uint8_t)(field << 3 | WIRE_LEN);
+  return 1 + put_varint(p + 1, len);
+}
+
+static bool add_piece(struct pts_grpc_reply *r, const void *data, size_t size, struct pts_buf *b) {
+  r->pieces[r->n_pieces].data = data;
+  r->pieces[r->n_pieces].size = size;
+  r->pieces[r->n_pieces].buf = pts_buf_retain(b);
+  r->n_pieces++;
+  r->size += size;
+  return true;
+}
+
+/* The response header (everything but raw_output_contents) as protobuf-c
+ * structures that borrow from `resp`. */
+struct header {
+  Inference__ModelInferResponse msg;
+  Inference__ModelInferResponse__InferOutputTensor *tensors;
+  Inference__ModelInferResponse__InferOutputTensor **tensor_ptrs;
+  Inference__ModelInferResponse__ParametersEntry final_entry, *entries[1];
+  Inference__InferParameter final_value;
+  char version[24];
+};
+
+static enum pts_status build_header(const struct pts_infer_request *req,
+                                    const struct pts_infer_response *resp, bool stream,
+                                    struct header *h, struct pts_error *err) {
+  inference__model_infer_response__init(&h->msg);
+  size_t n = resp->n_outputs;
+  h->tensors = pts_calloc(n ? n : 1, sizeof *h->tensors);
+  h->tensor_ptrs = pts_calloc(n ? n : 1, sizeof *h->tensor_ptrs);
+  if (!h->tensors || !h->tensor_ptrs)
+    return pts_error_set(err, PTS_NOMEM, "out of memory encoding the response");
+  const char *name = resp->model_name ? resp->model_name : req->model_name;
+  const char *id = resp->id ? resp->id : req->id;
+  h->msg.model_name = (char *)(name ? name : "");
+  snprintf(h->version, sizeof h->version, "%" PRId64, resp->model_version);
+  h->msg.model_version = h->version;
+  h->msg.id = (char *)(id ? id : "");
+  for (size_t i = 0; i < n; i++) {
+    const struct pts_tensor *t = &resp->outputs[i];
+    Inference__ModelInferResponse__InferOutputTensor *o = &h->tensors[i];
+    inference__model_infer_response__infer_output_tensor__init(o);
+    o->name = t->name ? t->name : "";
+    o->datatype = (char *)pts_dtype_name(t->dtype);
+    o->n_shape = (size_t)t->shape.ndim;
+    o->shape = (int64_t *)t->shape.dims;
+    h->tensor_ptrs[i] = o;
+  }
+  h->msg.n_outputs = n;
+  h->msg.outputs = h->tensor_ptrs;
+  if (stream) {
+    inference__infer_parameter__init(&h->final_value);
+    h->final_value.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+    h->final_value.bool_param = 1;
+    inference__model_infer_response__parameters_entry__init(&h->final_entry);
+    h->final_entry.key = "triton_final_response";
+    h->final_entry.value = &h->final_value;
+    h->entries[0] = &h->final_entry;
+    h->msg.n_parameters = 1;
+    h->msg.parameters = h->entries;
+  }
+  return PTS_OK;
+}
+
+static void header_clear(struct header *h) {
+  pts_free(h->tensors);
+  pts_free(h->tensor_ptrs);
+}
+
+enum pts_status pts_grpc_encode_infer(const struct pts_infer_request *req,
+                                      const struct pts_infer_response *resp, bool stream,
+                                      struct pts_grpc_reply *out, struct pts_error *err) {
+  struct header h;
+  memset(&h, 0, sizeof h);
+  enum pts_status st = build_header(req, resp, stream, &h, err);
+  if (st != PTS_OK) {
+    header_clear(&h);
+    return st;
+  }
+  size_t n = resp->n_outputs;
+  size_t head = protobuf_c_message_get_packed_size(&h.msg.base);
+  /* inner = header + each raw entry (key, length, bytes); outputs without
+   * a buffer are copied into the arena, the others referenced. */
+  size_t inner = head, copied = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t len = resp->outputs[i].byte_size;
+    inner += 1 + varint_size(len) + len;
+    if (!resp->outputs[i].buf) copied += len;
+  }
+  size_t arena_size = (stream ? PREFIX_MAX : 0) + head + n * PREFIX_MAX + copied;
+  struct pts_buf *arena = pts_buf_new(arena_size ? arena_size : 1);
+  struct pts_grpc_reply r = {0, NULL, 0};
+  r.pieces = pts_calloc(1 + 2 * n, sizeof *r.pieces);
+  if (!arena || !r.pieces) {
+    pts_buf_release(arena);
+    pts_free(r.pieces);
+    header_clear(&h);
+    return pts_error_set(err, PTS_NOMEM, "out of memory encoding the response of model '%s'",
+                         h.msg.model_name);
+  }
+  uint8_t *a = arena->data;
+  size_t used = 0;
+  if (stream) used += raw_entry_prefix(a, FIELD_STREAM_INFER_RESPONSE, inner);
+  protobuf_c_message_pack(&h.msg.base, a + used);
+  used += head;
+  add_piece(&r, a, used, arena);
+  for (size_t i = 0; i < n; i++) {
+    const struct pts_tensor *t = &resp->outputs[i];
+    size_t plen = raw_entry_prefix(a + used, FIELD_RAW_OUTPUT, t->byte_size);
+    add_piece(&r, a + used, plen, arena);
+    used += plen;
+    if (t->byte_size == 0) continue;
+    if (t->buf) {
+      add_piece(&r, t->data, t->byte_size, t->buf);
+    } else {
+      memcpy(a + used, t->data, t->byte_size);
+      add_piece(&r, a + used, t->byte_size, arena);
+      used += t->byte_size;
+    }
+  }
+  pts_buf_release(arena); /* the pieces hold it now */
+  header_clear(&h);
+  *out = r;
+  return PTS_OK;
+}
+
+enum pts_status pts_grpc_encode_stream_error(const char *id, const char *msg,
+                                             struct pts_grpc_reply *out, struct pts_error *err) {
+  Inference__ModelInferResponse inner;
+  inference__model_infer_response__init(&inner);
+  inner.id = (char *)(id ? id : "");
+  Inference__ModelStreamInferResponse m;
+  inference__model_stream_infer_response__init(&m);
+  m.error_message = (char *)(msg ? msg : "");
+  m.infer_response = &inner;
+  return pts_grpc_pack(&m.base, out, err);
+}

@@ -1,0 +1,652 @@
+/* frontend/grpc/rpc.c — see rpc.h. */
+#include "frontend/grpc/rpc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/log.h"
+#include "grpc_service.pb-c.h"
+#include "health.pb-c.h"
+
+/* The HTTP frontend's list plus "logging", which the gRPC frontend serves
+ * through LogSettings (a test checks that HTTP's list stays included). */
+const char *const PTS_GRPC_EXTENSIONS[] = {"model_configuration", "binary_tensor_data",
+                                           "model_repository",    "schedule_policy",
+                                           "statistics",          "logging"};
+const size_t PTS_GRPC_N_EXTENSIONS = sizeof PTS_GRPC_EXTENSIONS / sizeof PTS_GRPC_EXTENSIONS[0];
+
+/* ------------------------------------------------------------------ */
+/* helpers                                                             */
+
+static enum pts_status unpack(const ProtobufCMessageDescriptor *d, const struct pts_buf *in,
+                              ProtobufCMessage **out, struct pts_error *err) {
+  *out = pts_grpc_unpack(d, in->data, in->size, err);
+  return *out ? PTS_OK : err->code;
+}
+
+static void unpacked_free(void *m) {
+  if (m) protobuf_c_message_free_unpacked(m, pts_grpc_pb_allocator());
+}
+
+static void version_string(int64_t v, char out[24]) {
+  if (v < 0)
+    out[0] = '\0';
+  else
+    snprintf(out, 24, "%" PRId64, v);
+}
+
+/* ------------------------------------------------------------------ */
+/* health                                                              */
+
+static enum pts_status server_live(struct pts_server *s, const struct pts_buf *in,
+                                   struct pts_grpc_reply *out, struct pts_error *err) {
+  ProtobufCMessage *rq;
+  enum pts_status ust = unpack(&inference__server_live_request__descriptor, in, &rq, err);
+  if (ust != PTS_OK) return ust;
+  unpacked_free(rq);
+  Inference__ServerLiveResponse r;
+  inference__server_live_response__init(&r);
+  r.live = pts_server_is_live(s);
+  return pts_grpc_pack(&r.base, out, err);
+}
+
+static enum pts_status server_ready(struct pts_server *s, const struct pts_buf *in,
+                                    struct pts_grpc_reply *out, struct pts_error *err) {
+  ProtobufCMessage *rq;
+  enum pts_status ust = unpack(&inference__server_ready_request__descriptor, in, &rq, err);
+  if (ust != PTS_OK) return ust;
+  unpacked_free(rq);
+  Inference__ServerReadyResponse r;
+  inference__server_ready_response__init(&r);
+  r.ready = pts_server_is_ready(s);
+  return pts_grpc_pack(&r.base, out, err);
+}
+
+/* Known but not ready is ready=false with OK; an unknown model is the
+ * lookup's error status (protocol-facts §2.4). */
+static enum pts_status model_ready(struct pts_server *s, const struct pts_buf *in,
+                                   struct pts_grpc_reply *out, struct pts_error *err) {
+  Inference__ModelReadyRequest *rq;
+  enum pts_status ust =
+      unpack(&inference__model_ready_request__descriptor, in, (ProtobufCMessage **)&rq, err);
+  if (ust != PTS_OK) return ust;
+  int64_t version;
+  struct pts_model *m = NULL;
+  enum pts_status st = pts_grpc_parse_version(rq->version, rq->name, &version, err);
+  if (st == PTS_OK) st = pts_server_model_get(s, rq->name, version, true, &m, err);
+  unpacked_free(rq);
+  if (st != PTS_OK) return st;
+  Inference__ModelReadyResponse r;
+  inference__model_ready_response__init(&r);
+  r.ready = pts_model_state(m) == PTS_MODEL_READY;
+  pts_model_release(m);
+  return pts_grpc_pack(&r.base, out, err);
+}
+
+static enum pts_status health_check(struct pts_server *s, const struct pts_buf *in,
+                                    struct pts_grpc_reply *out, struct pts_error *err) {
+  ProtobufCMessage *rq;
+  enum pts_status ust = unpack(&grpc__health__v1__health_check_request__descriptor, in, &rq, err);
+  if (ust != PTS_OK) return ust;
+  unpacked_free(rq);
+  Grpc__Health__V1__HealthCheckResponse r;
+  grpc__health__v1__health_check_response__init(&r);
+  r.status = pts_server_is_ready(s)
+                 ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                 : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+  return pts_grpc_pack(&r.base, out, err);
+}
+
+/* ------------------------------------------------------------------ */
+/* metadata                                                            */
+
+static enum pts_status server_metadata(struct pts_server *s, const struct pts_buf *in,
+                                       struct pts_grpc_reply *out, struct pts_error *err) {
+  (void)s;
+  ProtobufCMessage *rq;
+  enum pts_status ust = unpack(&inference__server_metadata_request__descriptor, in, &rq, err);
+  if (ust != PTS_OK) return ust;
+  unpacked_free(rq);
+  Inference__ServerMetadataResponse r;
+  inference__server_metadata_response__init(&r);
+  r.name = "ptserve";
+  r.version = (char *)pts_server_version();
+  r.n_extensions = PTS_GRPC_N_EXTENSIONS;
+  r.extensions = (char **)PTS_GRPC_EXTENSIONS;
+  return pts_grpc_pack(&r.base, out, err);
+}
+
+/* A ModelMetadataResponse borrowing from the config; shapes get a leading
+ * -1 when the model batches (perf_analyzer depends on it). */
+struct metadata {
+  Inference__ModelMetadataResponse r;
+  char (*versions)[24];
+  char **version_ptrs;
+  Inference__ModelMetadataResponse__TensorMetadata *tensors;
+  Inference__ModelMetadataResponse__TensorMetadata **tensor_ptrs;
+  int64_t *shapes;
+};
+
+static void metadata_clear(struct metadata *md) {
+  pts_free(md->versions);
+  pts_free(md->version_ptrs);
+  pts_free(md->tensors);
+  pts_free(md->tensor_ptrs);
+  pts_free(md->shapes);
+}
+
+static void tensor_meta(Inference__ModelMetadataResponse__TensorMetadata *t, const char *name,
+                        int data_type, const int64_t *dims, size_t n_dims, bool batched,
+                        int64_t **shape_pool) {
+  inference__model_metadata_response__tensor_metadata__init(t);
+  t->name = (char *)(name ? name : "");
+  t->datatype = (char *)pts_dtype_name((enum pts_dtype)data_type);
+  int64_t *shape = *shape_pool;
+  size_t k = 0;
+  if (batched) shape[k++] = -1;
+  for (size_t i = 0; i < n_dims; i++) shape[k++] = dims[i];
+  t->shape = shape;
+  t->n_shape = k;
+  *shape_pool += k;
+}
+
+static enum pts_status build_metadata(const char *name, const int64_t *versions, size_t n_versions,
+                                      const Inference__ModelConfig *cfg, struct metadata *md,
+                                      struct pts_error *err) {
+  inference__model_metadata_response__init(&md->r);
+  size_t n_in = cfg ? cfg->n_input : 0, n_out = cfg ? cfg->n_output : 0, n_dims = 0;
+  for (size_t i = 0; i < n_in; i++) n_dims += 1 + cfg->input[i]->n_dims;
+  for (size_t i = 0; i < n_out; i++) n_dims += 1 + cfg->output[i]->n_dims;
+  size_t n_t = n_in + n_out;
+  md->versions = pts_calloc(n_versions + 1, sizeof *md->versions);
+  md->version_ptrs = pts_calloc(n_versions + 1, sizeof *md->version_ptrs);
+  md->tensors = pts_calloc(n_t + 1, sizeof *md->tensors);
+  md->tensor_ptrs = pts_calloc(n_t + 1, sizeof *md->tensor_ptrs);
+  md->shapes = pts_calloc(n_dims + 1, sizeof *md->shapes);
+  if (!md->versions || !md->version_ptrs || !md->tensors || !md->tensor_ptrs || !md->shapes)
+    return pts_error_set(err, PTS_NOMEM, "out of memory building the metadata of model '%s'", name);
+  for (size_t i = 0; i < n_versions; i++) {
+    version_string(versions[i], md->versions[i]);
+    md->version_ptrs[i] = md->versions[i];
+  }
+  md->r.name = (char *)name;
+  md->r.n_versions = n_versions;
+  md->r.versions = md->version_ptrs;
+  md->r.platform = "";
+  if (cfg && cfg->platform && cfg->platform[0])
+    md->r.platform = cfg->platform;
+  else if (cfg && cfg->backend)
+    md->r.platform = cfg->backend;
+  bool batched = cfg && cfg->max_batch_size > 0;
+  int64_t *pool = md->shapes;
+  for (size_t i = 0; i < n_in; i++) {
+    const Inference__ModelInput *x = cfg->input[i];
+    tensor_meta(&md->tensors[i], x->name, x->data_type, x->dims, x->n_dims, batched, &pool);
+    md->tensor_ptrs[i] = &md->tensors[i];
+  }
+  for (size_t i = 0; i < n_out; i++) {
+    const Inference__ModelOutput *x = cfg->output[i];
+    tensor_meta(&md->tensors[n_in + i], x->name, x->data_type, x->dims, x->n_dims, batched, &pool);
+    md->tensor_ptrs[n_in + i] = &md->tensors[n_in + i];
+  }
+  md->r.n_inputs = n_in;
+  md->r.inputs = md->tensor_ptrs;
+  md->r.n_outputs = n_out;
+  md->r.outputs = md->tensor_ptrs + n_in;
+  return PTS_OK;
+}
+
+static enum pts_status model_metadata(struct pts_server *s, const struct pts_buf *in,
+                                      struct pts_grpc_reply *out, struct pts_error *err) {
+  Inference__ModelMetadataRequest *rq;
+  enum pts_status ust =
+      unpack(&inference__model_metadata_request__descriptor, in, (ProtobufCMessage **)&rq, err);
+  if (ust != PTS_OK) return ust;
+  int64_t version, one = -1, *versions = NULL;
+  size_t n = 1;
+  struct pts_model *m = NULL;
+  struct metadata md;
+  memset(&md, 0, sizeof md);
+  enum pts_status st = pts_grpc_parse_version(rq->version, rq->name, &version, err);
+  if (st == PTS_OK) st = pts_server_model_get(s, rq->name, version, false, &m, err);
+  if (st == PTS_OK) {
+    one = pts_model_version(m);
+    if (version < 0) st = pts_server_model_versions(s, rq->name, &versions, &n, err);
+  }
+  if (st == PTS_OK)
+    st = build_metadata(rq->name, versions ? versions : &one, n, pts_model_config(m), &md, err);
+  if (st == PTS_OK) st = pts_grpc_pack(&md.r.base, out, err);
+  metadata_clear(&md);
+  pts_free(versions);
+  pts_model_release(m);
+  unpacked_free(rq);
+  return st;
+}
+
+static enum pts_status model_config(struct pts_server *s, const struct pts_buf *in,
+                                    struct pts_grpc_reply *out, struct pts_error *err) {
+  Inference__ModelConfigRequest *rq;
+  enum pts_status ust =
+      unpack(&inference__model_config_request__descriptor, in, (ProtobufCMessage **)&rq, err);
+  if (ust != PTS_OK) return ust;
+  int64_t version;
+  struct pts_model *m = NULL;
+  enum pts_status st = pts_grpc_parse_version(rq->version, rq->name, &version, err);
+  if (st == PTS_OK) st = pts_server_model_get(s, rq->name, version, false, &m, err);
+  unpacked_free(rq);
+  if (st != PTS_OK) return st;
+  const Inference__ModelConfig *cfg = pts_model_config(m);
+  if (!cfg) {
+    st = pts_error_set(err, PTS_INTERNAL, "model '%s' has no configuration", pts_model_name(m));
+  } else {
+    /* The completed config, packed as is: empty sub-messages that are
+     * present (dynamic_batching {}) stay present on the wire. */
+    Inference__ModelConfigResponse r;
+    inference__model_config_response__init(&r);
+    r.config = (Inference__ModelConfig *)cfg;
+    st = pts_grpc_pack(&r.base, out, err);
+  }
+  pts_model_release(m);
+  return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* repository                                                          */
+
+static enum pts_status repository_index(struct pts_server *s, const struct pts_buf *in,
+                                        struct pts_grpc_reply *out, struct pts_error *err) {
+  Inference__RepositoryIndexRequest *rq;
+  enum pts_status ust =
+      unpack(&inference__repository_index_request__descriptor, in, (ProtobufCMessage **)&rq, err);
+  if (ust != PTS_OK) return ust;
+  bool ready = rq->ready;
+  unpacked_free(rq);
+  struct pts_index_entry *entries = NULL;
+  size_t n = 0;
+  enum pts_status st = pts_server_index(s, ready, &entries, &n, err);
+  if (st != PTS_OK) return st;
+  Inference__RepositoryIndexResponse__ModelIndex *models = pts_calloc(n + 1, sizeof *models);
+  Inference__RepositoryIndexResponse__ModelIndex **ptrs = pts_calloc(n + 1, sizeof *ptrs);
+  char(*versions)[24] = pts_calloc(n + 1, sizeof *versions);
+  if (!models || !ptrs || !versions) {
+    st = pts_error_set(err, PTS_NOMEM, "out of memory building the repository index");
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      inference__repository_index_response__model_index__init(&models[i]);
+      models[i].name = entries[i].name ? entries[i].name : "";
+      version_string(entries[i].version, versions[i]);
+      models[i].version = versions[i];
+      /* A model found on disk but never loaded has no state, as over HTTP. */
+      bool known = entries[i].version >= 0 || entries[i].state != PTS_MODEL_UNKNOWN;
+      models[i].state = known ? (char *)pts_model_state_name(entries[i].state) : "";
+      models[i].reason = entries[i].reason ? entries[i].reason : "";
+      ptrs[i] = &models[i];
+    }
+    Inference__RepositoryIndexResponse r;
+    inference__repository_index_response__init(&r);
+    r.n_models = n;
+    r.models = ptrs;
+    st = pts_grpc_pack(&r.base, out, err);
+  }
+  pts_free(models);
+  pts_free(ptrs);
+  pts_free(versions);
+  pts_server_index_free(entries, n);
+  return st;
+}
+
+static enum pts_status repository_control(const char *what, const char *repo, const char *model,
+                                          struct pts_error *err) {
+  if (repo && repo[0])
+    return pts_error_set(err, PTS_UNSUPPORTED,
+                         "failed to %s '%s': repository_name '%s' is not supported", what, model,
+                         repo);
+  return pts_error_set(err, PTS_UNSUPPORTED,
+                       "failed to %s '%s': explicit model load and unload are not allowed when "
+                       "the model control mode is NONE",
+                       what, model);
+}
+
+static enum pts_status model_load(struct pts_server *s, const struct pts_buf *in,
+                                  struct pts_grpc_reply *out, struct pts_error *err) {
+  (void)s;
+  (void)out;
+  Inference__RepositoryModelLoadRequest *rq;
+  enum pts_status ust = unpack(&inference__repository_model_load_request__descriptor, in,
+                               (ProtobufCMessage **)&rq, err);
+  if (ust != PTS_OK) return ust;
+  enum pts_status st = repository_control("load", rq->repository_name, rq->model_name, err);
+  unpacked_free(rq);
+  return st;
+}
+
+static enum pts_status model_unload(struct pts_server *s, const struct pts_buf *in,
+                                    struct pts_grpc_reply *out, struct pts_error *err) {
+  (void)s;
+  (void)out;
+  Inference__RepositoryModelUnloadRequest *rq;
+  enum pts_status ust = unpack(&inference__repository_model_unload_request__descriptor, in,
+                               (ProtobufCMessage **)&rq, err);
+  if (ust != PTS_OK) return ust;
+  enum pts_status st = repository_control("unload", rq->repository_name, rq->model_name, err);
+  unpacked_free(rq);
+  return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* statistics                                                          */
+
+static void duration(Inference__StatisticDuration *d, const struct pts_stat_duration *v) {
+  inference__statistic_duration__init(d);
+  d->count = v->count;
+  d->ns = v->ns;
+}
+
+/* The protobuf-c side of one model's statistics; borrows from the snapshot. */
+struct stats_msg {
+  Inference__ModelStatistics m;
+  Inference__InferStatistics infer;
+  Inference__StatisticDuration d[8];
+  Inference__InferBatchStatistics *batches;
+  Inference__InferBatchStatistics **batch_ptrs;
+  Inference__StatisticDuration *batch_d;
+  char version[24];
+};
+
+static bool stats_msg_build(const struct pts_model_stats *st, struct stats_msg *x) {
+  inference__model_statistics__init(&x->m);
+  inference__infer_statistics__init(&x->infer);
+  version_string(st->version, x->version);
+  x->m.name = st->name ? st->name : "";
+  x->m.version = x->version;
+  x->m.last_inference = st->last_inference_ms;
+  x->m.inference_count = st->inference_count;
+  x->m.execution_count = st->execution_count;
+  const struct pts_stat_duration *src[8] = {
+      &st->success,       &st->fail,           &st->queue,     &st->compute_input,
+      &st->compute_infer, &st->compute_output, &st->cache_hit, &st->cache_miss};
+  Inference__StatisticDuration **dst[8] = {&x->infer.success,       &x->infer.fail,
+                                           &x->infer.queue,         &x->infer.compute_input,
+                                           &x->infer.compute_infer, &x->infer.compute_output,
+                                           &x->infer.cache_hit,     &x->infer.cache_miss};
+  for (int i = 0; i < 8; i++) {
+    duration(&x->d[i], src[i]);
+    *dst[i] = &x->d[i];
+  }
+  x->m.inference_stats = &x->infer;
+  size_t nb = st->n_batch_stats;
+  x->batches = pts_calloc(nb + 1, sizeof *x->batches);
+  x->batch_ptrs = pts_calloc(nb + 1, sizeof *x->batch_ptrs);
+  x->batch_d = pts_calloc(3 * nb + 1, sizeof *x->batch_d);
+  if (!x->batches || !x->batch_ptrs || !x->batch_d) return false;
+  for (size_t i = 0; i < nb; i++) {
+    const struct pts_batch_stat *b = &st->batch_stats[i];
+    Inference__InferBatchStatistics *o = &x->batches[i];
+    inference__infer_batch_statistics__init(o);
+    o->batch_size = b->batch_size;
+    duration(&x->batch_d[3 * i], &b->compute_input);
+    duration(&x->batch_d[3 * i + 1], &b->compute_infer);
+    duration(&x->batch_d[3 * i + 2], &b->compute_output);
+    o->compute_input = &x->batch_d[3 * i];
+    o->compute_infer = &x->batch_d[3 * i + 1];
+    o->compute_output = &x->batch_d[3 * i + 2];
+    x->batch_ptrs[i] = o;
+  }
+  x->m.n_batch_stats = nb;
+  x->m.batch_stats = x->batch_ptrs;
+  return true;
+}
+
+static void stats_msg_clear(struct stats_msg *x) {
+  pts_free(x->batches);
+  pts_free(x->batch_ptrs);
+  pts_free(x->batch_d);
+}
+
+static enum pts_status stats_pack(const struct pts_model_stats *st, size_t n,
+                                  struct pts_grpc_reply *out, struct pts_error *err) {
+  struct stats_msg *x = pts_calloc(n + 1, sizeof *x);
+  Inference__ModelStatistics **ptrs = pts_calloc(n + 1, sizeof *ptrs);
+  enum pts_status rc = PTS_OK;
+  if (!x || !ptrs) rc = pts_error_set(err, PTS_NOMEM, "out of memory rendering statistics");
+  for (size_t i = 0; rc == PTS_OK && i < n; i++) {
+    if (!stats_msg_build(&st[i], &x[i]))
+      rc = pts_error_set(err, PTS_NOMEM, "out of memory rendering statistics");
+    ptrs[i] = &x[i].m;
+  }
+  if (rc == PTS_OK) {
+    Inference__ModelStatisticsResponse r;
+    inference__model_statistics_response__init(&r);
+    r.n_model_stats = n;
+    r.model_stats = ptrs;
+    rc = pts_grpc_pack(&r.base, out, err);
+  }
+  for (size_t i = 0; x && i < n; i++) stats_msg_clear(&x[i]);
+  pts_free(x);
+  pts_free(ptrs);
+  return rc;
+}
+
+static enum pts_status model_statistics(struct pts_server *s, const struct pts_buf *in,
+                                        struct pts_grpc_reply *out, struct pts_error *err) {
+  Inference__ModelStatisticsRequest *rq;
+  enum pts_status ust =
+      unpack(&inference__model_statistics_request__descriptor, in, (ProtobufCMessage **)&rq, err);
+  if (ust != PTS_OK) return ust;
+  int64_t version = -1;
+  struct pts_model_stats *st = NULL;
+  size_t n = 0;
+  enum pts_status rc = pts_grpc_parse_version(rq->version, rq->name, &version, err);
+  if (rc == PTS_OK)
+    rc = pts_server_model_stats(s, rq->name[0] ? rq->name : NULL, version, &st, &n, err);
+  unpacked_free(rq);
+  if (rc == PTS_OK) rc = stats_pack(st, n, out, err);
+  pts_server_model_stats_free(st, n);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* not implemented yet                                                 */
+
+static enum pts_status system_shm(struct pts_server *s, const struct pts_buf *in,
+                                  struct pts_grpc_reply *out, struct pts_error *err) {
+  (void)s;
+  (void)in;
+  (void)out;
+  return pts_error_set(err, PTS_UNSUPPORTED,
+                       "system shared memory is not supported by this server (the "
+                       "system_shared_memory extension is not implemented)");
+}
+
+static enum pts_status cuda_shm(struct pts_server *s, const struct pts_buf *in,
+                                struct pts_grpc_reply *out, struct pts_error *err) {
+  (void)s;
+  (void)in;
+  (void)out;
+  return pts_error_set(err, PTS_UNSUPPORTED,
+                       "CUDA shared memory is not supported by this server (the "
+                       "cuda_shared_memory extension is not implemented)");
+}
+
+static enum pts_status trace_setting(struct pts_server *s, const struct pts_buf *in,
+                                     struct pts_grpc_reply *out, struct pts_error *err) {
+  (void)s;
+  (void)in;
+  (void)out;
+  return pts_error_set(err, PTS_UNSUPPORTED,
+                       "TraceSetting is not supported yet: ptserve does not trace requests "
+                       "(the trace extension)");
+}
+
+/* ------------------------------------------------------------------ */
+/* logging                                                             */
+
+typedef Inference__LogSettingsRequest__SettingValue LogValue;
+
+static const char *log_kind(const LogValue *v) {
+  switch (v ? v->parameter_choice_case
+            : INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE__NOT_SET) {
+    case INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM:
+      return "bool_param";
+    case INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM:
+      return "uint32_param";
+    case INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM:
+      return "string_param";
+    default:
+      return "no value";
+  }
+}
+
+static enum pts_status log_bool(const char *key, const LogValue *v, bool *out,
+                                struct pts_error *err) {
+  if (!v || v->parameter_choice_case !=
+                INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM)
+    return pts_error_set(err, PTS_INVALID_ARG, "log setting '%s' must be a bool_param, got %s", key,
+                         log_kind(v));
+  *out = v->bool_param;
+  return PTS_OK;
+}
+
+/* Applies one setting to `ls` (validated all before any takes effect). */
+static enum pts_status log_apply(const char *key, const LogValue *v, struct pts_log_settings *ls,
+                                 struct pts_error *err) {
+  if (strcmp(key, "log_info") == 0) return log_bool(key, v, &ls->info, err);
+  if (strcmp(key, "log_warning") == 0) return log_bool(key, v, &ls->warning, err);
+  if (strcmp(key, "log_error") == 0) return log_bool(key, v, &ls->error, err);
+  if (strcmp(key, "log_verbose_level") == 0) {
+    if (!v ||
+        v->parameter_choice_case !=
+            INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM ||
+        v->uint32_param > INT32_MAX)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "log setting 'log_verbose_level' must be a uint32_param up to %d, "
+                           "got %s",
+                           INT32_MAX, log_kind(v));
+    ls->verbose_level = (int)v->uint32_param;
+    return PTS_OK;
+  }
+  if (strcmp(key, "log_format") == 0) {
+    if (!v || v->parameter_choice_case !=
+                  INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "log setting 'log_format' must be a string_param, got %s", log_kind(v));
+    if (strcmp(v->string_param, "default") == 0)
+      ls->format = PTS_LOG_FORMAT_DEFAULT;
+    else if (strcmp(v->string_param, "ISO8601") == 0)
+      ls->format = PTS_LOG_FORMAT_ISO8601;
+    else
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "log setting 'log_format' must be 'default' or 'ISO8601', got '%.40s'",
+                           v->string_param);
+    return PTS_OK;
+  }
+  if (strcmp(key, "log_file") == 0)
+    return pts_error_set(err, PTS_UNSUPPORTED,
+                         "log setting 'log_file' can not be changed over the network; use "
+                         "--log-file");
+  return pts_error_set(err, PTS_INVALID_ARG,
+                       "unknown log setting '%.60s': expected log_file, log_info, log_warning, "
+                       "log_error, log_verbose_level or log_format",
+                       key);
+}
+
+typedef Inference__LogSettingsResponse__SettingValue LogOut;
+typedef Inference__LogSettingsResponse__SettingsEntry LogEntry;
+
+static void log_out_bool(LogEntry *e, LogOut *v, const char *key, bool b) {
+  inference__log_settings_response__settings_entry__init(e);
+  inference__log_settings_response__setting_value__init(v);
+  v->parameter_choice_case =
+      INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM;
+  v->bool_param = b;
+  e->key = (char *)key;
+  e->value = v;
+}
+
+static void log_out_string(LogEntry *e, LogOut *v, const char *key, const char *s) {
+  inference__log_settings_response__settings_entry__init(e);
+  inference__log_settings_response__setting_value__init(v);
+  v->parameter_choice_case =
+      INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM;
+  v->string_param = (char *)s;
+  e->key = (char *)key;
+  e->value = v;
+}
+
+static enum pts_status log_settings(struct pts_server *s, const struct pts_buf *in,
+                                    struct pts_grpc_reply *out, struct pts_error *err) {
+  (void)s;
+  Inference__LogSettingsRequest *rq;
+  enum pts_status ust =
+      unpack(&inference__log_settings_request__descriptor, in, (ProtobufCMessage **)&rq, err);
+  if (ust != PTS_OK) return ust;
+  struct pts_log_settings ls = pts_log_get();
+  enum pts_status st = PTS_OK;
+  for (size_t i = 0; i < rq->n_settings && st == PTS_OK; i++)
+    st = log_apply(rq->settings[i]->key, rq->settings[i]->value, &ls, err);
+  bool changed = rq->n_settings > 0;
+  unpacked_free(rq);
+  if (st != PTS_OK) return st;
+  if (changed) pts_log_set(&ls);
+
+  /* The current settings, as the HTTP logging extension renders them.
+   * log_file is reported empty: the log module keeps no path to report. */
+  LogEntry e[6], *ep[6];
+  LogOut v[6];
+  log_out_string(&e[0], &v[0], "log_file", "");
+  log_out_bool(&e[1], &v[1], "log_info", ls.info);
+  log_out_bool(&e[2], &v[2], "log_warning", ls.warning);
+  log_out_bool(&e[3], &v[3], "log_error", ls.error);
+  inference__log_settings_response__settings_entry__init(&e[4]);
+  inference__log_settings_response__setting_value__init(&v[4]);
+  v[4].parameter_choice_case =
+      INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM;
+  v[4].uint32_param = (uint32_t)ls.verbose_level;
+  e[4].key = "log_verbose_level";
+  e[4].value = &v[4];
+  log_out_string(&e[5], &v[5], "log_format",
+                 ls.format == PTS_LOG_FORMAT_ISO8601 ? "ISO8601" : "default");
+  for (int i = 0; i < 6; i++) ep[i] = &e[i];
+  Inference__LogSettingsResponse r;
+  inference__log_settings_response__init(&r);
+  r.n_settings = 6;
+  r.settings = ep;
+  return pts_grpc_pack(&r.base, out, err);
+}
+
+/* ------------------------------------------------------------------ */
+/* the table                                                           */
+
+#define SVC "/inference.GRPCInferenceService/"
+
+static const struct pts_grpc_rpc RPCS[] = {
+    {SVC "ServerLive", PTS_GRPC_UNARY, server_live},
+    {SVC "ServerReady", PTS_GRPC_UNARY, server_ready},
+    {SVC "ModelReady", PTS_GRPC_UNARY, model_ready},
+    {SVC "ServerMetadata", PTS_GRPC_UNARY, server_metadata},
+    {SVC "ModelMetadata", PTS_GRPC_UNARY, model_metadata},
+    {SVC "ModelInfer", PTS_GRPC_INFER, NULL},
+    {SVC "ModelStreamInfer", PTS_GRPC_STREAM, NULL},
+    {SVC "ModelConfig", PTS_GRPC_UNARY, model_config},
+    {SVC "ModelStatistics", PTS_GRPC_UNARY, model_statistics},
+    {SVC "RepositoryIndex", PTS_GRPC_UNARY, repository_index},
+    {SVC "RepositoryModelLoad", PTS_GRPC_UNARY, model_load},
+    {SVC "RepositoryModelUnload", PTS_GRPC_UNARY, model_unload},
+    {SVC "SystemSharedMemoryStatus", PTS_GRPC_UNARY, system_shm},
+    {SVC "SystemSharedMemoryRegister", PTS_GRPC_UNARY, system_shm},
+    {SVC "SystemSharedMemoryUnregister", PTS_GRPC_UNARY, system_shm},
+    {SVC "CudaSharedMemoryStatus", PTS_GRPC_UNARY, cuda_shm},
+    {SVC "CudaSharedMemoryRegister", PTS_GRPC_UNARY, cuda_shm},
+    {SVC "CudaSharedMemoryUnregister", PTS_GRPC_UNARY, cuda_shm},
+    {SVC "TraceSetting", PTS_GRPC_UNARY, trace_setting},
+    {SVC "LogSettings", PTS_GRPC_UNARY, log_settings},
+    {"/grpc.health.v1.Health/Check", PTS_GRPC_UNARY, health_check},
+};
+
+const struct pts_grpc_rpc *pts_grpc_rpc_find(const char *path, size_t len) {
+  for (size_t i = 0; i < sizeof RPCS / sizeof RPCS[0]; i++)
+    if (strlen(RPCS[i].path) == len && memcmp(RPCS[i].path, path, len) == 0) return &RPCS[i];
+  return NULL;
+}

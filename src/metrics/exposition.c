@@ -1,0 +1,226 @@
+/* metrics/exposition.c — the Prometheus text (pts_metrics_render) and the
+ * /proc parsers; pure functions, unit-tested without a socket. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "metrics/metrics.h"
+
+struct text {
+  char *s;
+  size_t len, cap;
+  bool failed;
+};
+
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct text *t, const char *fmt, ...) {
+  if (t->failed) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      t->failed = true;
+      return;
+    }
+    if (t->s && t->len + (size_t)n < t->cap) {
+      t->len += (size_t)n;
+      return;
+    }
+    size_t cap = (t->cap ? t->cap * 2 : 4096) + (size_t)n;
+    char *grown = pts_realloc(t->s, cap);
+    if (!grown) {
+      t->failed = true;
+      return;
+    }
+    t->s = grown;
+    t->cap = cap;
+  }
+}
+
+/* A label value with the exposition format's escapes (\\, \", \n). */
+static void put_label(struct text *t, const char *v) {
+  for (const char *p = v; *p; p++) {
+    if (*p == '\\')
+      put(t, "\\\\");
+    else if (*p == '"')
+      put(t, "\\\"");
+    else if (*p == '\n')
+      put(t, "\\n");
+    else
+      put(t, "%c", *p);
+  }
+}
+
+static void family(struct text *t, const char *name, const char *type, const char *help) {
+  put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* name{model="m",[reason="r",]version="v"} value */
+static void sample(struct text *t, const char *name, const struct pts_model_stats *st,
+                   const char *reason, uint64_t value) {
+  put(t, "%s{model=\"", name);
+  put_label(t, st->name ? st->name : "");
+  if (reason) put(t, "\",reason=\"%s", reason);
+  put(t, "\",version=\"%lld\"} %" PRIu64 "\n", (long long)st->version, value);
+}
+
+enum field {
+  F_SUCCESS,
+  F_INFER_COUNT,
+  F_EXEC_COUNT,
+  F_REQUEST_US,
+  F_QUEUE_US,
+  F_INPUT_US,
+  F_INFER_US,
+  F_OUTPUT_US,
+  F_PENDING,
+};
+
+static uint64_t value_of(const struct pts_model_stats *st, enum field f) {
+  switch (f) {
+    case F_SUCCESS:
+      return st->success.count;
+    case F_INFER_COUNT:
+      return st->inference_count;
+    case F_EXEC_COUNT:
+      return st->execution_count;
+    case F_REQUEST_US:
+      return st->success.ns / 1000u;
+    case F_QUEUE_US:
+      return st->queue.ns / 1000u;
+    case F_INPUT_US:
+      return st->compute_input.ns / 1000u;
+    case F_INFER_US:
+      return st->compute_infer.ns / 1000u;
+    case F_OUTPUT_US:
+      return st->compute_output.ns / 1000u;
+    default:
+      return st->pending;
+  }
+}
+
+static const struct {
+  const char *name, *type, *help;
+  enum field field;
+} FAMILIES[] = {
+    {"nv_inference_request_success", "counter",
+     "Number of successful inference requests, all batch sizes", F_SUCCESS},
+    {"nv_inference_count", "counter",
+     "Number of inferences performed (does not include cached requests)", F_INFER_COUNT},
+    {"nv_inference_exec_count", "counter",
+     "Number of model executions performed (does not include cached requests)", F_EXEC_COUNT},
+    {"nv_inference_request_duration_us", "counter",
+     "Cumulative inference request duration in microseconds (includes cached requests)",
+     F_REQUEST_US},
+    {"nv_inference_queue_duration_us", "counter",
+     "Cumulative inference queuing duration in microseconds (includes cached requests)",
+     F_QUEUE_US},
+    {"nv_inference_compute_input_duration_us", "counter",
+     "Cumulative compute input duration in microseconds (does not include cached requests)",
+     F_INPUT_US},
+    {"nv_inference_compute_infer_duration_us", "counter",
+     "Cumulative compute inference duration in microseconds (does not include cached requests)",
+     F_INFER_US},
+    {"nv_inference_compute_output_duration_us", "counter",
+     "Cumulative inference compute output duration in microseconds (does not include cached "
+     "requests)",
+     F_OUTPUT_US},
+    {"nv_inference_pending_request_count", "gauge",
+     "Instantaneous number of pending requests awaiting execution per-model.", F_PENDING},
+};
+
+static void failures(struct text *t, const struct pts_model_stats *stats, size_t n) {
+  family(t, "nv_inference_request_failure", "counter",
+         "Number of failed inference requests, all batch sizes");
+  for (size_t i = 0; i < n; i++)
+    for (int r = 0; r < PTS_FAIL_REASON_COUNT; r++)
+      sample(t, "nv_inference_request_failure", &stats[i],
+             pts_fail_reason_name((enum pts_fail_reason)r), stats[i].fail_by_reason[r]);
+}
+
+static void host_gauges(struct text *t, const struct pts_host_metrics *h) {
+  family(t, "nv_cpu_utilization", "gauge", "CPU utilization rate [0.0 - 1.0]");
+  put(t, "nv_cpu_utilization %.6f\n", h->cpu_utilization);
+  family(t, "nv_cpu_memory_total_bytes", "gauge", "CPU total memory (RAM), in bytes");
+  put(t, "nv_cpu_memory_total_bytes %" PRIu64 "\n", h->mem_total_bytes);
+  family(t, "nv_cpu_memory_used_bytes", "gauge", "CPU used memory (RAM), in bytes");
+  put(t, "nv_cpu_memory_used_bytes %" PRIu64 "\n", h->mem_used_bytes);
+}
+
+char *pts_metrics_render(const struct pts_model_stats *stats, size_t n,
+                         const struct pts_host_metrics *host, size_t *len) {
+  struct text t = {0};
+  put(&t, "%s", "");
+  for (size_t f = 0; f < sizeof FAMILIES / sizeof FAMILIES[0]; f++) {
+    /* Triton lists the failure counter right after the success counter. */
+    if (f == 1) failures(&t, stats, n);
+    family(&t, FAMILIES[f].name, FAMILIES[f].type, FAMILIES[f].help);
+    for (size_t i = 0; i < n; i++)
+      sample(&t, FAMILIES[f].name, &stats[i], NULL, value_of(&stats[i], FAMILIES[f].field));
+  }
+  if (host && host->valid) host_gauges(&t, host);
+  if (t.failed) {
+    pts_free(t.s);
+    return NULL;
+  }
+  *len = t.len;
+  return t.s;
+}
+
+bool pts_metrics_parse_cpu(const char *proc_stat, struct pts_cpu_times *out) {
+  if (strncmp(proc_stat, "cpu ", 4) != 0) return false;
+  const char *p = proc_stat + 4;
+  uint64_t v[10] = {0};
+  int n = 0;
+  while (n < 10) {
+    char *end;
+    unsigned long long x = strtoull(p, &end, 10);
+    if (end == p) break;
+    v[n++] = x;
+    p = end;
+    if (*p == '\n') break;
+  }
+  if (n < 4) return false;
+  /* user nice system idle iowait irq softirq steal [guest guest_nice]; guest
+   * time is already inside user and nice. */
+  uint64_t total = 0;
+  for (int i = 0; i < n && i < 8; i++) total += v[i];
+  out->total = total;
+  out->busy = total - v[3] - v[4];
+  return true;
+}
+
+double pts_metrics_cpu_share(const struct pts_cpu_times *before,
+                             const struct pts_cpu_times *after) {
+  if (after->total <= before->total || after->busy < before->busy) return 0.0;
+  double share = (double)(after->busy - before->busy) / (double)(after->total - before->total);
+  return share > 1.0 ? 1.0 : share;
+}
+
+/* The kB value of "<key>:   123 kB" in meminfo text. */
+static bool meminfo_kb(const char *text, const char *key, uint64_t *kb) {
+  size_t klen = strlen(key);
+  for (const char *line = text; line && *line;
+       line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+    if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+      char *end;
+      *kb = strtoull(line + klen + 1, &end, 10);
+      return end != line + klen + 1;
+    }
+  }
+  return false;
+}
+
+bool pts_metrics_parse_meminfo(const char *meminfo, uint64_t *total, uint64_t *used) {
+  uint64_t t_kb, avail_kb;
+  if (!meminfo_kb(meminfo, "MemTotal", &t_kb) || !meminfo_kb(meminfo, "MemAvailable", &avail_kb))
+    return false;
+  *total = t_kb * 1024u;
+  *used = (t_kb > avail_kb ? t_kb - avail_kb : 0) * 1024u;
+  return true;
+}

@@ -1,0 +1,65 @@
+/* metrics/metrics.h — Prometheus metrics with tritonserver's names.
+ *
+ * `GET /metrics` on its own listener (--metrics-address, --metrics-port
+ * 8002) answers in the Prometheus text format (version 0.0.4) with Triton's
+ * metric families and labels (`model`, `version`; `reason` on failures):
+ * nv_inference_request_success, nv_inference_request_failure,
+ * nv_inference_count, nv_inference_exec_count, nv_inference_request_duration_us,
+ * nv_inference_queue_duration_us, nv_inference_compute_{input,infer,output}_duration_us,
+ * nv_inference_pending_request_count, and (unless --allow-cpu-metrics=false)
+ * nv_cpu_utilization, nv_cpu_memory_total_bytes, nv_cpu_memory_used_bytes.
+ * The per-model values are the statistics extension's counters (stats.h),
+ * read at scrape time, so the two endpoints always agree. CPU utilisation is
+ * sampled from /proc/stat every --metrics-interval-ms (2000).
+ *
+ * Threading: start/stop on the main thread; the listener runs on its own
+ * thread. The pure functions are thread-safe.
+ */
+#ifndef PTS_METRICS_METRICS_H
+#define PTS_METRICS_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "scheduler/stats.h"
+#include "server/server.h"
+
+/* The host gauges; `valid` false leaves them out of the text. */
+struct pts_host_metrics {
+  bool valid;
+  double cpu_utilization; /* 0.0 .. 1.0 over the last sampling interval */
+  uint64_t mem_total_bytes;
+  uint64_t mem_used_bytes; /* MemTotal - MemAvailable */
+};
+
+/* The exposition text for `stats` (borrowed) and `host` (may be NULL). New
+ * NUL-terminated string (pts_free), length in *len; NULL on OOM. */
+char *pts_metrics_render(const struct pts_model_stats *stats, size_t n,
+                         const struct pts_host_metrics *host, size_t *len);
+
+/* Cumulative CPU jiffies from the first ("cpu ") line of /proc/stat text. */
+struct pts_cpu_times {
+  uint64_t busy; /* everything but idle and iowait */
+  uint64_t total;
+};
+bool pts_metrics_parse_cpu(const char *proc_stat, struct pts_cpu_times *out);
+/* Busy share between two samples, 0.0 .. 1.0 (0 when no time passed). */
+double pts_metrics_cpu_share(const struct pts_cpu_times *before, const struct pts_cpu_times *after);
+/* MemTotal and MemTotal - MemAvailable, in bytes, from /proc/meminfo text. */
+bool pts_metrics_parse_meminfo(const char *meminfo, uint64_t *total, uint64_t *used);
+
+struct pts_metrics;
+
+/* Binds o->metrics_address:o->metrics_port and starts the listener thread.
+ * The server is borrowed and must outlive the service. Failing to bind is an
+ * error (tritonserver does not start either). Free with pts_metrics_stop. */
+enum pts_status pts_metrics_start(struct pts_server *s, const struct pts_server_options *o,
+                                  struct pts_metrics **out, struct pts_error *err);
+/* The port actually bound (useful with --metrics-port 0). */
+int pts_metrics_port(const struct pts_metrics *m);
+/* Stops the listener, joins its thread, frees. NULL-safe. */
+void pts_metrics_stop(struct pts_metrics *m);
+
+#endif

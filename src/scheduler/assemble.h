@@ -1,0 +1,56 @@
+/* scheduler/assemble.h — batch assembly: gathering the inputs of several
+ * requests into one tensor per input, and splitting each batch output into
+ * per-request slices.
+ *
+ * Gather makes one copy (each request's bytes once, into one contiguous
+ * buffer), or none for a batch of one request (the tensor is then a view of
+ * the request's own bytes). Split makes no copy: every slice points into the
+ * batch output and holds its own reference to its buffer, so a response
+ * lives on after the batch, and the HTTP frontend writes the slice to the
+ * socket by reference. BYTES tensors are split by element count (each
+ * request gets its own strings), walking the length prefixes once.
+ *
+ * Threading: pure functions over their arguments; thread-safe.
+ */
+#ifndef PTS_SCHEDULER_ASSEMBLE_H
+#define PTS_SCHEDULER_ASSEMBLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "model_config.pb-c.h"
+#include "scheduler/request.h"
+#include "tensor/tensor.h"
+
+/* The request's input called `name`, or NULL. Borrowed from req. */
+const struct pts_tensor *pts_request_input(const struct pts_infer_request *req, const char *name);
+
+/* Whether requests a and b may run in one batch of a model with this config:
+ * every config input is present in both or in neither, with equal shapes
+ * apart from the leading batch dimension (Triton batches only requests whose
+ * shapes agree). */
+bool pts_batch_compatible(const Inference__ModelConfig *cfg, const struct pts_infer_request *a,
+                          const struct pts_infer_request *b);
+
+/* Gathers input `name` of reqs[0..n) (already checked compatible) into
+ * *dst: dtype, shape ([sum of dim 0] + the common rest), data, byte_size.
+ * n == 1: dst borrows the request's bytes and buffer (no copy, no
+ * reference) and *owned is NULL. n > 1: the bytes are copied into a new
+ * buffer returned in *owned (one reference, the caller releases it after the
+ * backend ran); dst->buf points to it without a reference of its own. A
+ * request without this (optional) input leaves dst with data == NULL.
+ * dst->name is not touched. */
+enum pts_status pts_batch_gather(const char *name, struct pts_infer_request *const *reqs, size_t n,
+                                 struct pts_tensor *dst, struct pts_buf **owned,
+                                 struct pts_error *err);
+
+/* Splits `src` (a batch output, dim 0 = the sum of rows[]) into n slices
+ * along dim 0, rows[i] rows each, into slices[0..n) (zeroed by the caller).
+ * Each slice owns a copy of the name and one reference to src->buf; its
+ * data points into src's bytes. On error nothing is left in slices. */
+enum pts_status pts_batch_split(const struct pts_tensor *src, const int64_t *rows, size_t n,
+                                struct pts_tensor *slices, struct pts_error *err);
+
+#endif

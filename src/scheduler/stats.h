@@ -1,0 +1,103 @@
+/* scheduler/stats.h — per model version statistics, in Triton's terms.
+ *
+ * Each scheduler keeps one `struct pts_stats`: the cumulative counters that
+ * the statistics extension (protocol-facts §1.11) and the Prometheus metrics
+ * (nv_inference_*) are rendered from. Semantics follow Triton:
+ *  - success/fail: one count per request, ns = request duration (receive to
+ *    response); queue and compute_*: successful requests only, each request
+ *    of a batch is charged the whole batch's compute times;
+ *  - inference_count: batch elements of successful requests (a request of
+ *    batch 8 adds 8; a model without batching adds 1 per request);
+ *    execution_count: successful backend executions;
+ *  - batch_stats: per executed batch size, one count per execution;
+ *  - failures also keep Triton's metric reason (REJECTED, CANCELED, BACKEND,
+ *    OTHER); cache_hit/cache_miss stay zero (there is no response cache).
+ *
+ * Threading: every function is thread-safe (one mutex per pts_stats); a
+ * snapshot is a plain copy owned by its caller.
+ */
+#ifndef PTS_SCHEDULER_STATS_H
+#define PTS_SCHEDULER_STATS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+struct pts_stat_duration {
+  uint64_t count;
+  uint64_t ns;
+};
+
+struct pts_batch_stat {
+  uint64_t batch_size;
+  struct pts_stat_duration compute_input, compute_infer, compute_output;
+};
+
+/* Triton's `reason` label of nv_inference_request_failure. */
+enum pts_fail_reason {
+  PTS_FAIL_REJECTED, /* queue full, queue timeout */
+  PTS_FAIL_CANCELED,
+  PTS_FAIL_BACKEND, /* the backend (or the checks of its outputs) failed */
+  PTS_FAIL_OTHER,   /* everything else, e.g. a request that failed validation */
+  PTS_FAIL_REASON_COUNT
+};
+/* "REJECTED", "CANCELED", "BACKEND", "OTHER". */
+const char *pts_fail_reason_name(enum pts_fail_reason r);
+
+/* One model version's statistics at one moment. */
+struct pts_model_stats {
+  char *name; /* owned (pts_free) */
+  int64_t version;
+  uint64_t last_inference_ms; /* ms since the epoch; 0 before the first */
+  uint64_t inference_count;
+  uint64_t execution_count;
+  struct pts_stat_duration success, fail, queue, compute_input, compute_infer, compute_output,
+      cache_hit, cache_miss;
+  uint64_t fail_by_reason[PTS_FAIL_REASON_COUNT];
+  uint64_t pending; /* requests queued now, not yet executing */
+  size_t n_batch_stats;
+  struct pts_batch_stat *batch_stats; /* owned array, ascending batch_size */
+};
+
+/* Frees what a snapshot owns (name, batch_stats) and zeroes it. NULL-safe. */
+void pts_model_stats_clear(struct pts_model_stats *st);
+
+/* The accumulator. */
+struct pts_stats {
+  pthread_mutex_t lock;
+  struct pts_model_stats v; /* name unused; batch_stats grows on demand */
+  size_t batch_cap;
+};
+
+void pts_stats_init(struct pts_stats *s);
+void pts_stats_destroy(struct pts_stats *s);
+
+/* The timestamps of one executed batch (pts_now_ns clock). */
+struct pts_batch_times {
+  uint64_t start_ns;      /* taken from the queue */
+  uint64_t input_end_ns;  /* inputs gathered */
+  uint64_t infer_end_ns;  /* backend returned */
+  uint64_t output_end_ns; /* outputs split into responses */
+};
+
+/* A batch of `n_requests` requests, `batch_size` elements in all, ran
+ * successfully. `queue_ns` is the sum of the requests' queue times. */
+void pts_stats_batch_done(struct pts_stats *s, int64_t batch_size, size_t n_requests,
+                          uint64_t queue_ns, const struct pts_batch_times *t);
+/* One request was answered successfully after `duration_ns`. */
+void pts_stats_request_success(struct pts_stats *s, uint64_t duration_ns);
+/* One request failed after `duration_ns`. */
+void pts_stats_request_failure(struct pts_stats *s, enum pts_fail_reason why, uint64_t duration_ns);
+
+/* Copies the counters into `out` (name and version left to the caller);
+ * `pending` is filled by the caller too. PTS_NOMEM when the batch array can
+ * not be copied. */
+enum pts_status pts_stats_snapshot(struct pts_stats *s, struct pts_model_stats *out,
+                                   struct pts_error *err);
+
+/* Wall-clock milliseconds since the epoch (for last_inference). */
+uint64_t pts_wall_ms(void);
+
+#endif

@@ -1,0 +1,166 @@
+"""tools/ptperf against a real ptserve and against a scripted fake server.
+
+ptperf is built next to ptserve (same CMake build directory). Its counts are
+checked against the server's own statistics (§1.11), and its error handling
+against a fake server whose answers are written here by hand.
+"""
+import csv
+import http.server
+import json
+import os
+import subprocess
+import threading
+
+import pytest
+import requests
+
+
+@pytest.fixture(scope="session")
+def ptperf_bin(ptserve_bin):
+    path = os.path.join(os.path.dirname(ptserve_bin), "ptperf")
+    assert os.path.exists(path), "ptperf not found at %s (build the ptperf target)" % path
+    return path
+
+
+def run_ptperf(ptperf_bin, url, tmp_path, *args):
+    out = tmp_path / "out.csv"
+    proc = subprocess.run([ptperf_bin, "-u", url, "-f", str(out), "-q"] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=120)
+    rows = []
+    if out.exists():
+        with open(out, newline="") as f:
+            rows = list(csv.DictReader(f))
+    return proc, rows
+
+
+def inference_count(url, model):
+    r = requests.get(url + "/v2/models/%s/stats" % model, timeout=5)
+    if r.status_code != 200:
+        return None
+    return sum(s["inference_count"] for s in r.json()["model_stats"])
+
+
+def test_sweep_counts_match_the_server(start_server, model_repo, ptperf_bin, tmp_path):
+    server = start_server(model_repo("identity"))
+    url = "127.0.0.1:%d" % server.port
+    before = inference_count(server.url, "id_fp32")
+    proc, rows = run_ptperf(ptperf_bin, url, tmp_path, "-m", "id_fp32", "--concurrency", "1,3",
+                            "-p", "200", "-r", "4", "-b", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert [int(r["concurrency"]) for r in rows] == [1, 3]
+    for r in rows:
+        assert r["model"] == "id_fp32"
+        assert int(r["errors"]) == 0
+        assert int(r["batch_size"]) == 2
+        n = int(r["requests"])
+        assert n > 0
+        # Infer/s counts batch elements: 2 per request over the measured seconds.
+        assert abs(float(r["infer_per_sec"]) - 2 * n / float(r["seconds"])) <= \
+            0.01 * float(r["infer_per_sec"]) + 0.1
+        assert float(r["p50_us"]) <= float(r["p90_us"]) <= float(r["p95_us"]) <= \
+            float(r["p99_us"])
+        assert 3 <= int(r["windows"]) <= 4
+    assert "Concurrency" in proc.stdout and "id_fp32" in proc.stdout
+    after = inference_count(server.url, "id_fp32")
+    if before is not None:
+        # The server saw at least every batch element ptperf counted (ptperf
+        # also sent requests outside the reported windows).
+        counted = sum(2 * int(r["requests"]) for r in rows)
+        assert after - before >= counted
+        assert all(r["server_request_us"] != "" for r in rows)
+        # No dynamic batching: each execution is one request of 2 elements.
+        assert all(float(r["server_avg_batch"]) == 2.0 for r in rows)
+
+
+def test_variable_dims_need_shape(start_server, model_repo, ptperf_bin, tmp_path):
+    server = start_server(model_repo("identity"))
+    url = "127.0.0.1:%d" % server.port
+    proc, _ = run_ptperf(ptperf_bin, url, tmp_path, "-m", "dt_bytes", "-p", "100")
+    assert proc.returncode == 1
+    assert "--shape INPUT0" in proc.stderr
+    proc, rows = run_ptperf(ptperf_bin, url, tmp_path, "-m", "dt_bytes", "--shape", "INPUT0:3",
+                            "-p", "100", "-r", "3", "-s", "100")
+    assert proc.returncode == 0, proc.stderr
+    assert int(rows[0]["errors"]) == 0 and int(rows[0]["requests"]) > 0
+
+
+def test_unknown_model_fails_cleanly(start_server, model_repo, ptperf_bin, tmp_path):
+    server = start_server(model_repo("identity"))
+    proc, rows = run_ptperf(ptperf_bin, "127.0.0.1:%d" % server.port, tmp_path, "-m", "nope")
+    assert proc.returncode == 1
+    assert "HTTP 404" in proc.stderr and "nope" in proc.stderr
+    assert rows == []
+
+
+class FakeServer(http.server.BaseHTTPRequestHandler):
+    """Metadata and config of a one-input model; every inference answers 500;
+    no statistics endpoint (404)."""
+    protocol_version = "HTTP/1.1"
+    infer_calls = 0
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/v2/models/fake":
+            self.reply(200, {"name": "fake", "versions": ["1"], "platform": "x",
+                             "inputs": [{"name": "X", "datatype": "INT32", "shape": [-1, 2]}],
+                             "outputs": []})
+        elif self.path == "/v2/models/fake/config":
+            self.reply(200, {"name": "fake", "max_batch_size": 4})
+        else:
+            self.reply(404, {"error": "Not Found"})
+
+    def do_POST(self):
+        n = int(self.headers["Content-Length"])
+        body = self.rfile.read(n)
+        hl = int(self.headers["Inference-Header-Content-Length"])
+        header = json.loads(body[:hl])
+        # What ptperf must send (§1.7): [batch] + dims, binary, 4 bytes per INT32.
+        ok = (header["inputs"][0]["shape"] == [1, 2] and
+              header["inputs"][0]["parameters"]["binary_data_size"] == 8 and
+              len(body) - hl == 8 and self.path == "/v2/models/fake/infer")
+        FakeServer.infer_calls += 1
+        self.reply(500, {"error": "fake failure" if ok else "unexpected request"})
+
+
+def test_errors_are_counted_and_stats_absence_is_tolerated(ptperf_bin, tmp_path):
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeServer)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        proc, rows = run_ptperf(ptperf_bin, "127.0.0.1:%d" % httpd.server_address[1], tmp_path,
+                                "-m", "fake", "-p", "100", "-r", "3")
+    finally:
+        httpd.shutdown()
+    assert proc.returncode == 2, proc.stderr
+    assert "no server-side breakdown" in proc.stderr
+    assert "HTTP 500" not in proc.stdout  # the table has counts, not messages
+    r = rows[0]
+    assert int(r["requests"]) == 0
+    assert int(r["errors"]) > 0
+    assert float(r["infer_per_sec"]) == 0.0
+    assert r["server_request_us"] == ""
+    assert FakeServer.infer_calls >= int(r["errors"])
+
+
+def test_first_error_is_shown(ptperf_bin, tmp_path):
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeServer)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        proc = subprocess.run([ptperf_bin, "-u", "127.0.0.1:%d" % httpd.server_address[1],
+                               "-m", "fake", "-p", "100", "-r", "3"],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        httpd.shutdown()
+    assert proc.returncode == 2
+    assert "HTTP 500" in proc.stderr and "fake failure" in proc.stderr

@@ -1,0 +1,240 @@
+"""Soak: concurrent clients send a mix of valid and invalid requests for
+PTS_SOAK_SECONDS (default 20) against one server.
+
+Pass criteria: every valid request gets its full, correct answer (zero
+lost); every invalid one gets its 4xx with a JSON error; the server never
+dies and exits 0 on SIGTERM with a clean sanitizer report; resident memory
+after the warm-up stays flat (growth reported, bounded).
+
+With PTS_SOAK_REPORT=<path> the figures are written there as JSON
+(scripts/reliability-report.sh uses this for docs/reliability.md).
+"""
+import gzip
+import json
+import os
+import random
+import socket
+import struct
+import threading
+import time
+
+import requests
+
+SECONDS = float(os.environ.get("PTS_SOAK_SECONDS", "20"))
+CLIENTS = 8
+MAX_INPUT = 1 << 20
+# Resident-memory growth allowed between the end of the warm-up and the end.
+RSS_GROWTH_LIMIT_KB = 48 * 1024
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+# --------------------------------------------------------------- the mix
+# Each function sends one request and returns (kind, ok): kind "valid" or
+# "invalid", ok whether the answer was exactly what that request deserves.
+
+def valid_json(s, url, rng):
+    batch = rng.randint(1, 8)
+    data = [float(rng.randint(-1000, 1000)) / 4 for _ in range(batch * 4)]
+    body = {"id": str(rng.random()), "inputs": [{"name": "INPUT0", "datatype": "FP32",
+                                                 "shape": [batch, 4], "data": data}]}
+    r = s.post(url + "/v2/models/id_fp32/infer", json=body, timeout=30)
+    out = r.json() if r.status_code == 200 else {}
+    return "valid", (r.status_code == 200 and out["id"] == body["id"]
+                     and out["outputs"][0]["shape"] == [batch, 4]
+                     and out["outputs"][0]["data"] == data)
+
+
+def valid_binary_bytes(s, url, rng):
+    items = [bytes(rng.randrange(256) for _ in range(rng.randint(0, 40)))
+             for _ in range(rng.randint(1, 6))]
+    raw = b"".join(struct.pack("<I", len(x)) + x for x in items)
+    hdr = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "BYTES", "shape": [1, len(items)],
+                                  "parameters": {"binary_data_size": len(raw)}}],
+                      "outputs": [{"name": "OUTPUT0",
+                                   "parameters": {"binary_data": True}}]}).encode()
+    r = s.post(url + "/v2/models/dt_bytes/infer", data=hdr + raw, timeout=30,
+               headers={"Inference-Header-Content-Length": str(len(hdr))})
+    if r.status_code != 200:
+        return "valid", False
+    n = int(r.headers["Inference-Header-Content-Length"])
+    return "valid", r.content[n:] == raw
+
+
+def valid_gzip(s, url, rng):
+    data = [rng.randint(-2 ** 31, 2 ** 31 - 1) for _ in range(4)]
+    body = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 4], "data": data}]}
+    r = s.post(url + "/v2/models/dt_int32/infer", data=gzip.compress(json.dumps(body).encode()),
+               headers={"Content-Encoding": "gzip", "Accept-Encoding": "gzip"}, timeout=30)
+    return "valid", r.status_code == 200 and r.json()["outputs"][0]["data"] == data
+
+
+def valid_metadata(s, url, rng):
+    path = rng.choice(["/v2/health/ready", "/v2/health/live", "/v2", "/v2/models/id_fp32",
+                       "/v2/models/id_fp32/config", "/v2/models/id_fp32/ready"])
+    r = s.get(url + path, timeout=30)
+    return "valid", r.status_code == 200
+
+
+def expect_error(r, code):
+    try:
+        return r.status_code == code and "error" in r.json()
+    except ValueError:
+        return False
+
+
+def invalid_json(s, url, rng):
+    body = rng.choice([b"{", b"[]", b'{"inputs":7}', b'{"inputs":[{"name":1}]}', b"\xff\xfe"])
+    r = s.post(url + "/v2/models/id_fp32/infer", data=body, timeout=30)
+    return "invalid", expect_error(r, 400)
+
+
+def invalid_shape(s, url, rng):
+    body = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 5],
+                        "data": [0.0] * 5}]}
+    return "invalid", expect_error(s.post(url + "/v2/models/id_fp32/infer", json=body,
+                                          timeout=30), 400)
+
+
+def invalid_model(s, url, rng):
+    r = s.post(url + "/v2/models/nope%d/infer" % rng.randint(0, 9), json={"inputs": []},
+               timeout=30)
+    return "invalid", expect_error(r, 404)
+
+
+def invalid_name(s, url, rng):
+    r = s.get(url + "/v2/models/..%2F..%2Fetc/config", timeout=30)
+    return "invalid", expect_error(r, 400)
+
+
+def invalid_too_large(s, url, rng):
+    r = s.post(url + "/v2/models/id_fp32/infer", data=b" " * (MAX_INPUT + 1000), timeout=30)
+    return "invalid", expect_error(r, 413)
+
+
+def invalid_truncated_binary(s, url, rng):
+    hdr = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                                  "parameters": {"binary_data_size": 16}}]}).encode()
+    r = s.post(url + "/v2/models/id_fp32/infer", data=hdr + b"\0" * 7, timeout=30,
+               headers={"Inference-Header-Content-Length": str(len(hdr))})
+    return "invalid", expect_error(r, 400)
+
+
+def invalid_method(s, url, rng):
+    return "invalid", expect_error(s.delete(url + "/v2/models/id_fp32", timeout=30), 405)
+
+
+def invalid_raw(s, url, rng):
+    """Garbage or a request cut off mid-body on a raw socket; the server may
+    answer or close, and must stay up (checked by the valid requests)."""
+    host, port = url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as c:
+        if rng.random() < 0.5:
+            c.sendall(bytes(rng.randrange(256) for _ in range(rng.randint(1, 300))) + b"\r\n\r\n")
+        else:
+            c.sendall(b"POST /v2/models/id_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Length: 1000\r\n\r\n{\"inputs\":")
+        c.shutdown(socket.SHUT_WR)
+        try:
+            while c.recv(4096):
+                pass
+        except OSError:
+            pass
+    return "invalid", True
+
+
+MIX = [(valid_json, 30), (valid_binary_bytes, 15), (valid_gzip, 10), (valid_metadata, 10),
+       (invalid_json, 6), (invalid_shape, 6), (invalid_model, 5), (invalid_name, 4),
+       (invalid_too_large, 2), (invalid_truncated_binary, 5), (invalid_method, 4),
+       (invalid_raw, 3)]
+
+
+def client(url, seed, deadline, stats, lock):
+    rng = random.Random(seed)
+    funcs = [f for f, w in MIX for _ in range(w)]
+    # Half the clients keep connections alive, half open one per request.
+    session = requests.Session() if seed % 2 == 0 else requests
+    local = {"valid": 0, "invalid": 0, "lost": 0, "wrong_refusal": 0, "failures": []}
+    while time.time() < deadline:
+        f = rng.choice(funcs)
+        try:
+            kind, ok = f(session, url, rng)
+        except (requests.RequestException, OSError, ValueError) as e:
+            kind, ok = ("valid" if f.__name__.startswith("valid") else "invalid"), False
+            local["failures"].append("%s: %s" % (f.__name__, e))
+        local[kind] += 1
+        if not ok:
+            local["lost" if kind == "valid" else "wrong_refusal"] += 1
+            if len(local["failures"]) < 5:
+                local["failures"].append(f.__name__)
+    with lock:
+        for k in ("valid", "invalid", "lost", "wrong_refusal"):
+            stats[k] += local[k]
+        stats["failures"] += local["failures"][:5]
+
+
+def test_soak(start_server, model_repo):
+    env = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") +
+           ":quarantine_size_mb=16:thread_local_quarantine_size_kb=256"}
+    server = start_server(model_repo("identity"), "--http-max-input-size", MAX_INPUT, env=env)
+    pid = server.proc.pid
+    stats = {"valid": 0, "invalid": 0, "lost": 0, "wrong_refusal": 0, "failures": []}
+    lock = threading.Lock()
+    t0 = time.time()
+    deadline = t0 + SECONDS
+    threads = [threading.Thread(target=client, args=(server.url, k, deadline, stats, lock))
+               for k in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    # RSS: after a warm-up of a quarter of the run (allocator pools, ASan
+    # quarantine and thread caches fill up), then at the end.
+    time.sleep(SECONDS / 4)
+    rss_warm = rss_kb(pid)
+    samples = [rss_warm]
+    while time.time() < deadline:
+        time.sleep(min(1.0, max(0.0, deadline - time.time())))
+        if server.alive():
+            samples.append(rss_kb(pid))
+    for t in threads:
+        t.join(timeout=120)
+    elapsed = time.time() - t0
+    alive = server.alive()
+    rss_end = rss_kb(pid) if alive else 0
+    code = server.stop()
+    log = server.log()
+    sanitizer = [m for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+                 if m in log]
+    report = {
+        "seconds": round(elapsed, 1),
+        "clients": CLIENTS,
+        "requests": stats["valid"] + stats["invalid"],
+        "valid": stats["valid"],
+        "invalid": stats["invalid"],
+        "lost_valid": stats["lost"],
+        "wrong_refusals": stats["wrong_refusal"],
+        "requests_per_second": round((stats["valid"] + stats["invalid"]) / elapsed, 1),
+        "crashes": 0 if alive and code == 0 else 1,
+        "exit_code": code,
+        "rss_kb_after_warmup": rss_warm,
+        "rss_kb_end": rss_end,
+        "rss_kb_peak": max(samples),
+        "rss_growth_kb": rss_end - rss_warm,
+        "sanitizer_reports": sanitizer,
+    }
+    print("\nsoak:", json.dumps(report))
+    if os.environ.get("PTS_SOAK_REPORT"):
+        with open(os.environ["PTS_SOAK_REPORT"], "w") as f:
+            json.dump(report, f, indent=1)
+    assert alive, log[-3000:]
+    assert code == 0
+    assert not sanitizer, log[-5000:]
+    assert stats["lost"] == 0, stats["failures"]
+    assert stats["wrong_refusal"] == 0, stats["failures"]
+    assert stats["valid"] > 50
+    assert report["rss_growth_kb"] < RSS_GROWTH_LIMIT_KB, report

@@ -1,0 +1,93 @@
+/* tests/unit/metrics/metrics_test.c — the Prometheus text and the /proc
+ * parsers. Expected lines are written out by hand from tritonserver's metric
+ * names and labels (triton-anchor §2.13) and the exposition format; /proc
+ * samples are literal text in the kernel's format, worked by hand. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "metrics/metrics.h"
+
+static void render_families_and_labels(void **state) {
+  (void)state;
+  struct pts_model_stats st = {0};
+  st.name = "my \"m\"";
+  st.version = 3;
+  st.success = (struct pts_stat_duration){5, 12345678};
+  st.queue = (struct pts_stat_duration){5, 2000};
+  st.compute_input = (struct pts_stat_duration){5, 1999};
+  st.compute_infer = (struct pts_stat_duration){5, 70000};
+  st.compute_output = (struct pts_stat_duration){5, 1000};
+  st.inference_count = 9;
+  st.execution_count = 2;
+  st.fail_by_reason[PTS_FAIL_REJECTED] = 4;
+  st.pending = 7;
+  struct pts_host_metrics host = {true, 0.25, 1000, 400};
+  size_t len = 0;
+  char *text = pts_metrics_render(&st, 1, &host, &len);
+  assert_non_null(text);
+  assert_int_equal(strlen(text), len);
+  const char *want[] = {
+      "# TYPE nv_inference_request_success counter\n"
+      "nv_inference_request_success{model=\"my \\\"m\\\"\",version=\"3\"} 5\n",
+      "nv_inference_request_failure{model=\"my \\\"m\\\"\",reason=\"REJECTED\",version=\"3\"} 4\n",
+      "nv_inference_request_failure{model=\"my \\\"m\\\"\",reason=\"OTHER\",version=\"3\"} 0\n",
+      "nv_inference_count{model=\"my \\\"m\\\"\",version=\"3\"} 9\n",
+      "nv_inference_exec_count{model=\"my \\\"m\\\"\",version=\"3\"} 2\n",
+      /* microseconds, truncated */
+      "nv_inference_request_duration_us{model=\"my \\\"m\\\"\",version=\"3\"} 12345\n",
+      "nv_inference_queue_duration_us{model=\"my \\\"m\\\"\",version=\"3\"} 2\n",
+      "nv_inference_compute_input_duration_us{model=\"my \\\"m\\\"\",version=\"3\"} 1\n",
+      "nv_inference_compute_infer_duration_us{model=\"my \\\"m\\\"\",version=\"3\"} 70\n",
+      "nv_inference_compute_output_duration_us{model=\"my \\\"m\\\"\",version=\"3\"} 1\n",
+      "# TYPE nv_inference_pending_request_count gauge\n"
+      "nv_inference_pending_request_count{model=\"my \\\"m\\\"\",version=\"3\"} 7\n",
+      "# TYPE nv_cpu_utilization gauge\nnv_cpu_utilization 0.250000\n",
+      "nv_cpu_memory_total_bytes 1000\n",
+      "nv_cpu_memory_used_bytes 400\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(text, want[i])) fail_msg("missing:\n%s\nin:\n%s", want[i], text);
+  pts_free(text);
+
+  /* No models, no host gauges: the families' headers only. */
+  text = pts_metrics_render(NULL, 0, NULL, &len);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "# HELP nv_inference_count "));
+  assert_null(strstr(text, "nv_cpu"));
+  assert_null(strstr(text, "{"));
+  pts_free(text);
+}
+
+static void proc_parsers(void **state) {
+  (void)state;
+  struct pts_cpu_times a, b;
+  /* user nice system idle iowait irq softirq steal guest guest_nice */
+  assert_true(pts_metrics_parse_cpu("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n", &a));
+  assert_int_equal(a.total, 1000);
+  assert_int_equal(a.busy, 150);
+  assert_true(pts_metrics_parse_cpu("cpu  400 0 50 1400 150 0 0 0 10 0\n", &b));
+  /* +300 busy out of +1000 total */
+  assert_true(pts_metrics_cpu_share(&a, &b) > 0.2999 && pts_metrics_cpu_share(&a, &b) < 0.3001);
+  assert_true(pts_metrics_cpu_share(&b, &b) == 0.0);
+  assert_false(pts_metrics_parse_cpu("intr 1 2 3\n", &a));
+
+  uint64_t total = 0, used = 0;
+  assert_true(pts_metrics_parse_meminfo(
+      "MemTotal:       16000 kB\nMemFree:  1000 kB\nMemAvailable:    6000 kB\n", &total, &used));
+  assert_int_equal(total, 16000u * 1024);
+  assert_int_equal(used, 10000u * 1024);
+  assert_false(pts_metrics_parse_meminfo("MemTotal: 5 kB\n", &total, &used));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(render_families_and_labels),
+      cmocka_unit_test(proc_parsers),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,597 @@
+/* ptperf — a load generator for KServe v2 HTTP servers (ptserve, tritonserver).
+ *
+ *   ptperf -m MODEL [-u HOST:PORT] [--concurrency 1,2,4,8] [-f results.csv] ...
+ *
+ * For each concurrency: keep that many requests in flight over keep-alive
+ * connections (binary tensors both ways), measure windows of fixed length
+ * until the last three agree, and report throughput, latency percentiles
+ * and the server's own breakdown from its statistics endpoint.
+ *
+ * Threading: the main thread drives the windows and reads the statistics;
+ * the load runs on its own thread (lib/load.h).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "ptperf/lib/http.h"
+#include "ptperf/lib/infer.h"
+#include "ptperf/lib/load.h"
+#include "ptperf/lib/report.h"
+#include "ptperf/lib/stats.h"
+#include "ptperf/lib/window.h"
+
+#define MAX_CONCURRENCIES 64
+#define MAX_SHAPES 64
+#define STABLE_WINDOWS 3
+/* Different random requests sent in turn, so no cache sees one payload. */
+#define N_REQUESTS 16
+#define HTTP_TIMEOUT_MS 10000
+
+struct options {
+  const char *model, *version, *url, *csv;
+  int concurrency[MAX_CONCURRENCIES];
+  int n_concurrency;
+  int batch_size;
+  int interval_ms;
+  double stability_pct;
+  int max_trials;
+  bool zero_data, no_stats, quiet;
+  uint64_t seed;
+  long server_pid; /* 0: unknown */
+  struct ptperf_shape_arg shapes[MAX_SHAPES];
+  size_t n_shapes;
+};
+
+/* One measured window and the statistics around it. */
+struct window {
+  struct ptperf_samples samples;
+  double seconds, infer_per_sec, p50_us;
+  double cpu_client, cpu_server; /* CPU seconds used in the window; server < 0: unknown */
+  double cpu_machine;            /* busy CPU seconds of the whole machine; < 0: unknown */
+  bool have_stats;
+  struct ptperf_stats before, after;
+};
+
+static void usage(FILE *f) {
+  fputs("usage: ptperf -m MODEL [options]\n"
+        "  -m, --model-name NAME         model to load (required)\n"
+        "  -x, --model-version V         version to address (default: the server's choice)\n"
+        "  -u, --url HOST:PORT           server (default localhost:8000)\n"
+        "      --concurrency LIST        requests in flight, e.g. 1,2,4,8 (default 1)\n"
+        "      --concurrency-range A:B[:S]  A, A+S, ... B (perf_analyzer's form; S = 1)\n"
+        "  -b, --batch-size N            batch dimension of every request (default 1)\n"
+        "      --shape NAME:D1,D2        dims of an input with variable dims (no batch dim)\n"
+        "  -p, --measurement-interval MS window length (default 2000)\n"
+        "  -s, --stability-percentage P  the last 3 windows agree within P%% (default 10)\n"
+        "  -r, --max-trials N            windows at most per concurrency (default 10)\n"
+        "  -f, --csv FILE                write the results as CSV too\n"
+        "      --input-data random|zero  tensor contents (default random)\n"
+        "      --seed N                  seed of the random data (default 1)\n"
+        "      --no-server-stats         do not read the statistics endpoint\n"
+        "      --server-pid PID          also report the server's CPU time per request\n"
+        "                                (Linux /proc; the client's own is always reported)\n"
+        "  -q, --quiet                   no per-window lines on stderr\n"
+        "Exit status: 0 all requests succeeded; 2 some failed; 1 could not measure.\n",
+        f);
+}
+
+static bool parse_int(const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || errno || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+static bool add_concurrency(struct options *o, long c) {
+  if (o->n_concurrency == MAX_CONCURRENCIES) return false;
+  o->concurrency[o->n_concurrency++] = (int)c;
+  return true;
+}
+
+static bool parse_concurrency_list(struct options *o, const char *arg) {
+  char buf[512];
+  if (strlen(arg) >= sizeof buf) return false;
+  strcpy(buf, arg);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
+    long c;
+    if (!parse_int(tok, 1, 4096, &c) || !add_concurrency(o, c)) return false;
+  }
+  return o->n_concurrency > 0;
+}
+
+static bool parse_concurrency_range(struct options *o, const char *arg) {
+  long a, b, s = 1;
+  char buf[128];
+  if (strlen(arg) >= sizeof buf) return false;
+  strcpy(buf, arg);
+  char *save = NULL, *pa = strtok_r(buf, ":", &save), *pb = strtok_r(NULL, ":", &save),
+       *ps = strtok_r(NULL, ":", &save);
+  if (!pa || !parse_int(pa, 1, 4096, &a)) return false;
+  b = a;
+  if (pb && !parse_int(pb, a, 4096, &b)) return false;
+  if (ps && !parse_int(ps, 1, 4096, &s)) return false;
+  for (long c = a; c <= b; c += s)
+    if (!add_concurrency(o, c)) return false;
+  return true;
+}
+
+enum {
+  OPT_CONCURRENCY = 256,
+  OPT_RANGE,
+  OPT_SHAPE,
+  OPT_INPUT_DATA,
+  OPT_SEED,
+  OPT_NO_STATS,
+  OPT_SERVER_PID,
+};
+
+static bool parse_args(int argc, char **argv, struct options *o) {
+  static const struct option longs[] = {
+      {"model-name", required_argument, NULL, 'm'},
+      {"model", required_argument, NULL, 'm'},
+      {"model-version", required_argument, NULL, 'x'},
+      {"url", required_argument, NULL, 'u'},
+      {"concurrency", required_argument, NULL, OPT_CONCURRENCY},
+      {"concurrency-range", required_argument, NULL, OPT_RANGE},
+      {"batch-size", required_argument, NULL, 'b'},
+      {"shape", required_argument, NULL, OPT_SHAPE},
+      {"measurement-interval", required_argument, NULL, 'p'},
+      {"stability-percentage", required_argument, NULL, 's'},
+      {"max-trials", required_argument, NULL, 'r'},
+      {"csv", required_argument, NULL, 'f'},
+      {"input-data", required_argument, NULL, OPT_INPUT_DATA},
+      {"seed", required_argument, NULL, OPT_SEED},
+      {"no-server-stats", no_argument, NULL, OPT_NO_STATS},
+      {"server-pid", required_argument, NULL, OPT_SERVER_PID},
+      {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  *o = (struct options){.url = "localhost:8000", .batch_size = 1, .interval_ms = 2000,
+                        .stability_pct = 10, .max_trials = 10, .seed = 1};
+  int c;
+  long v;
+  struct pts_error err;
+  while ((c = getopt_long(argc, argv, "m:x:u:b:p:s:r:f:qh", longs, NULL)) != -1) {
+    switch (c) {
+      case 'm': o->model = optarg; break;
+      case 'x': o->version = optarg; break;
+      case 'u': o->url = optarg; break;
+      case 'f': o->csv = optarg; break;
+      case 'q': o->quiet = true; break;
+      case 'h': usage(stdout); exit(0);
+      case OPT_NO_STATS: o->no_stats = true; break;
+      case OPT_SERVER_PID:
+        if (!parse_int(optarg, 1, INT_MAX, &o->server_pid)) {
+          fprintf(stderr, "ptperf: --server-pid '%s': expected a process id\n", optarg);
+          return false;
+        }
+        break;
+      case OPT_CONCURRENCY:
+        if (!parse_concurrency_list(o, optarg)) {
+          fprintf(stderr, "ptperf: --concurrency '%s': expected a list like 1,2,4,8 "
+                          "(each 1..4096, at most %d)\n", optarg, MAX_CONCURRENCIES);
+          return false;
+        }
+        break;
+      case OPT_RANGE:
+        if (!parse_concurrency_range(o, optarg)) {
+          fprintf(stderr, "ptperf: --concurrency-range '%s': expected START[:END[:STEP]] "
+                          "with 1 <= START <= END <= 4096, at most %d values\n",
+                  optarg, MAX_CONCURRENCIES);
+          return false;
+        }
+        break;
+      case 'b':
+        if (!parse_int(optarg, 1, 1 << 20, &v)) {
+          fprintf(stderr, "ptperf: --batch-size '%s': expected a positive integer\n", optarg);
+          return false;
+        }
+        o->batch_size = (int)v;
+        break;
+      case 'p':
+        if (!parse_int(optarg, 10, 3600 * 1000, &v)) {
+          fprintf(stderr, "ptperf: --measurement-interval '%s': expected milliseconds "
+                          ">= 10\n", optarg);
+          return false;
+        }
+        o->interval_ms = (int)v;
+        break;
+      case 's':
+        if (!parse_int(optarg, 1, 100, &v)) {
+          fprintf(stderr, "ptperf: --stability-percentage '%s': expected 1..100\n", optarg);
+          return false;
+        }
+        o->stability_pct = (double)v;
+        break;
+      case 'r':
+        if (!parse_int(optarg, STABLE_WINDOWS, 1000, &v)) {
+          fprintf(stderr, "ptperf: --max-trials '%s': expected %d..1000\n", optarg,
+                  STABLE_WINDOWS);
+          return false;
+        }
+        o->max_trials = (int)v;
+        break;
+      case OPT_SHAPE:
+        if (o->n_shapes == MAX_SHAPES) {
+          fprintf(stderr, "ptperf: more than %d --shape options\n", MAX_SHAPES);
+          return false;
+        }
+        if (ptperf_shape_arg_parse(optarg, &o->shapes[o->n_shapes++], &err)) {
+          fprintf(stderr, "ptperf: %s\n", err.msg);
+          return false;
+        }
+        break;
+      case OPT_INPUT_DATA:
+        if (strcmp(optarg, "random") != 0 && strcmp(optarg, "zero") != 0) {
+          fprintf(stderr, "ptperf: --input-data '%s': expected random or zero\n", optarg);
+          return false;
+        }
+        o->zero_data = strcmp(optarg, "zero") == 0;
+        break;
+      case OPT_SEED:
+        if (!parse_int(optarg, 0, LONG_MAX, &v)) {
+          fprintf(stderr, "ptperf: --seed '%s': expected a non-negative integer\n", optarg);
+          return false;
+        }
+        o->seed = (uint64_t)v;
+        break;
+      default: usage(stderr); return false;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "ptperf: unexpected argument '%s'\n", argv[optind]);
+    return false;
+  }
+  if (!o->model) {
+    fprintf(stderr, "ptperf: -m MODEL is required\n");
+    usage(stderr);
+    return false;
+  }
+  if (o->n_concurrency == 0) o->concurrency[o->n_concurrency++] = 1;
+  return true;
+}
+
+/* GET that must answer 200; otherwise a message with the status and body. */
+static enum pts_status get_ok(const struct ptperf_addr *a, const char *path, char **body,
+                              int *status, struct pts_error *err) {
+  enum pts_status st = ptperf_http_get(a, path, HTTP_TIMEOUT_MS, status, body, err);
+  if (st) return st;
+  if (*status != 200) {
+    pts_error_set(err, PTS_UNAVAILABLE, "GET %s: HTTP %d: %.300s", path, *status, *body);
+    pts_free(*body);
+    *body = NULL;
+    return PTS_UNAVAILABLE;
+  }
+  return PTS_OK;
+}
+
+static enum pts_status load_model(const struct options *o, const struct ptperf_addr *a,
+                                  struct ptperf_model **out, struct pts_error *err) {
+  struct ptperf_model probe = {.name = (char *)o->model, .version = (char *)o->version};
+  char *md_path = ptperf_model_path(&probe, "", true);
+  char *cfg_path = ptperf_model_path(&probe, "config", true);
+  char *md = NULL, *cfg = NULL;
+  int status;
+  enum pts_status st;
+  if (!md_path || !cfg_path) {
+    st = pts_error_set(err, PTS_NOMEM, "no memory");
+    goto out;
+  }
+  if ((st = get_ok(a, md_path, &md, &status, err))) goto out;
+  /* Without /config (not every v2 server has it) the model counts as
+   * non-batching: its shapes are taken as they are. */
+  struct pts_error cerr;
+  if (get_ok(a, cfg_path, &cfg, &status, &cerr) != PTS_OK) {
+    fprintf(stderr, "ptperf: no model configuration (%s); assuming max_batch_size 0\n",
+            cerr.msg);
+    cfg = NULL;
+  }
+  st = ptperf_model_parse(md, cfg, o->version, o->batch_size, o->shapes, o->n_shapes, out, err);
+out:
+  pts_free(md_path);
+  pts_free(cfg_path);
+  pts_free(md);
+  pts_free(cfg);
+  return st;
+}
+
+/* Reads the model's statistics; false (with why) when there are none. */
+static bool read_stats(const struct ptperf_addr *a, const char *path, const char *model,
+                       struct ptperf_stats *s, char *why, size_t why_n) {
+  struct pts_error err;
+  char *body = NULL;
+  int status;
+  bool ok = get_ok(a, path, &body, &status, &err) == PTS_OK &&
+            ptperf_stats_parse(body, model, s, &err) == PTS_OK;
+  if (!ok) snprintf(why, why_n, "%s", err.msg);
+  pts_free(body);
+  return ok;
+}
+
+static double timeval_s(struct timeval tv) {
+  return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* CPU seconds this process (the load thread and this one) has used. */
+static double self_cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return timeval_s(ru.ru_utime) + timeval_s(ru.ru_stime);
+}
+
+/* CPU seconds of another process (proc(5): utime and stime are fields 14
+ * and 15 of /proc/PID/stat, after the parenthesised command name); -1 when
+ * unknown. */
+static double pid_cpu_s(long pid) {
+  if (pid <= 0) return -1;
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');
+  unsigned long long ut, st;
+  if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                   &st) != 2)
+    return -1;
+  long hz = sysconf(_SC_CLK_TCK);
+  return hz > 0 ? (double)(ut + st) / (double)hz : -1;
+}
+
+/* Busy CPU seconds of the whole machine so far (proc(5): the first line of
+ * /proc/stat, in USER_HZ ticks; idle and iowait are not busy); -1 when
+ * unknown. */
+static double machine_busy_s(void) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return -1;
+  unsigned long long v[8] = {0};
+  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                 &v[4], &v[5], &v[6], &v[7]);
+  fclose(f);
+  long hz = sysconf(_SC_CLK_TCK);
+  if (n != 8 || hz <= 0) return -1;
+  unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* all but idle, iowait */
+  return (double)busy / (double)hz;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_until(double t) {
+  for (;;) {
+    double left = t - now_s();
+    if (left <= 0) return;
+    struct timespec ts = {.tv_sec = (time_t)left,
+                          .tv_nsec = (long)((left - (double)(time_t)left) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* The last STABLE_WINDOWS windows (or all, if fewer) as one result. */
+static enum pts_status merge_windows(const struct options *o, struct window *w, int n,
+                                     struct ptperf_result *r, struct pts_error *err) {
+  int first = n > STABLE_WINDOWS ? n - STABLE_WINDOWS : 0;
+  size_t total = 0;
+  for (int i = first; i < n; i++) total += w[i].samples.n;
+  uint64_t *all = pts_malloc((total ? total : 1) * sizeof *all);
+  if (!all) return pts_error_set(err, PTS_NOMEM, "no memory to merge %zu latencies", total);
+  size_t at = 0;
+  bool stats = true;
+  double cpu_client = 0, cpu_server = 0, cpu_machine = 0;
+  for (int i = first; i < n; i++) {
+    if (w[i].samples.n) /* lat_ns is NULL when nothing completed */
+      memcpy(all + at, w[i].samples.lat_ns, w[i].samples.n * sizeof *all);
+    at += w[i].samples.n;
+    r->seconds += w[i].seconds;
+    r->errors += w[i].samples.errors;
+    stats &= w[i].have_stats;
+    cpu_client += w[i].cpu_client;
+    cpu_server = cpu_server < 0 || w[i].cpu_server < 0 ? -1 : cpu_server + w[i].cpu_server;
+    cpu_machine =
+        cpu_machine < 0 || w[i].cpu_machine < 0 ? -1 : cpu_machine + w[i].cpu_machine;
+  }
+  ptperf_latency_summarize(all, total, &r->lat);
+  pts_free(all);
+  r->infer_per_sec = r->seconds > 0 ? (double)total * o->batch_size / r->seconds : 0;
+  r->client_cpu_us = total ? cpu_client * 1e6 / (double)total : -1;
+  r->server_cpu_us = total && cpu_server >= 0 ? cpu_server * 1e6 / (double)total : -1;
+  /* What neither ptperf nor the server used: other processes competing for
+   * the cores, as a share of all the cores' time. */
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  r->other_cpu_pct = -1;
+  if (cpu_server >= 0 && cpu_machine >= 0 && cores > 0 && r->seconds > 0) {
+    double other = cpu_machine - cpu_server - cpu_client;
+    r->other_cpu_pct = other > 0 ? 100.0 * other / ((double)cores * r->seconds) : 0;
+  }
+  if (stats) ptperf_stats_delta(&w[first].before, &w[n - 1].after, &r->server);
+  return PTS_OK;
+}
+
+/* One concurrency: windows until the last STABLE_WINDOWS agree on
+ * throughput and median latency, or max_trials. */
+static enum pts_status measure(const struct options *o, const struct ptperf_addr *a,
+                               const struct ptperf_model *m, const char *stats_path,
+                               char *const *reqs, const size_t *lens, int concurrency,
+                               struct ptperf_result *r, struct pts_error *err) {
+  memset(r, 0, sizeof *r);
+  r->model = m->name;
+  r->batch_size = o->batch_size;
+  r->concurrency = concurrency;
+  struct window *w = pts_calloc((size_t)o->max_trials, sizeof *w);
+  double *thr = pts_calloc((size_t)o->max_trials, sizeof *thr);
+  double *p50 = pts_calloc((size_t)o->max_trials, sizeof *p50);
+  struct ptperf_load *load = NULL;
+  enum pts_status st = PTS_OK;
+  if (!w || !thr || !p50) {
+    st = pts_error_set(err, PTS_NOMEM, "no memory for %d windows", o->max_trials);
+    goto out;
+  }
+  if ((st = ptperf_load_start(a, concurrency, reqs, lens, N_REQUESTS, &load, err))) goto out;
+
+  char why[512];
+  struct ptperf_stats before = {0};
+  bool have_before = stats_path && read_stats(a, stats_path, m->name, &before, why, sizeof why);
+  struct ptperf_samples discard = {0};
+  ptperf_load_take(load, &discard); /* whatever completed before the first window */
+  ptperf_samples_free(&discard);
+  double t0 = now_s(), c0 = self_cpu_s(), s0 = pid_cpu_s(o->server_pid), m0 = machine_busy_s();
+  int n = 0;
+  while (n < o->max_trials) {
+    struct window *cur = &w[n];
+    sleep_until(t0 + o->interval_ms / 1000.0);
+    ptperf_load_take(load, &cur->samples);
+    double t1 = now_s(), c1 = self_cpu_s(), s1 = pid_cpu_s(o->server_pid),
+           m1 = machine_busy_s();
+    cur->seconds = t1 - t0;
+    cur->cpu_client = c1 - c0;
+    cur->cpu_server = s0 >= 0 && s1 >= 0 ? s1 - s0 : -1;
+    cur->cpu_machine = m0 >= 0 && m1 >= 0 ? m1 - m0 : -1;
+    t0 = t1;
+    c0 = c1;
+    s0 = s1;
+    m0 = m1;
+    cur->before = before;
+    cur->have_stats = have_before && stats_path &&
+                      read_stats(a, stats_path, m->name, &cur->after, why, sizeof why);
+    have_before = cur->have_stats;
+    before = cur->after;
+
+    struct ptperf_latency lat;
+    uint64_t *copy = pts_malloc((cur->samples.n ? cur->samples.n : 1) * sizeof *copy);
+    if (!copy) {
+      st = pts_error_set(err, PTS_NOMEM, "no memory for a window's latencies");
+      n++;
+      goto out;
+    }
+    if (cur->samples.n) memcpy(copy, cur->samples.lat_ns, cur->samples.n * sizeof *copy);
+    ptperf_latency_summarize(copy, cur->samples.n, &lat);
+    pts_free(copy);
+    cur->infer_per_sec = (double)cur->samples.n * o->batch_size / cur->seconds;
+    thr[n] = cur->infer_per_sec;
+    p50[n] = lat.p50_us;
+    n++;
+    if (!o->quiet)
+      fprintf(stderr, "  concurrency %d, window %d: %.1f infer/s, p50 %.0f us, p99 %.0f us, "
+                      "%llu errors%s%s\n",
+              concurrency, n, cur->infer_per_sec, lat.p50_us, lat.p99_us,
+              (unsigned long long)cur->samples.errors,
+              cur->samples.first_error[0] ? "; first: " : "", cur->samples.first_error);
+    if (ptperf_stable(thr, (size_t)n, STABLE_WINDOWS, o->stability_pct) &&
+        ptperf_stable(p50, (size_t)n, STABLE_WINDOWS, o->stability_pct)) {
+      r->stable = true;
+      break;
+    }
+  }
+  r->windows = n;
+  if (!r->stable)
+    fprintf(stderr, "ptperf: concurrency %d: not stable within %.0f%% after %d windows; "
+                    "reporting the last %d\n",
+            concurrency, o->stability_pct, n, STABLE_WINDOWS);
+  st = merge_windows(o, w, n, r, err);
+out:
+  ptperf_load_stop(load);
+  for (int i = 0; w && i < o->max_trials; i++) ptperf_samples_free(&w[i].samples);
+  pts_free(w);
+  pts_free(thr);
+  pts_free(p50);
+  return st;
+}
+
+static int run(const struct options *o) {
+  struct pts_error err;
+  struct ptperf_addr addr;
+  struct ptperf_model *m = NULL;
+  char *reqs[N_REQUESTS] = {0};
+  size_t lens[N_REQUESTS] = {0};
+  char *stats_path = NULL;
+  struct ptperf_result *results = NULL;
+  FILE *csv = NULL;
+  int rc = 1;
+
+  if (ptperf_addr_resolve(o->url, &addr, &err) || load_model(o, &addr, &m, &err)) {
+    fprintf(stderr, "ptperf: %s\n", err.msg);
+    goto out;
+  }
+  char host[300];
+  snprintf(host, sizeof host, "%s:%s", addr.host, addr.port);
+  for (int i = 0; i < N_REQUESTS; i++)
+    if (ptperf_request_build(m, host, o->seed + (uint64_t)i, o->zero_data, &reqs[i], &lens[i],
+                             &err)) {
+      fprintf(stderr, "ptperf: %s\n", err.msg);
+      goto out;
+    }
+  if (!o->no_stats) {
+    char why[512];
+    struct ptperf_stats probe;
+    stats_path = ptperf_model_path(m, "stats", true);
+    if (stats_path && !read_stats(&addr, stats_path, m->name, &probe, why, sizeof why)) {
+      fprintf(stderr, "ptperf: no server-side breakdown: %s\n", why);
+      pts_free(stats_path);
+      stats_path = NULL;
+    }
+  }
+  if (o->csv && !(csv = fopen(o->csv, "w"))) {
+    fprintf(stderr, "ptperf: can not write --csv '%s': %s\n", o->csv, strerror(errno));
+    goto out;
+  }
+  if (!(results = pts_calloc((size_t)o->n_concurrency, sizeof *results))) {
+    fprintf(stderr, "ptperf: no memory\n");
+    goto out;
+  }
+  fprintf(stderr, "ptperf: model '%s' at %s, batch %d, %d ms windows, stable = last %d within "
+                  "%.0f%%\n",
+          m->name, host, o->batch_size, o->interval_ms, STABLE_WINDOWS, o->stability_pct);
+  uint64_t errors = 0;
+  for (int i = 0; i < o->n_concurrency; i++) {
+    if (measure(o, &addr, m, stats_path, reqs, lens, o->concurrency[i], &results[i], &err)) {
+      fprintf(stderr, "ptperf: concurrency %d: %s\n", o->concurrency[i], err.msg);
+      goto out;
+    }
+    errors += results[i].errors;
+  }
+  printf("Model '%s', batch size %d, %s\n", m->name, o->batch_size,
+         stats_path ? "server breakdown from the statistics endpoint (us per request)"
+                    : "no server statistics");
+  ptperf_report_table_header(stdout);
+  for (int i = 0; i < o->n_concurrency; i++) ptperf_report_table_row(stdout, &results[i]);
+  if (csv) {
+    ptperf_report_csv_header(csv);
+    for (int i = 0; i < o->n_concurrency; i++) ptperf_report_csv_row(csv, &results[i]);
+  }
+  if (errors) fprintf(stderr, "ptperf: %llu requests failed\n", (unsigned long long)errors);
+  rc = errors ? 2 : 0;
+out:
+  if (csv && fclose(csv) != 0 && rc != 1) {
+    fprintf(stderr, "ptperf: writing --csv '%s': %s\n", o->csv, strerror(errno));
+    rc = 1;
+  }
+  pts_free(results);
+  pts_free(stats_path);
+  for (int i = 0; i < N_REQUESTS; i++) pts_free(reqs[i]);
+  ptperf_model_free(m);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  struct options o;
+  if (!parse_args(argc, argv, &o)) return 1;
+  return run(&o);
+}
