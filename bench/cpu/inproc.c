@@ -91,17 +91,21 @@ static void fill_random(struct input_arg *in, unsigned *seed) {
 }
 
 static int usage(void) {
-  fputs("usage: bench_inproc --model PATH.pt --input DTYPE:d1,d2 [--input ...]\n"
-        "                    [--seconds S] [--warmup N] [--label NAME] [--csv FILE]\n",
-        stderr);
+  fputs(
+      "usage: bench_inproc --model PATH.pt --input DTYPE:d1,d2 [--input ...]\n"
+      "                    [--seconds S] [--warmup N] [--label NAME] [--csv FILE]\n",
+      stderr);
   return 1;
 }
 
 int main(int argc, char **argv) {
   static const struct option longs[] = {
-      {"model", required_argument, NULL, 'm'},   {"input", required_argument, NULL, 'i'},
-      {"seconds", required_argument, NULL, 's'}, {"warmup", required_argument, NULL, 'w'},
-      {"label", required_argument, NULL, 'l'},   {"csv", required_argument, NULL, 'c'},
+      {"model", required_argument, NULL, 'm'},
+      {"input", required_argument, NULL, 'i'},
+      {"seconds", required_argument, NULL, 's'},
+      {"warmup", required_argument, NULL, 'w'},
+      {"label", required_argument, NULL, 'l'},
+      {"csv", required_argument, NULL, 'c'},
       {NULL, 0, NULL, 0},
   };
   const char *model = NULL, *label = NULL, *csv = NULL;
@@ -111,20 +115,31 @@ int main(int argc, char **argv) {
   int c;
   while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
     switch (c) {
-      case 'm': model = optarg; break;
-      case 'l': label = optarg; break;
-      case 'c': csv = optarg; break;
-      case 's': seconds = atof(optarg); break;
-      case 'w': warmup = atoi(optarg); break;
+      case 'm':
+        model = optarg;
+        break;
+      case 'l':
+        label = optarg;
+        break;
+      case 'c':
+        csv = optarg;
+        break;
+      case 's':
+        seconds = atof(optarg);
+        break;
+      case 'w':
+        warmup = atoi(optarg);
+        break;
       case 'i':
         if (n_in == MAX_INPUTS || !parse_input(optarg, &in[n_in])) {
-          fprintf(stderr, "bench_inproc: --input '%s': expected DTYPE:d1,d2 (at most %d)\n",
-                  optarg, MAX_INPUTS);
+          fprintf(stderr, "bench_inproc: --input '%s': expected DTYPE:d1,d2 (at most %d)\n", optarg,
+                  MAX_INPUTS);
           return 1;
         }
         n_in++;
         break;
-      default: return usage();
+      default:
+        return usage();
     }
   }
   if (!model || n_in == 0 || seconds <= 0 || warmup < 0) return usage();
@@ -144,9 +159,12 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n_in; i++) {
     if (!(in[i].data = pts_malloc(in[i].byte_size ? in[i].byte_size : 1))) goto out;
     fill_random(&in[i], &seed);
-    tin[i] = (struct pts_torch_input){.name = "input", .dtype = in[i].dtype,
-                                      .ndim = in[i].ndim, .dims = in[i].dims,
-                                      .data = in[i].data, .byte_size = in[i].byte_size};
+    tin[i] = (struct pts_torch_input){.name = "input",
+                                      .dtype = in[i].dtype,
+                                      .ndim = in[i].ndim,
+                                      .dims = in[i].dims,
+                                      .data = in[i].data,
+                                      .byte_size = in[i].byte_size};
   }
   /* ptserve's defaults (backends/pytorch: INFERENCE_MODE true,
    * DISABLE_OPTIMIZED_EXECUTION false, INTRA_OP_THREAD_COUNT 0). */
@@ -185,9 +203,10 @@ int main(int argc, char **argv) {
   ptperf_latency_summarize(lat, n, &s);
   pts_free(lat);
   double per_sec = (double)n / elapsed;
-  printf("%s: %zu forward() calls in %.2f s on one thread: %.0f/s, mean %.1f us, p50 %.1f us, "
-         "p99 %.1f us (LibTorch %s)\n",
-         label, n, elapsed, per_sec, s.avg_us, s.p50_us, s.p99_us, pts_torch_version());
+  printf(
+      "%s: %zu forward() calls in %.2f s on one thread: %.0f/s, mean %.1f us, p50 %.1f us, "
+      "p99 %.1f us (LibTorch %s)\n",
+      label, n, elapsed, per_sec, s.avg_us, s.p50_us, s.p99_us, pts_torch_version());
   if (csv) {
     FILE *f = fopen(csv, "a");
     if (!f) {

@@ -4,7 +4,8 @@
     /usr/bin/python3 bench/cpu/report.py RAW_DIR RESULTS_DIR
 
 RAW_DIR holds what run.sh measured: meta.txt (machine, load, versions),
-inproc.csv (bench_inproc) and ptperf_<model>.csv (ptperf). RESULTS_DIR gets
+inproc.csv (bench_inproc), ptperf_<model>.csv (ptperf) and pinned_mlp.csv
+(ptperf with the server and the client on one core). RESULTS_DIR gets
 results.csv (one row per model and concurrency), results.md (the tables and
 what they say) and plot.png.
 """
@@ -44,10 +45,10 @@ def num(row, key):
     return float(v) if v not in ("", None) else None
 
 
-def rows_for(raw, inproc):
+def rows_for(raw, inproc, prefix="ptperf_"):
     out = []
     for name in sorted(os.listdir(raw)):
-        if not (name.startswith("ptperf_") and name.endswith(".csv")):
+        if not (name.startswith(prefix) and name.endswith(".csv")):
             continue
         for r in read_csv(os.path.join(raw, name)):
             model = r["model"]
@@ -141,12 +142,40 @@ def cpu_bound(r, cores):
     return cores * 1e6 / (r["server_cpu_us"] + r["client_cpu_us"])
 
 
-def write_md(rows, inproc, meta, path):
+def pinned_lines(rows, pinned):
+    """mlp with everything on one core next to the same on every core."""
+    if not pinned:
+        return []
+    L = ["## Moving work between cores",
+         "",
+         "The same mlp measurement with the server and ptperf pinned to one core "
+         "(`taskset -c 0`), right after the main run. Each request crosses three threads "
+         "(ptperf → HTTP event loop → instance thread → event loop → ptperf); when they sit on "
+         "different cores, each hand-off wakes another (virtual) CPU.",
+         "",
+         "| concurrency | cores | infer/s | p50 µs | server µs | queue µs | infer µs | "
+         "server CPU µs/req | client CPU µs/req | others' CPU % |",
+         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for p in sorted(pinned, key=lambda r: r["concurrency"]):
+        a = find(rows, "mlp", "no", p["concurrency"])
+        for r, cores in ((a, "all"), (p, "1")):
+            if r is None:
+                continue
+            L.append(f"| {r['concurrency']} | {cores} | {fmt(r['infer_per_sec'])} | "
+                     f"{fmt(r['p50_us'])} | {fmt(r['server_request_us'], 1)} | "
+                     f"{fmt(r['server_queue_us'], 1)} | {fmt(r['server_compute_infer_us'], 1)} | "
+                     f"{fmt(r['server_cpu_us'], 1)} | {fmt(r['client_cpu_us'], 1)} | "
+                     f"{fmt(r['other_cpu_pct'], 1)} |")
+    L.append("")
+    return L
+
+
+def write_md(rows, inproc, meta, path, pinned=None):
     cores = int(meta.get("cores", "0") or 0)
     L = []
     L.append("# CPU benchmark: ptserve over HTTP vs LibTorch in process")
     L.append("")
-    L.append("Produced by `bench/cpu/run.sh` (`make bench`) on "
+    L.append(f"Produced by `{meta.get('command', 'bench/cpu/run.sh')}` (`make bench`) on "
              f"{meta.get('date', '?')}, ptserve `{meta.get('git', '?')}`, "
              f"LibTorch {meta.get('libtorch', '?')}.")
     L.append("")
@@ -222,11 +251,22 @@ def write_md(rows, inproc, meta, path):
                  f"{fmt(b['p50_us'])} | {fmt(b['avg_batch'], 2)} | {fmt(b['other_cpu_pct'], 1)} | "
                  f"{fmt(gain, 2)}× |")
     L.append("")
+    L.extend(pinned_lines(rows, pinned))
     L.append("## Against tritonserver's numbers")
     L.append("")
     vl, met = verdict_lines(rows)
     L.extend(vl)
     L.append("")
+    p1 = next((r for r in (pinned or []) if r["concurrency"] == 1), None)
+    if p1:
+        t1, l1 = TRITON[1]
+        L.append(f"With the server and the client on one core, the same concurrency-1 "
+                 f"measurement gives {fmt(p1['infer_per_sec'])} infer/s at p50 "
+                 f"{fmt(p1['p50_us'])} µs ({p1['infer_per_sec'] / t1:.2f}× tritonserver's "
+                 f"throughput, {p1['p50_us'] / l1:.2f}× its latency): at concurrency 1 the "
+                 "gap to the target is the cost of handing each request between threads that "
+                 "sit on different cores (section above).")
+        L.append("")
     L.append("The tritonserver numbers are the issue's, measured on another 2-core machine "
              "with perf_analyzer; they were not re-measured here (no tritonserver on this "
              "host). " + ("On this run the target is met." if met else
@@ -251,7 +291,7 @@ def write_md(rows, inproc, meta, path):
         f.write("\n".join(L))
 
 
-def write_plot(rows, inproc, path):
+def write_plot(rows, inproc, path, pinned=()):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -273,6 +313,13 @@ def write_plot(rows, inproc, path):
         if ip:
             ax2.axhline(ip["p50_us"], color=color, linestyle=":", linewidth=1,
                         label=f"{m} in-process p50")
+    if pinned:
+        ps = sorted(pinned, key=lambda r: r["concurrency"])
+        cs = [r["concurrency"] for r in ps]
+        ax1.plot(cs, [r["infer_per_sec"] for r in ps], "D--", color="tab:purple",
+                 label="ptserve mlp, one core")
+        ax2.plot(cs, [r["p50_us"] for r in ps], "D--", color="tab:purple",
+                 label="mlp p50, one core")
     tc = sorted(TRITON)
     ax1.plot(tc, [TRITON[c][0] for c in tc], "s", color="gray", label="tritonserver mlp (issue)")
     ax1.plot(tc, [2 * TRITON[c][0] for c in tc], "^", color="green", label="target: 2×")
@@ -321,11 +368,14 @@ def main(argv):
     meta = read_meta(raw)
     inproc = {r["label"]: {"per_sec": float(r["per_sec"]), "p50_us": float(r["p50_us"])}
               for r in read_csv(os.path.join(raw, "inproc.csv"))}
-    rows = sorted(rows_for(raw, inproc),
-                  key=lambda r: (r["model"], r["dynamic_batching"], r["concurrency"]))
-    write_csv(rows, os.path.join(out, "results.csv"))
-    write_md(rows, inproc, meta, os.path.join(out, "results.md"))
-    write_plot(rows, inproc, os.path.join(out, "plot.png"))
+    order = lambda r: (r["model"], r["dynamic_batching"], r["concurrency"])
+    rows = sorted(rows_for(raw, inproc), key=order)
+    pinned = sorted(rows_for(raw, inproc, prefix="pinned_"), key=order)
+    # In the CSV the one-core rows are a model of their own.
+    write_csv(rows + [dict(r, model="mlp_one_core") for r in pinned],
+              os.path.join(out, "results.csv"))
+    write_md(rows, inproc, meta, os.path.join(out, "results.md"), pinned)
+    write_plot(rows, inproc, os.path.join(out, "plot.png"), pinned)
     print("wrote", ", ".join(os.path.join(out, f) for f in
                              ("results.md", "results.csv", "plot.png")))
     return 0

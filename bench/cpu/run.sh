@@ -8,7 +8,10 @@
 # 3. serves them with ptserve and, in the same run, measures
 #    - each model's forward() alone, in process, at batch 1 (bench_inproc),
 #    - mlp and add_sub over HTTP at concurrency 1, 2, 4, 8 (ptperf),
-#    - mlp and deep with and without dynamic batching at concurrency 8;
+#    - mlp and deep with and without dynamic batching at concurrency 8,
+#    - mlp at concurrency 1 and 4 once more with the server and the client
+#      pinned to one core (taskset -c 0), to show what moving work between
+#      cores costs;
 # 4. writes bench/cpu/results/{results.md,results.csv,plot.png}
 #    (bench/cpu/report.py) — raw ptperf CSVs stay in bench/cpu/raw/.
 #
@@ -68,6 +71,24 @@ stop_server() {
 }
 trap stop_server EXIT
 
+# Starts ptserve (with a command prefix such as "taskset -c 0", if given)
+# and waits until it is ready.
+start_server() {
+  log "$* ptserve ${SERVER_ARGS[*]}"
+  "$@" "$BUILD/ptserve" "${SERVER_ARGS[@]}" >>"$RAW/server.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 1 300); do
+    if curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/health/ready"; then return 0; fi
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+      echo "run.sh: ptserve exited; its log:" >&2
+      cat "$RAW/server.log" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/health/ready"
+}
+
 log "build (Release) in $BUILD"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF >/dev/null
 cmake --build "$BUILD" --target ptserve ptperf -j"${JOBS:-2}" >/dev/null
@@ -88,23 +109,12 @@ HELP="$("$BUILD/ptserve" --help 2>&1 || true)"
 if grep -q -- '--grpc-port' <<<"$HELP"; then SERVER_ARGS+=(--grpc-port "$(free_port)"); fi
 if grep -q -- '--metrics-port' <<<"$HELP"; then SERVER_ARGS+=(--metrics-port "$(free_port)"); fi
 
-log "ptserve ${SERVER_ARGS[*]}"
-"$BUILD/ptserve" "${SERVER_ARGS[@]}" >"$RAW/server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 300); do
-  if curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/health/ready"; then break; fi
-  if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-    echo "run.sh: ptserve exited; its log:" >&2
-    cat "$RAW/server.log" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
-curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/health/ready"
+start_server
 
 BUSY_BEFORE="$(wait_quiet)"
 {
   echo "busy_before=$BUSY_BEFORE"
+  echo "command=BENCH_INTERVAL_MS=$INTERVAL_MS BENCH_QUIET_WAIT=${BENCH_QUIET_WAIT:-180} bench/cpu/run.sh"
   echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "git=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo +changes)"
   echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
@@ -129,10 +139,12 @@ inproc deep_batch8 deep --input FP32:8,16
 echo "libtorch=$(sed -n 's/.*(LibTorch \(.*\))$/\1/p' "$RAW/inproc.log" | head -n1)" >>"$RAW/meta.txt"
 
 # ptperf exits 2 when some requests failed: the report shows the errors.
+# PTPERF_PREFIX (e.g. "taskset -c 0") runs it under a command.
+PTPERF_PREFIX=()
 ptperf() {
   local rc=0
-  "$BUILD/ptperf" -u "127.0.0.1:$PORT" -p "$INTERVAL_MS" -q --server-pid "$SERVER_PID" "$@" \
-    || rc=$?
+  "${PTPERF_PREFIX[@]}" "$BUILD/ptperf" -u "127.0.0.1:$PORT" -p "$INTERVAL_MS" -q \
+    --server-pid "$SERVER_PID" "$@" || rc=$?
   [ "$rc" -eq 0 ] || [ "$rc" -eq 2 ]
 }
 for m in mlp add_sub; do
@@ -143,8 +155,17 @@ for m in mlp_dyn deep deep_dyn; do
   log "ptperf $m, concurrency 8"
   ptperf -m "$m" --concurrency 8 -f "$RAW/ptperf_$m.csv"
 done
-echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/meta.txt"
 stop_server
+
+if command -v taskset >/dev/null; then
+  log "mlp again, server and client on one core (taskset -c 0)"
+  start_server taskset -c 0
+  PTPERF_PREFIX=(taskset -c 0)
+  ptperf -m mlp --concurrency 1,4 -f "$RAW/pinned_mlp.csv"
+  PTPERF_PREFIX=()
+  stop_server
+fi
+echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/meta.txt"
 echo "busy_after=$(cpu_busy_pct)" >>"$RAW/meta.txt"
 
 log "report in $RESULTS"

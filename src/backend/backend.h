@@ -25,6 +25,8 @@
 #include "model_config.pb-c.h"
 #include "tensor/tensor.h"
 
+struct pts_profile_ticket;
+
 struct pts_backend_model_desc {
   const char *name;
   int64_t version;
@@ -56,6 +58,11 @@ struct pts_batch {
    * these instead of the host clock. */
   bool device_timed;
   uint64_t device_input_ns, device_infer_ns, device_output_ns;
+  /* Non-NULL: record this execution with the operator profiler and add its
+   * events with pts_profile_add (trace/profile.h). Owned by the caller,
+   * which ends it after execute; a backend that can not profile ignores it
+   * (or says why with pts_profile_note). */
+  struct pts_profile_ticket *profile;
 };
 
 struct pts_backend {

@@ -4,6 +4,8 @@
 #include <time.h>
 
 #include "core/alloc.h"
+#include "trace/nvtx.h"
+#include "trace/trace.h"
 
 struct pts_infer_request *pts_infer_request_new(void) {
   struct pts_infer_request *req = pts_calloc(1, sizeof *req);
@@ -13,6 +15,8 @@ struct pts_infer_request *pts_infer_request_new(void) {
 
 void pts_infer_request_free(struct pts_infer_request *req) {
   if (!req) return;
+  pts_nvtx_request_end(req->nvtx_range);
+  pts_trace_end(req->trace);
   for (size_t i = 0; i < req->n_inputs; i++) pts_tensor_clear(&req->inputs[i]);
   pts_free(req->inputs);
   for (size_t i = 0; i < req->n_outputs; i++) pts_free(req->outputs[i].name);

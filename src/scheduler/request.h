@@ -29,6 +29,7 @@
 
 struct pts_infer_request;
 struct pts_infer_response;
+struct pts_trace;
 
 /* Called exactly once per accepted request. `err` is NULL or PTS_OK on
  * success; on failure `resp` may be NULL. Takes ownership of req and resp. */
@@ -60,6 +61,12 @@ struct pts_infer_request {
   void *done_ctx;
 
   uint64_t receive_ns;       /* monotonic clock when the frontend got the request */
+
+  /* Set when the request is traced (trace/trace.h): owned; the frontend,
+   * the server and the scheduler stamp it, and pts_infer_request_free ends
+   * it (hands it to the trace writer). NULL for untraced requests. */
+  struct pts_trace *trace;
+  uint64_t nvtx_range; /* NVTX request range (trace/nvtx.h); 0 = none */
 };
 
 struct pts_infer_response {

@@ -15,12 +15,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "config/model_config.h"
 #include "core/alloc.h"
 #include "core/log.h"
 #include "scheduler/assemble.h"
 #include "scheduler/queue.h"
 #include "scheduler/warmup.h"
 #include "tensor/bytes.h"
+#include "trace/nvtx.h"
+#include "trace/profile.h"
+#include "trace/trace.h"
 
 struct instance {
   struct pts_scheduler *sched;
@@ -203,13 +207,27 @@ static uint64_t request_duration(const struct pts_pending *p, uint64_t now) {
   return now > from ? now - from : 0;
 }
 
+/* The request's last stamps before it goes back to its frontend. */
+static void trace_completion(struct pts_infer_request *req, const struct pts_infer_response *resp,
+                             uint64_t now) {
+  pts_nvtx_request_end(req->nvtx_range);
+  req->nvtx_range = 0;
+  if (!req->trace) return;
+  for (size_t i = 0; resp && pts_trace_wants_tensors(req->trace) && i < resp->n_outputs; i++)
+    pts_trace_tensor(req->trace, "TENSOR_BACKEND_OUTPUT", &resp->outputs[i]);
+  if (resp) pts_trace_record(req->trace, PTS_TRACE_INFER_RESPONSE_COMPLETE, now);
+  pts_trace_record(req->trace, PTS_TRACE_REQUEST_END, now);
+}
+
 /* Counts the outcome, then answers the request (resp or err; ownership of
  * both passes on). */
 static void complete(struct pts_scheduler *s, struct pts_pending *p,
                      struct pts_infer_response *resp, const struct pts_error *err,
                      enum pts_fail_reason why) {
   bool ok = !err || err->code == PTS_OK;
-  uint64_t d = request_duration(p, pts_now_ns());
+  uint64_t now = pts_now_ns();
+  uint64_t d = request_duration(p, now);
+  trace_completion(p->req, ok ? resp : NULL, now);
   if (ok)
     pts_stats_request_success(&s->stats, d);
   else
@@ -454,6 +472,23 @@ static enum pts_status build_responses(const struct pts_scheduler *s, struct run
   return PTS_OK;
 }
 
+/* A backend that timed its phases on the device (CUDA events) reports the
+ * model's own time (device_infer_ns) and the output copies'
+ * (device_output_ns). The host waited for both right before execute
+ * returned, so they are placed at the end of the execute call: infer_end
+ * becomes "output copies start" and input_end "forward() starts on the
+ * device". Statistics and traces then show compute_infer as measured on the
+ * device; compute_input keeps the gather, the launch and the input copies,
+ * compute_output the output copies and the split. */
+static void apply_device_times(struct pts_batch_times *t, const struct pts_batch *b) {
+  if (!b->device_timed || t->infer_end_ns < t->start_ns) return;
+  uint64_t span = t->infer_end_ns - t->start_ns;
+  uint64_t out = b->device_output_ns < span ? b->device_output_ns : span;
+  uint64_t infer = b->device_infer_ns < span - out ? b->device_infer_ns : span - out;
+  t->infer_end_ns -= out;
+  t->input_end_ns = t->infer_end_ns - infer;
+}
+
 /* Gathers, executes and splits one batch; fills the times. On a failure
  * that concerns the whole batch, *why says whose fault it was. */
 static enum pts_status execute_batch(struct pts_scheduler *s, struct instance *inst, struct run *r,
@@ -474,8 +509,13 @@ static enum pts_status execute_batch(struct pts_scheduler *s, struct instance *i
       .outputs = r->outputs,
   };
   *why = PTS_FAIL_BACKEND;
+  batch.profile = pts_profile_take(s->model_name, s->version, inst->name, r->total);
+  pts_nvtx_batch_push(s->model_name, r->n, r->total);
   st = s->backend->execute(inst->state, &batch, err);
   t->infer_end_ns = pts_now_ns();
+  pts_nvtx_batch_pop();
+  pts_profile_done(batch.profile);
+  if (st == PTS_OK) apply_device_times(t, &batch);
   if (st != PTS_OK && err->code == PTS_OK)
     pts_error_set(err, st, "backend '%s' failed to run model '%s' on instance '%s'",
                   s->backend->name, s->model_name, inst->name);
@@ -485,6 +525,20 @@ static enum pts_status execute_batch(struct pts_scheduler *s, struct instance *i
   st = build_responses(s, r, err);
   t->output_end_ns = pts_now_ns();
   return st;
+}
+
+/* Every traced request of the batch gets the batch's compute stamps. */
+static void trace_compute(const struct run *r, size_t n, const struct pts_batch_times *t) {
+  if (!r->reqs || t->infer_end_ns == 0) return; /* nothing ran */
+  uint64_t end = t->output_end_ns ? t->output_end_ns : pts_now_ns();
+  for (size_t i = 0; i < n; i++) {
+    struct pts_trace *tr = r->reqs[i]->trace;
+    if (!tr) continue;
+    pts_trace_record(tr, PTS_TRACE_COMPUTE_START, t->start_ns);
+    pts_trace_record(tr, PTS_TRACE_COMPUTE_INPUT_END, t->input_end_ns);
+    pts_trace_record(tr, PTS_TRACE_COMPUTE_OUTPUT_START, t->infer_end_ns);
+    pts_trace_record(tr, PTS_TRACE_COMPUTE_END, end);
+  }
 }
 
 /* Runs the `n` requests of `list` as one batch and answers each. */
@@ -501,6 +555,7 @@ static void run_batch(struct pts_scheduler *s, struct instance *inst, struct pts
   if (st != PTS_OK)
     PTS_LOG_VERBOSE(1, "batch of %zu requests for model '%s' failed: %s", n, s->model_name,
                     err.msg);
+  trace_compute(&r, n, &t);
   if (st == PTS_OK) {
     uint64_t queue_ns = 0;
     for (size_t i = 0; i < n; i++)
@@ -630,6 +685,17 @@ static void *instance_main(void *arg) {
   return NULL;
 }
 
+/* Before the request is visible to the instance threads (which stamp it
+ * next). A request refused here keeps its stamps: its trace still ends. */
+static void trace_enqueue(struct pts_scheduler *s, struct pts_infer_request *req, uint64_t now) {
+  if (pts_nvtx_enabled())
+    req->nvtx_range = pts_nvtx_request_begin(s->model_name, pts_trace_id(req->trace));
+  if (!req->trace) return;
+  for (size_t i = 0; pts_trace_wants_tensors(req->trace) && i < req->n_inputs; i++)
+    pts_trace_tensor(req->trace, "TENSOR_QUEUE_INPUT", &req->inputs[i]);
+  pts_trace_record(req->trace, PTS_TRACE_QUEUE_START, now);
+}
+
 enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_request *req,
                                       int64_t batch_size, struct pts_model *model,
                                       struct pts_error *err) {
@@ -641,6 +707,7 @@ enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_
   p->model = model;
   p->batch_size = s->batching && batch_size > 0 ? batch_size : 1;
   p->enqueue_ns = pts_now_ns();
+  trace_enqueue(s, req, p->enqueue_ns);
   pthread_mutex_lock(&s->lock);
   enum pts_status st;
   bool full = false;
@@ -814,6 +881,19 @@ static size_t delay_hook(const char *model) {
   return (size_t)n;
 }
 
+/* PROFILE_EXECUTIONS: "N" records the model's first N executions with the
+ * operator profiler (trace/profile.h), warmup excluded. */
+static enum pts_status arm_profiler(const struct pts_scheduler_params *p, struct pts_error *err) {
+  long n = 0;
+  enum pts_status st = pts_model_config_param_int(p->config, "PROFILE_EXECUTIONS", 0, &n, err);
+  if (st == PTS_OK && n < 0)
+    st = pts_error_set(err, PTS_INVALID_ARG,
+                       "model '%s': parameter PROFILE_EXECUTIONS must be >= 0, got %ld",
+                       p->model_name, n);
+  if (st != PTS_OK || n == 0) return st;
+  return pts_profile_arm(p->model_name, n, err);
+}
+
 enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
                                      struct pts_scheduler **out, struct pts_error *err) {
   *out = NULL;
@@ -843,6 +923,11 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
     return st;
   }
   s->hold = delay_hook(p->model_name);
+  st = arm_profiler(p, err);
+  if (st != PTS_OK) {
+    free_scheduler(s);
+    return st;
+  }
   for (size_t i = 0; i < p->n_instances; i++) {
     s->n_instances = i + 1;
     st = create_instance(s, &s->instances[i], &p->instances[i], p->model_dir, err);

@@ -14,6 +14,7 @@
 #include "core/name.h"
 #include "scheduler/validate.h"
 #include "server/server_impl.h"
+#include "trace/trace.h"
 
 void pts_server_options_default(struct pts_server_options *o) {
   memset(o, 0, sizeof *o);
@@ -197,6 +198,26 @@ static enum pts_status open_stop_pipe(struct pts_server *s, struct pts_error *er
   return PTS_OK;
 }
 
+/* The tracer is process-wide; a second server in one process (unit tests)
+ * shares the first one's. */
+static enum pts_status start_tracing(struct pts_server *s, const struct pts_server_options *o,
+                                     struct pts_error *err) {
+  struct pts_trace_options to = {
+      .config = o->trace_config, .n_config = o->n_trace_config, .profile_dir = o->profile_dir};
+  struct pts_error terr;
+  enum pts_status st = pts_trace_init(&to, &terr);
+  if (st == PTS_ALREADY_EXISTS) {
+    PTS_LOG_VERBOSE(1, "%s: this server shares it", terr.msg);
+    return PTS_OK;
+  }
+  if (st != PTS_OK) {
+    if (err) *err = terr;
+    return st;
+  }
+  s->owns_trace = true;
+  return PTS_OK;
+}
+
 enum pts_status pts_server_create(const struct pts_server_options *o, struct pts_server **out,
                                   struct pts_error *err) {
   *out = NULL;
@@ -211,6 +232,7 @@ enum pts_status pts_server_create(const struct pts_server_options *o, struct pts
   atomic_init(&s->entering, 0);
   enum pts_status st = copy_options(s, o, err);
   if (st == PTS_OK) st = open_stop_pipe(s, err);
+  if (st == PTS_OK) st = start_tracing(s, o, err); /* before models: PROFILE_EXECUTIONS arms */
   if (st == PTS_OK)
     st = pts_repository_create((const char *const *)s->repo_paths, o->n_model_repositories,
                                &s->repo, err);
@@ -266,6 +288,7 @@ void pts_server_destroy(struct pts_server *s) {
     pts_free(s->repo_paths[i]);
   pts_free(s->repo_paths);
   pts_free(s->http_address);
+  if (s->owns_trace) pts_trace_shutdown(); /* after the models: their traces are written */
   pts_free(s);
 }
 
@@ -391,8 +414,11 @@ void pts_server_index_free(struct pts_index_entry *entries, size_t n) {
 static enum pts_status infer_model(struct pts_server *s, struct pts_infer_request *req,
                                    struct pts_error *err) {
   struct pts_model *m;
+  pts_trace_record(req->trace, PTS_TRACE_REQUEST_START, pts_now_ns());
+  pts_trace_set_request_id(req->trace, req->id);
   enum pts_status st = pts_server_model_get(s, req->model_name, req->model_version, false, &m, err);
   if (st != PTS_OK) return st;
+  pts_trace_set_model(req->trace, pts_model_name(m), pts_model_version(m));
   int64_t batch = 0;
   st = pts_validate_request(pts_model_config(m), pts_model_name(m), req, &batch, err);
   if (st == PTS_OK) {

@@ -67,6 +67,11 @@ struct pts_server_options {
   const char *metrics_address;      /* --metrics-address (NULL = http_address) */
   int metrics_port;                 /* --metrics-port (default 8002; 0 = any free port) */
   int metrics_interval_ms;          /* --metrics-interval-ms (default 2000) */
+  /* tracing (src/trace); strings borrowed, they must outlive the server */
+  const char *const *trace_config;  /* --trace-config values, "[triton,]<key>=<value>" */
+  size_t n_trace_config;
+  const char *profile_dir;          /* --profile-dir (ptserve): operator profiles; NULL =
+                                       the trace file's directory, else the working one */
 };
 
 /* Fills `o` with tritonserver's defaults. */

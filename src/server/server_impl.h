@@ -23,6 +23,7 @@ struct pts_server {
   atomic_bool ready_state; /* models loaded and not shutting down */
   atomic_bool stopping;    /* no new inference requests */
   atomic_int entering;     /* infer_async calls between the stopping check and enqueue */
+  bool owns_trace;         /* this server started the process-wide tracer (trace/trace.h) */
 };
 
 /* Stops accepting inference, then waits (up to timeout_s seconds) for every

@@ -62,26 +62,27 @@ struct window {
 };
 
 static void usage(FILE *f) {
-  fputs("usage: ptperf -m MODEL [options]\n"
-        "  -m, --model-name NAME         model to load (required)\n"
-        "  -x, --model-version V         version to address (default: the server's choice)\n"
-        "  -u, --url HOST:PORT           server (default localhost:8000)\n"
-        "      --concurrency LIST        requests in flight, e.g. 1,2,4,8 (default 1)\n"
-        "      --concurrency-range A:B[:S]  A, A+S, ... B (perf_analyzer's form; S = 1)\n"
-        "  -b, --batch-size N            batch dimension of every request (default 1)\n"
-        "      --shape NAME:D1,D2        dims of an input with variable dims (no batch dim)\n"
-        "  -p, --measurement-interval MS window length (default 2000)\n"
-        "  -s, --stability-percentage P  the last 3 windows agree within P%% (default 10)\n"
-        "  -r, --max-trials N            windows at most per concurrency (default 10)\n"
-        "  -f, --csv FILE                write the results as CSV too\n"
-        "      --input-data random|zero  tensor contents (default random)\n"
-        "      --seed N                  seed of the random data (default 1)\n"
-        "      --no-server-stats         do not read the statistics endpoint\n"
-        "      --server-pid PID          also report the server's CPU time per request\n"
-        "                                (Linux /proc; the client's own is always reported)\n"
-        "  -q, --quiet                   no per-window lines on stderr\n"
-        "Exit status: 0 all requests succeeded; 2 some failed; 1 could not measure.\n",
-        f);
+  fputs(
+      "usage: ptperf -m MODEL [options]\n"
+      "  -m, --model-name NAME         model to load (required)\n"
+      "  -x, --model-version V         version to address (default: the server's choice)\n"
+      "  -u, --url HOST:PORT           server (default localhost:8000)\n"
+      "      --concurrency LIST        requests in flight, e.g. 1,2,4,8 (default 1)\n"
+      "      --concurrency-range A:B[:S]  A, A+S, ... B (perf_analyzer's form; S = 1)\n"
+      "  -b, --batch-size N            batch dimension of every request (default 1)\n"
+      "      --shape NAME:D1,D2        dims of an input with variable dims (no batch dim)\n"
+      "  -p, --measurement-interval MS window length (default 2000)\n"
+      "  -s, --stability-percentage P  the last 3 windows agree within P%% (default 10)\n"
+      "  -r, --max-trials N            windows at most per concurrency (default 10)\n"
+      "  -f, --csv FILE                write the results as CSV too\n"
+      "      --input-data random|zero  tensor contents (default random)\n"
+      "      --seed N                  seed of the random data (default 1)\n"
+      "      --no-server-stats         do not read the statistics endpoint\n"
+      "      --server-pid PID          also report the server's CPU time per request\n"
+      "                                (Linux /proc; the client's own is always reported)\n"
+      "  -q, --quiet                   no per-window lines on stderr\n"
+      "Exit status: 0 all requests succeeded; 2 some failed; 1 could not measure.\n",
+      f);
 }
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -103,8 +104,7 @@ static bool parse_concurrency_list(struct options *o, const char *arg) {
   char buf[512];
   if (strlen(arg) >= sizeof buf) return false;
   strcpy(buf, arg);
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-       tok = strtok_r(NULL, ",", &save)) {
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     long c;
     if (!parse_int(tok, 1, 4096, &c) || !add_concurrency(o, c)) return false;
   }
@@ -159,20 +159,38 @@ static bool parse_args(int argc, char **argv, struct options *o) {
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  *o = (struct options){.url = "localhost:8000", .batch_size = 1, .interval_ms = 2000,
-                        .stability_pct = 10, .max_trials = 10, .seed = 1};
+  *o = (struct options){.url = "localhost:8000",
+                        .batch_size = 1,
+                        .interval_ms = 2000,
+                        .stability_pct = 10,
+                        .max_trials = 10,
+                        .seed = 1};
   int c;
   long v;
   struct pts_error err;
   while ((c = getopt_long(argc, argv, "m:x:u:b:p:s:r:f:qh", longs, NULL)) != -1) {
     switch (c) {
-      case 'm': o->model = optarg; break;
-      case 'x': o->version = optarg; break;
-      case 'u': o->url = optarg; break;
-      case 'f': o->csv = optarg; break;
-      case 'q': o->quiet = true; break;
-      case 'h': usage(stdout); exit(0);
-      case OPT_NO_STATS: o->no_stats = true; break;
+      case 'm':
+        o->model = optarg;
+        break;
+      case 'x':
+        o->version = optarg;
+        break;
+      case 'u':
+        o->url = optarg;
+        break;
+      case 'f':
+        o->csv = optarg;
+        break;
+      case 'q':
+        o->quiet = true;
+        break;
+      case 'h':
+        usage(stdout);
+        exit(0);
+      case OPT_NO_STATS:
+        o->no_stats = true;
+        break;
       case OPT_SERVER_PID:
         if (!parse_int(optarg, 1, INT_MAX, &o->server_pid)) {
           fprintf(stderr, "ptperf: --server-pid '%s': expected a process id\n", optarg);
@@ -181,15 +199,18 @@ static bool parse_args(int argc, char **argv, struct options *o) {
         break;
       case OPT_CONCURRENCY:
         if (!parse_concurrency_list(o, optarg)) {
-          fprintf(stderr, "ptperf: --concurrency '%s': expected a list like 1,2,4,8 "
-                          "(each 1..4096, at most %d)\n", optarg, MAX_CONCURRENCIES);
+          fprintf(stderr,
+                  "ptperf: --concurrency '%s': expected a list like 1,2,4,8 "
+                  "(each 1..4096, at most %d)\n",
+                  optarg, MAX_CONCURRENCIES);
           return false;
         }
         break;
       case OPT_RANGE:
         if (!parse_concurrency_range(o, optarg)) {
-          fprintf(stderr, "ptperf: --concurrency-range '%s': expected START[:END[:STEP]] "
-                          "with 1 <= START <= END <= 4096, at most %d values\n",
+          fprintf(stderr,
+                  "ptperf: --concurrency-range '%s': expected START[:END[:STEP]] "
+                  "with 1 <= START <= END <= 4096, at most %d values\n",
                   optarg, MAX_CONCURRENCIES);
           return false;
         }
@@ -203,8 +224,10 @@ static bool parse_args(int argc, char **argv, struct options *o) {
         break;
       case 'p':
         if (!parse_int(optarg, 10, 3600 * 1000, &v)) {
-          fprintf(stderr, "ptperf: --measurement-interval '%s': expected milliseconds "
-                          ">= 10\n", optarg);
+          fprintf(stderr,
+                  "ptperf: --measurement-interval '%s': expected milliseconds "
+                  ">= 10\n",
+                  optarg);
           return false;
         }
         o->interval_ms = (int)v;
@@ -218,8 +241,7 @@ static bool parse_args(int argc, char **argv, struct options *o) {
         break;
       case 'r':
         if (!parse_int(optarg, STABLE_WINDOWS, 1000, &v)) {
-          fprintf(stderr, "ptperf: --max-trials '%s': expected %d..1000\n", optarg,
-                  STABLE_WINDOWS);
+          fprintf(stderr, "ptperf: --max-trials '%s': expected %d..1000\n", optarg, STABLE_WINDOWS);
           return false;
         }
         o->max_trials = (int)v;
@@ -248,7 +270,9 @@ static bool parse_args(int argc, char **argv, struct options *o) {
         }
         o->seed = (uint64_t)v;
         break;
-      default: usage(stderr); return false;
+      default:
+        usage(stderr);
+        return false;
     }
   }
   if (optind < argc) {
@@ -295,8 +319,7 @@ static enum pts_status load_model(const struct options *o, const struct ptperf_a
    * non-batching: its shapes are taken as they are. */
   struct pts_error cerr;
   if (get_ok(a, cfg_path, &cfg, &status, &cerr) != PTS_OK) {
-    fprintf(stderr, "ptperf: no model configuration (%s); assuming max_batch_size 0\n",
-            cerr.msg);
+    fprintf(stderr, "ptperf: no model configuration (%s); assuming max_batch_size 0\n", cerr.msg);
     cfg = NULL;
   }
   st = ptperf_model_parse(md, cfg, o->version, o->batch_size, o->shapes, o->n_shapes, out, err);
@@ -321,9 +344,7 @@ static bool read_stats(const struct ptperf_addr *a, const char *path, const char
   return ok;
 }
 
-static double timeval_s(struct timeval tv) {
-  return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-}
+static double timeval_s(struct timeval tv) { return (double)tv.tv_sec + (double)tv.tv_usec / 1e6; }
 
 /* CPU seconds this process (the load thread and this one) has used. */
 static double self_cpu_s(void) {
@@ -346,8 +367,7 @@ static double pid_cpu_s(long pid) {
   buf[n] = '\0';
   const char *p = strrchr(buf, ')');
   unsigned long long ut, st;
-  if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                   &st) != 2)
+  if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
     return -1;
   long hz = sysconf(_SC_CLK_TCK);
   return hz > 0 ? (double)(ut + st) / (double)hz : -1;
@@ -405,8 +425,7 @@ static enum pts_status merge_windows(const struct options *o, struct window *w, 
     stats &= w[i].have_stats;
     cpu_client += w[i].cpu_client;
     cpu_server = cpu_server < 0 || w[i].cpu_server < 0 ? -1 : cpu_server + w[i].cpu_server;
-    cpu_machine =
-        cpu_machine < 0 || w[i].cpu_machine < 0 ? -1 : cpu_machine + w[i].cpu_machine;
+    cpu_machine = cpu_machine < 0 || w[i].cpu_machine < 0 ? -1 : cpu_machine + w[i].cpu_machine;
   }
   ptperf_latency_summarize(all, total, &r->lat);
   pts_free(all);
@@ -458,8 +477,7 @@ static enum pts_status measure(const struct options *o, const struct ptperf_addr
     struct window *cur = &w[n];
     sleep_until(t0 + o->interval_ms / 1000.0);
     ptperf_load_take(load, &cur->samples);
-    double t1 = now_s(), c1 = self_cpu_s(), s1 = pid_cpu_s(o->server_pid),
-           m1 = machine_busy_s();
+    double t1 = now_s(), c1 = self_cpu_s(), s1 = pid_cpu_s(o->server_pid), m1 = machine_busy_s();
     cur->seconds = t1 - t0;
     cur->cpu_client = c1 - c0;
     cur->cpu_server = s0 >= 0 && s1 >= 0 ? s1 - s0 : -1;
@@ -489,8 +507,9 @@ static enum pts_status measure(const struct options *o, const struct ptperf_addr
     p50[n] = lat.p50_us;
     n++;
     if (!o->quiet)
-      fprintf(stderr, "  concurrency %d, window %d: %.1f infer/s, p50 %.0f us, p99 %.0f us, "
-                      "%llu errors%s%s\n",
+      fprintf(stderr,
+              "  concurrency %d, window %d: %.1f infer/s, p50 %.0f us, p99 %.0f us, "
+              "%llu errors%s%s\n",
               concurrency, n, cur->infer_per_sec, lat.p50_us, lat.p99_us,
               (unsigned long long)cur->samples.errors,
               cur->samples.first_error[0] ? "; first: " : "", cur->samples.first_error);
@@ -502,8 +521,9 @@ static enum pts_status measure(const struct options *o, const struct ptperf_addr
   }
   r->windows = n;
   if (!r->stable)
-    fprintf(stderr, "ptperf: concurrency %d: not stable within %.0f%% after %d windows; "
-                    "reporting the last %d\n",
+    fprintf(stderr,
+            "ptperf: concurrency %d: not stable within %.0f%% after %d windows; "
+            "reporting the last %d\n",
             concurrency, o->stability_pct, n, STABLE_WINDOWS);
   st = merge_windows(o, w, n, r, err);
 out:
@@ -556,8 +576,9 @@ static int run(const struct options *o) {
     fprintf(stderr, "ptperf: no memory\n");
     goto out;
   }
-  fprintf(stderr, "ptperf: model '%s' at %s, batch %d, %d ms windows, stable = last %d within "
-                  "%.0f%%\n",
+  fprintf(stderr,
+          "ptperf: model '%s' at %s, batch %d, %d ms windows, stable = last %d within "
+          "%.0f%%\n",
           m->name, host, o->batch_size, o->interval_ms, STABLE_WINDOWS, o->stability_pct);
   uint64_t errors = 0;
   for (int i = 0; i < o->n_concurrency; i++) {

@@ -125,6 +125,9 @@ static enum pts_status route_model(const struct seg *s, int n, struct pts_http_r
     r->kind = PTS_ROUTE_MODEL_INFER;
   } else if (i + 1 == n && seg_is(&s[i], "stats")) {
     r->kind = PTS_ROUTE_MODEL_STATS;
+  } else if (i == 1 && n == 3 && seg_is(&s[1], "trace") && seg_is(&s[2], "setting")) {
+    /* §1.1: no /versions/ segment here (that path is simply unknown). */
+    r->kind = PTS_ROUTE_TRACE_SETTING;
   } else {
     return PTS_OK;
   }
@@ -182,6 +185,10 @@ enum pts_status pts_http_route_parse(const char *path, struct pts_http_route *ou
     st = route_model(s + 2, n - 2, out, err);
   } else if (n >= 3 && seg_is(&s[1], "repository")) {
     st = route_repository(s + 2, n - 2, out, err);
+  } else if (n == 3 && seg_is(&s[1], "trace") && seg_is(&s[2], "setting")) {
+    out->kind = PTS_ROUTE_TRACE_SETTING;
+  } else if (n == 2 && seg_is(&s[1], "logging")) {
+    out->kind = PTS_ROUTE_LOGGING;
   }
   if (st != PTS_OK) {
     pts_http_route_clear(out);
@@ -209,4 +216,10 @@ enum pts_http_method pts_http_route_method(enum pts_http_route_kind kind) {
     default:
       return PTS_HTTP_GET;
   }
+}
+
+bool pts_http_route_allows(enum pts_http_route_kind kind, enum pts_http_method m) {
+  if (kind == PTS_ROUTE_TRACE_SETTING || kind == PTS_ROUTE_LOGGING)
+    return m == PTS_HTTP_GET || m == PTS_HTTP_POST;
+  return m == pts_http_route_method(kind);
 }

@@ -12,6 +12,7 @@
 #ifndef PTS_FRONTEND_HTTP_ROUTER_H
 #define PTS_FRONTEND_HTTP_ROUTER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -29,6 +30,8 @@ enum pts_http_route_kind {
   PTS_ROUTE_REPO_LOAD,
   PTS_ROUTE_REPO_UNLOAD,
   PTS_ROUTE_MODEL_STATS, /* model NULL for /v2/models/stats (every model) */
+  PTS_ROUTE_TRACE_SETTING, /* GET|POST; model NULL for /v2/trace/setting (global) */
+  PTS_ROUTE_LOGGING,       /* GET|POST /v2/logging */
 };
 
 enum pts_http_method { PTS_HTTP_GET, PTS_HTTP_POST, PTS_HTTP_OTHER };
@@ -48,8 +51,12 @@ enum pts_status pts_http_route_parse(const char *path, struct pts_http_route *ou
                                      struct pts_error *err);
 void pts_http_route_clear(struct pts_http_route *r);
 
-/* The one method each endpoint answers. */
+/* The one method each endpoint answers (GET for the settings endpoints,
+ * which also take POST: see pts_http_route_allows). */
 enum pts_http_method pts_http_route_method(enum pts_http_route_kind kind);
+/* Whether the endpoint answers `m` (GET and POST for trace and logging
+ * settings, else only pts_http_route_method's). */
+bool pts_http_route_allows(enum pts_http_route_kind kind, enum pts_http_method m);
 
 /* Percent-decodes s[0..n) into a new NUL-terminated string (pts_free) and
  * stores its length in *out_len (may be NULL). A '%' not followed by two hex

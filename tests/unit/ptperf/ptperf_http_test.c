@@ -64,8 +64,9 @@ static void bytes_after_the_message_are_not_consumed(void **state) {
 
 static void chunked_with_extension_and_trailer(void **state) {
   (void)state;
-  const char *msg = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                    "4;ext=1\r\nWiki\r\nA\r\npedia in\r\n\r\n0\r\nX-Trailer: t\r\n\r\n";
+  const char *msg =
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "4;ext=1\r\nWiki\r\nA\r\npedia in\r\n\r\n0\r\nX-Trailer: t\r\n\r\n";
   struct ptperf_http_response r;
   assert_int_equal(parse(msg, &r), PTPERF_PARSE_DONE);
   assert_true(r.chunked);

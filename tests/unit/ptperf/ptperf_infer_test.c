@@ -22,9 +22,9 @@ static void batching_model_gets_the_batch_dimension(void **state) {
   (void)state;
   struct ptperf_model *m;
   struct pts_error err;
-  assert_int_equal(ptperf_model_parse(mlp_metadata, "{\"max_batch_size\":8}", NULL, 3, NULL, 0,
-                                      &m, &err),
-                   PTS_OK);
+  assert_int_equal(
+      ptperf_model_parse(mlp_metadata, "{\"max_batch_size\":8}", NULL, 3, NULL, 0, &m, &err),
+      PTS_OK);
   assert_string_equal(m->name, "mlp");
   assert_int_equal(m->max_batch_size, 8);
   assert_int_equal(m->n_inputs, 1);
@@ -41,9 +41,9 @@ static void batch_size_limits(void **state) {
   (void)state;
   struct ptperf_model *m;
   struct pts_error err;
-  assert_int_equal(ptperf_model_parse(mlp_metadata, "{\"max_batch_size\":8}", NULL, 9, NULL, 0,
-                                      &m, &err),
-                   PTS_INVALID_ARG);
+  assert_int_equal(
+      ptperf_model_parse(mlp_metadata, "{\"max_batch_size\":8}", NULL, 9, NULL, 0, &m, &err),
+      PTS_INVALID_ARG);
   assert_non_null(strstr(err.msg, "max_batch_size 8"));
   /* No config: the shape is taken as it is, and -1 must be given. */
   assert_int_equal(ptperf_model_parse(mlp_metadata, NULL, NULL, 1, NULL, 0, &m, &err),
@@ -53,8 +53,9 @@ static void batch_size_limits(void **state) {
 
 static void variable_dims_need_a_shape(void **state) {
   (void)state;
-  const char *md = "{\"name\":\"v\",\"inputs\":[{\"name\":\"A\",\"datatype\":\"INT64\","
-                   "\"shape\":[-1,-1,3]},{\"name\":\"B\",\"datatype\":\"BYTES\",\"shape\":[2]}]}";
+  const char *md =
+      "{\"name\":\"v\",\"inputs\":[{\"name\":\"A\",\"datatype\":\"INT64\","
+      "\"shape\":[-1,-1,3]},{\"name\":\"B\",\"datatype\":\"BYTES\",\"shape\":[2]}]}";
   struct ptperf_model *m;
   struct pts_error err;
   struct ptperf_shape_arg s[2];
@@ -117,9 +118,9 @@ static void request_bytes(void **state) {
   (void)state;
   struct ptperf_model *m;
   struct pts_error err;
-  assert_int_equal(ptperf_model_parse(mlp_metadata, "{\"max_batch_size\":8}", "1", 2, NULL, 0,
-                                      &m, &err),
-                   PTS_OK);
+  assert_int_equal(
+      ptperf_model_parse(mlp_metadata, "{\"max_batch_size\":8}", "1", 2, NULL, 0, &m, &err),
+      PTS_OK);
   char *req;
   size_t len;
   assert_int_equal(ptperf_request_build(m, "h:1", 7, false, &req, &len, &err), PTS_OK);
@@ -134,11 +135,11 @@ static void request_bytes(void **state) {
   assert_string_equal(json_string_value(json_object_get(in, "datatype")), "FP32");
   assert_int_equal(json_integer_value(json_array_get(json_object_get(in, "shape"), 0)), 2);
   assert_int_equal(json_integer_value(json_array_get(json_object_get(in, "shape"), 1)), 16);
-  assert_int_equal(json_integer_value(json_object_get(json_object_get(in, "parameters"),
-                                                      "binary_data_size")),
-                   128);
-  assert_true(json_is_true(
-      json_object_get(json_object_get(j, "parameters"), "binary_data_output")));
+  assert_int_equal(
+      json_integer_value(json_object_get(json_object_get(in, "parameters"), "binary_data_size")),
+      128);
+  assert_true(
+      json_is_true(json_object_get(json_object_get(j, "parameters"), "binary_data_output")));
   bool distinct = false;
   for (size_t i = 0; i < 32; i++) {
     float f;
@@ -165,8 +166,9 @@ static void request_bytes(void **state) {
 
 static void bytes_inputs_are_length_prefixed(void **state) {
   (void)state;
-  const char *md = "{\"name\":\"s p\",\"inputs\":[{\"name\":\"T\",\"datatype\":\"BYTES\","
-                   "\"shape\":[3]}]}";
+  const char *md =
+      "{\"name\":\"s p\",\"inputs\":[{\"name\":\"T\",\"datatype\":\"BYTES\","
+      "\"shape\":[3]}]}";
   struct ptperf_model *m;
   struct pts_error err;
   assert_int_equal(ptperf_model_parse(md, "{\"max_batch_size\":0}", NULL, 1, NULL, 0, &m, &err),

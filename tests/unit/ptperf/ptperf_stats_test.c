@@ -17,19 +17,25 @@
 #define D(c, n) "{\"count\":" #c ",\"ns\":" #n "}"
 
 /* One entry of §1.11, with every inference_stats member perf_analyzer needs. */
-#define ENTRY(name, ver, ic, ec, succ, q, ci, cf, co)                                         \
-  "{\"name\":\"" name "\",\"version\":\"" ver "\",\"last_inference\":0,"                     \
-  "\"inference_count\":" #ic ",\"execution_count\":" #ec ",\"inference_stats\":{"              \
-  "\"success\":" succ ",\"fail\":" D(0, 0) ",\"queue\":" q ",\"compute_input\":" ci            \
-  ",\"compute_infer\":" cf ",\"compute_output\":" co ",\"cache_hit\":" D(0, 0)                 \
-  ",\"cache_miss\":" D(0, 0) "},\"batch_stats\":[]}"
+/* clang-format off */
+#define ENTRY(name, ver, ic, ec, succ, q, ci, cf, co)                        \
+  "{\"name\":\"" name "\",\"version\":\"" ver "\",\"last_inference\":0,"      \
+  "\"inference_count\":" #ic ",\"execution_count\":" #ec ","                 \
+  "\"inference_stats\":{"                                                     \
+  "\"success\":" succ ",\"fail\":" D(0, 0) ",\"queue\":" q ","                \
+  "\"compute_input\":" ci ",\"compute_infer\":" cf ",\"compute_output\":" co \
+  ",\"cache_hit\":" D(0, 0) ",\"cache_miss\":" D(0, 0) "},"                   \
+  "\"batch_stats\":[]}"
+/* clang-format on */
 
 static void parse_sums_versions_of_the_model(void **state) {
   (void)state;
+  /* clang-format off */
   const char *doc = "{\"model_stats\":["
       ENTRY("m", "1", 10, 4, D(10, 1000), D(10, 100), D(4, 40), D(4, 400), D(4, 80)) ","
       ENTRY("other", "1", 99, 99, D(99, 9), D(99, 9), D(99, 9), D(99, 9), D(99, 9)) ","
       ENTRY("m", "2", 5, 5, D(5, 500), D(5, 50), D(5, 5), D(5, 50), D(5, 5)) "]}";
+  /* clang-format on */
   struct ptperf_stats s;
   struct pts_error err;
   assert_int_equal(ptperf_stats_parse(doc, "m", &s, &err), PTS_OK);
@@ -47,8 +53,7 @@ static void parse_errors_name_what_is_missing(void **state) {
   (void)state;
   struct ptperf_stats s;
   struct pts_error err;
-  assert_int_equal(ptperf_stats_parse("{\"error\":\"Not Found\"}", "m", &s, &err),
-                   PTS_INVALID_ARG);
+  assert_int_equal(ptperf_stats_parse("{\"error\":\"Not Found\"}", "m", &s, &err), PTS_INVALID_ARG);
   assert_int_equal(ptperf_stats_parse("{\"model_stats\":[]}", "m", &s, &err), PTS_INVALID_ARG);
   assert_non_null(strstr(err.msg, "'m'"));
   const char *no_queue =
@@ -61,9 +66,12 @@ static void parse_errors_name_what_is_missing(void **state) {
 
 static void delta_gives_per_request_averages(void **state) {
   (void)state;
-  struct ptperf_stats a = {.inference_count = 100, .execution_count = 50,
-                           .success = {100, 1000000}, .queue = {100, 200000},
-                           .compute_input = {100, 50000}, .compute_infer = {100, 400000},
+  struct ptperf_stats a = {.inference_count = 100,
+                           .execution_count = 50,
+                           .success = {100, 1000000},
+                           .queue = {100, 200000},
+                           .compute_input = {100, 50000},
+                           .compute_infer = {100, 400000},
                            .compute_output = {100, 30000}};
   struct ptperf_stats b = a;
   /* 40 more requests in 10 executions: 4000 ns each on the whole ... */
@@ -123,20 +131,32 @@ static void stability_rule(void **state) {
 
 static void csv_row(void **state) {
   (void)state;
-  struct ptperf_result r = {.model = "a,b", .batch_size = 1, .concurrency = 4,
-                            .seconds = 6, .infer_per_sec = 1234.5, .windows = 3,
-                            .stable = true, .errors = 2, .client_cpu_us = 12.5,
-                            .server_cpu_us = -1, .other_cpu_pct = -1,
-                            .lat = {.count = 7407, .avg_us = 100, .p50_us = 90, .p90_us = 120,
-                                    .p95_us = 130, .p99_us = 200}};
+  struct ptperf_result r = {
+      .model = "a,b",
+      .batch_size = 1,
+      .concurrency = 4,
+      .seconds = 6,
+      .infer_per_sec = 1234.5,
+      .windows = 3,
+      .stable = true,
+      .errors = 2,
+      .client_cpu_us = 12.5,
+      .server_cpu_us = -1,
+      .other_cpu_pct = -1,
+      .lat = {
+          .count = 7407, .avg_us = 100, .p50_us = 90, .p90_us = 120, .p95_us = 130, .p99_us = 200}};
   char buf[512];
   FILE *f = fmemopen(buf, sizeof buf, "w");
   ptperf_report_csv_row(f, &r);
   r.server_cpu_us = 0; /* known and zero is not unknown */
   r.other_cpu_pct = 3.3;
-  r.server = (struct ptperf_breakdown){.valid = true, .request_us = 60, .queue_us = 10,
-                                       .compute_input_us = 1, .compute_infer_us = 40,
-                                       .compute_output_us = 2, .avg_batch = 1};
+  r.server = (struct ptperf_breakdown){.valid = true,
+                                       .request_us = 60,
+                                       .queue_us = 10,
+                                       .compute_input_us = 1,
+                                       .compute_infer_us = 40,
+                                       .compute_output_us = 2,
+                                       .avg_batch = 1};
   ptperf_report_csv_row(f, &r);
   fclose(f);
   assert_string_equal(buf,

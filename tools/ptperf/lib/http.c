@@ -72,11 +72,16 @@ static enum ptperf_parse_result walk_chunks(const char *p, const char *end, char
     int digits = 0;
     for (; q < eol && *q != ';'; q++, digits++) {
       int d;
-      if (*q >= '0' && *q <= '9') d = *q - '0';
-      else if (*q >= 'a' && *q <= 'f') d = *q - 'a' + 10;
-      else if (*q >= 'A' && *q <= 'F') d = *q - 'A' + 10;
-      else if (*q == ' ' || *q == '\t') break;
-      else d = -1;
+      if (*q >= '0' && *q <= '9')
+        d = *q - '0';
+      else if (*q >= 'a' && *q <= 'f')
+        d = *q - 'a' + 10;
+      else if (*q >= 'A' && *q <= 'F')
+        d = *q - 'A' + 10;
+      else if (*q == ' ' || *q == '\t')
+        break;
+      else
+        d = -1;
       if (d < 0 || digits >= 15) {
         pts_error_set(err, PTS_INVALID_ARG, "bad chunk size line in the response");
         return PTPERF_PARSE_ERROR;
@@ -113,8 +118,8 @@ static enum ptperf_parse_result walk_chunks(const char *p, const char *end, char
 }
 
 static enum ptperf_parse_result parse_status_line(const char *buf, const char *eol,
-                                                  struct ptperf_http_response *out,
-                                                  bool *http10, struct pts_error *err) {
+                                                  struct ptperf_http_response *out, bool *http10,
+                                                  struct pts_error *err) {
   size_t n = (size_t)(eol - buf);
   if (n < 12 || memcmp(buf, "HTTP/1.", 7) != 0 || buf[8] != ' ') {
     pts_error_set(err, PTS_INVALID_ARG, "response does not start with an HTTP/1.x status line");
@@ -206,8 +211,8 @@ enum ptperf_parse_result ptperf_http_parse(const char *buf, size_t len,
   return len >= out->message_len ? PTPERF_PARSE_DONE : PTPERF_PARSE_MORE;
 }
 
-enum pts_status ptperf_http_body(const char *buf, const struct ptperf_http_response *r,
-                                 char **body, size_t *body_len, struct pts_error *err) {
+enum pts_status ptperf_http_body(const char *buf, const struct ptperf_http_response *r, char **body,
+                                 size_t *body_len, struct pts_error *err) {
   char *b = pts_malloc(r->body_len + 1);
   if (!b) return pts_error_set(err, PTS_NOMEM, "no memory for a %zu-byte body", r->body_len);
   if (r->chunked) {
@@ -254,8 +259,8 @@ enum pts_status ptperf_addr_resolve(const char *url, struct ptperf_addr *out,
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
   int rc = getaddrinfo(out->host, out->port, &hints, &ai);
   if (rc != 0 || !ai)
-    return pts_error_set(err, PTS_UNAVAILABLE, "url '%s': can not resolve '%s' port '%s': %s",
-                         url, out->host, out->port, gai_strerror(rc));
+    return pts_error_set(err, PTS_UNAVAILABLE, "url '%s': can not resolve '%s' port '%s': %s", url,
+                         out->host, out->port, gai_strerror(rc));
   memcpy(&out->sa, ai->ai_addr, ai->ai_addrlen);
   out->len = ai->ai_addrlen;
   freeaddrinfo(ai);
@@ -271,8 +276,7 @@ int ptperf_connect(const struct ptperf_addr *a, struct pts_error *err) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (connect(fd, (const struct sockaddr *)&a->sa, a->len) != 0) {
-    pts_error_set(err, PTS_UNAVAILABLE, "connect to %s:%s: %s", a->host, a->port,
-                  strerror(errno));
+    pts_error_set(err, PTS_UNAVAILABLE, "connect to %s:%s: %s", a->host, a->port, strerror(errno));
     close(fd);
     return -1;
   }
@@ -342,8 +346,10 @@ static enum pts_status read_response(int fd, long long deadline, const char *wha
     ssize_t k = recv(fd, buf + len, cap - len, 0);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) {
-      st = pts_error_set(err, PTS_UNAVAILABLE, "%s: connection closed before the response "
-                         "was complete", what);
+      st = pts_error_set(err, PTS_UNAVAILABLE,
+                         "%s: connection closed before the response "
+                         "was complete",
+                         what);
       goto out;
     }
     len += (size_t)k;
@@ -365,9 +371,8 @@ enum pts_status ptperf_http_get(const struct ptperf_addr *a, const char *path, i
     return PTS_UNAVAILABLE;
   }
   char req[1024];
-  int n = snprintf(req, sizeof req,
-                   "GET %s HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n\r\n", path,
-                   a->host, a->port);
+  int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n\r\n",
+                   path, a->host, a->port);
   enum pts_status st;
   if (n < 0 || (size_t)n >= sizeof req) {
     st = pts_error_set(err, PTS_INVALID_ARG, "%s: path too long", what);

@@ -34,10 +34,10 @@ enum ptperf_parse_result {
 
 /* One parsed response. Offsets index the buffer given to ptperf_http_parse. */
 struct ptperf_http_response {
-  int status;            /* 200, 404, ... */
-  size_t header_len;     /* status line + headers + blank line */
-  size_t message_len;    /* header_len + the body as framed on the wire */
-  size_t body_len;       /* Content-Length, or the sum of chunk sizes */
+  int status;         /* 200, 404, ... */
+  size_t header_len;  /* status line + headers + blank line */
+  size_t message_len; /* header_len + the body as framed on the wire */
+  size_t body_len;    /* Content-Length, or the sum of chunk sizes */
   bool chunked;
   bool keep_alive;       /* false after "Connection: close" */
   long infer_header_len; /* Inference-Header-Content-Length, or -1 */
@@ -49,13 +49,12 @@ struct ptperf_http_response {
  * keeps connections alive, so "read until close" can not be told apart
  * from a stalled server. */
 enum ptperf_parse_result ptperf_http_parse(const char *buf, size_t len,
-                                           struct ptperf_http_response *out,
-                                           struct pts_error *err);
+                                           struct ptperf_http_response *out, struct pts_error *err);
 
 /* The body of a DONE response as one NUL-terminated string (chunks joined).
  * Caller frees *body with pts_free. */
-enum pts_status ptperf_http_body(const char *buf, const struct ptperf_http_response *r,
-                                 char **body, size_t *body_len, struct pts_error *err);
+enum pts_status ptperf_http_body(const char *buf, const struct ptperf_http_response *r, char **body,
+                                 size_t *body_len, struct pts_error *err);
 
 /* Resolves "host:port" ("[::1]:8000", "localhost:8000", or "host" for port
  * 8000). */

@@ -63,8 +63,8 @@ static enum pts_status input_dims(const struct ptperf_model *m, json_t *shape, c
   size_t n = json_array_size(shape), first = m->max_batch_size > 0 ? 1 : 0;
   if (!json_is_array(shape) || n < first)
     return pts_error_set(err, PTS_INVALID_ARG,
-                         "model '%s' metadata: input '%s' has no usable \"shape\" array",
-                         m->name, name);
+                         "model '%s' metadata: input '%s' has no usable \"shape\" array", m->name,
+                         name);
   if (n - first > PTPERF_MAX_DIMS)
     return pts_error_set(err, PTS_INVALID_ARG, "model '%s': input '%s' has more than %d dims",
                          m->name, name, PTPERF_MAX_DIMS);
@@ -74,7 +74,8 @@ static enum pts_status input_dims(const struct ptperf_model *m, json_t *shape, c
     if (!json_is_integer(d) || json_integer_value(d) < -1)
       return pts_error_set(err, PTS_INVALID_ARG,
                            "model '%s' metadata: input '%s' shape element %zu is not an "
-                           "integer >= -1", m->name, name, i);
+                           "integer >= -1",
+                           m->name, name, i);
     dims[i - first] = json_integer_value(d);
     if (dims[i - first] == -1) variable = true;
   }
@@ -89,8 +90,8 @@ static enum pts_status input_dims(const struct ptperf_model *m, json_t *shape, c
       if (dims[i] != -1 && dims[i] != given->dims[i])
         return pts_error_set(err, PTS_INVALID_ARG,
                              "--shape for input '%s' of model '%s': dim %d is %lld, the model "
-                             "fixes it to %lld", name, m->name, i, (long long)given->dims[i],
-                             (long long)dims[i]);
+                             "fixes it to %lld",
+                             name, m->name, i, (long long)given->dims[i], (long long)dims[i]);
       dims[i] = given->dims[i];
     }
   } else if (variable) {
@@ -110,14 +111,14 @@ static enum pts_status parse_input(struct ptperf_model *m, json_t *in, size_t id
   const char *dt = json_string_value(json_object_get(in, "datatype"));
   if (!name || !dt)
     return pts_error_set(err, PTS_INVALID_ARG,
-                         "model '%s' metadata: input %zu lacks \"name\" or \"datatype\"",
-                         m->name, idx);
+                         "model '%s' metadata: input %zu lacks \"name\" or \"datatype\"", m->name,
+                         idx);
   if (!(pi->name = pts_strdup(name))) return pts_error_set(err, PTS_NOMEM, "no memory");
   pi->dtype = pts_dtype_from_name(dt);
   if (pi->dtype == PTS_DTYPE_INVALID)
     return pts_error_set(err, PTS_INVALID_ARG,
-                         "model '%s' metadata: input '%s' has unknown datatype '%s'", m->name,
-                         name, dt);
+                         "model '%s' metadata: input '%s' has unknown datatype '%s'", m->name, name,
+                         dt);
   int64_t dims[PTPERF_MAX_DIMS];
   int nd = 0;
   enum pts_status st = input_dims(m, json_object_get(in, "shape"), name,
@@ -125,16 +126,16 @@ static enum pts_status parse_input(struct ptperf_model *m, json_t *in, size_t id
   if (st) return st;
   int b = m->max_batch_size > 0 ? 1 : 0;
   if (nd + b > PTPERF_MAX_DIMS)
-    return pts_error_set(err, PTS_INVALID_ARG, "model '%s': input '%s' has too many dims",
-                         m->name, name);
+    return pts_error_set(err, PTS_INVALID_ARG, "model '%s': input '%s' has too many dims", m->name,
+                         name);
   pi->ndim = nd + b;
   if (b) pi->dims[0] = m->batch_size;
   memcpy(pi->dims + b, dims, (size_t)nd * sizeof dims[0]);
   size_t elems = 1;
   for (int i = 0; i < pi->ndim; i++) {
     if (pi->dims[i] > 0 && elems > (SIZE_MAX / 16) / (size_t)pi->dims[i])
-      return pts_error_set(err, PTS_INVALID_ARG, "model '%s': input '%s' is too large",
-                           m->name, name);
+      return pts_error_set(err, PTS_INVALID_ARG, "model '%s': input '%s' is too large", m->name,
+                           name);
     elems *= (size_t)pi->dims[i];
   }
   pi->byte_size = elems * pts_dtype_size(pi->dtype);
@@ -149,8 +150,8 @@ enum pts_status ptperf_model_parse(const char *metadata_json, const char *config
   json_error_t jerr;
   json_t *md = json_loads(metadata_json, 0, &jerr), *cfg = NULL;
   if (!md)
-    return pts_error_set(err, PTS_INVALID_ARG, "model metadata is not JSON (%d:%d): %s",
-                         jerr.line, jerr.column, jerr.text);
+    return pts_error_set(err, PTS_INVALID_ARG, "model metadata is not JSON (%d:%d): %s", jerr.line,
+                         jerr.column, jerr.text);
   enum pts_status st = PTS_OK;
   struct ptperf_model *m = pts_calloc(1, sizeof *m);
   if (!m) {
@@ -160,8 +161,8 @@ enum pts_status ptperf_model_parse(const char *metadata_json, const char *config
   const char *name = json_string_value(json_object_get(md, "name"));
   json_t *inputs = json_object_get(md, "inputs");
   if (!name || !json_is_array(inputs)) {
-    st = pts_error_set(err, PTS_INVALID_ARG,
-                       "model metadata lacks \"name\" or an \"inputs\" array");
+    st =
+        pts_error_set(err, PTS_INVALID_ARG, "model metadata lacks \"name\" or an \"inputs\" array");
     goto out;
   }
   if (!(m->name = pts_strdup(name)) || (version && !(m->version = pts_strdup(version)))) {
@@ -170,8 +171,8 @@ enum pts_status ptperf_model_parse(const char *metadata_json, const char *config
   }
   if (config_json) {
     if (!(cfg = json_loads(config_json, 0, &jerr))) {
-      st = pts_error_set(err, PTS_INVALID_ARG, "model '%s' config is not JSON (%d:%d): %s",
-                         name, jerr.line, jerr.column, jerr.text);
+      st = pts_error_set(err, PTS_INVALID_ARG, "model '%s' config is not JSON (%d:%d): %s", name,
+                         jerr.line, jerr.column, jerr.text);
       goto out;
     }
     json_t *mbs = json_object_get(cfg, "max_batch_size");
@@ -212,16 +213,18 @@ enum pts_status ptperf_model_parse(const char *metadata_json, const char *config
 out:
   json_decref(md);
   json_decref(cfg);
-  if (st) ptperf_model_free(m);
-  else *out = m;
+  if (st)
+    ptperf_model_free(m);
+  else
+    *out = m;
   return st;
 }
 
 static void append_escaped(char *dst, size_t *at, const char *s) {
   static const char hex[] = "0123456789ABCDEF";
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    bool plain = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-                 (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_' || *p == '~';
+    bool plain = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+                 *p == '-' || *p == '.' || *p == '_' || *p == '~';
     if (plain) {
       dst[(*at)++] = (char)*p;
     } else {
@@ -284,7 +287,9 @@ static void fill_fixed(unsigned char *dst, enum pts_dtype t, size_t n, uint64_t 
   for (size_t i = 0; i < n; i++, dst += esz) {
     uint64_t r = next_random(s);
     switch (t) {
-      case PTS_DTYPE_BOOL: dst[0] = (unsigned char)(r & 1); break;
+      case PTS_DTYPE_BOOL:
+        dst[0] = (unsigned char)(r & 1);
+        break;
       case PTS_DTYPE_FP32: {
         float f = random_unit(s);
         memcpy(dst, &f, 4);
@@ -322,8 +327,7 @@ static size_t input_wire_size(const struct ptperf_input *in) {
   return element_count(in) * (4 + STRING_ELEMENT_LEN);
 }
 
-static void fill_input(unsigned char *dst, const struct ptperf_input *in, uint64_t *s,
-                       bool zero) {
+static void fill_input(unsigned char *dst, const struct ptperf_input *in, uint64_t *s, bool zero) {
   if (in->dtype != PTS_DTYPE_BYTES) {
     fill_fixed(dst, in->dtype, element_count(in), s, zero);
     return;
@@ -347,9 +351,9 @@ static char *request_json(const struct ptperf_model *m) {
     json_t *shape = json_array();
     for (int d = 0; d < in->ndim; d++) json_array_append_new(shape, json_integer(in->dims[d]));
     json_array_append_new(
-        inputs, json_pack("{s:s, s:o, s:s, s:{s:I}}", "name", in->name, "shape", shape,
-                          "datatype", pts_dtype_name(in->dtype), "parameters",
-                          "binary_data_size", (json_int_t)input_wire_size(in)));
+        inputs, json_pack("{s:s, s:o, s:s, s:{s:I}}", "name", in->name, "shape", shape, "datatype",
+                          pts_dtype_name(in->dtype), "parameters", "binary_data_size",
+                          (json_int_t)input_wire_size(in)));
   }
   json_object_set_new(root, "parameters", json_pack("{s:b}", "binary_data_output", 1));
   char *text = json_dumps(root, JSON_COMPACT);
@@ -357,8 +361,8 @@ static char *request_json(const struct ptperf_model *m) {
   return text;
 }
 
-enum pts_status ptperf_request_build(const struct ptperf_model *m, const char *host,
-                                     uint64_t seed, bool zero_data, char **out, size_t *out_len,
+enum pts_status ptperf_request_build(const struct ptperf_model *m, const char *host, uint64_t seed,
+                                     bool zero_data, char **out, size_t *out_len,
                                      struct pts_error *err) {
   *out = NULL;
   char *json = request_json(m);
@@ -388,7 +392,7 @@ enum pts_status ptperf_request_build(const struct ptperf_model *m, const char *h
   }
   memcpy(buf, head, (size_t)hn);
   memcpy(buf + hn, json, json_len);
-  free(json); /* jansson allocated it */
+  free(json);                                      /* jansson allocated it */
   uint64_t s = (seed * 0x9E3779B97F4A7C15ULL) | 1; /* never 0: xorshift would stay 0 */
   unsigned char *p = buf + hn + json_len;
   for (size_t i = 0; i < m->n_inputs; i++) {

@@ -67,8 +67,8 @@ char *ptperf_model_path(const struct ptperf_model *m, const char *what, bool wit
 /* A complete HTTP/1.1 POST .../infer with every input as binary data and
  * binary outputs, filled with data from `seed` (zeros when zero_data).
  * `host` is the Host header value. Caller frees *out with pts_free. */
-enum pts_status ptperf_request_build(const struct ptperf_model *m, const char *host,
-                                     uint64_t seed, bool zero_data, char **out, size_t *out_len,
+enum pts_status ptperf_request_build(const struct ptperf_model *m, const char *host, uint64_t seed,
+                                     bool zero_data, char **out, size_t *out_len,
                                      struct pts_error *err);
 
 #endif

@@ -195,9 +195,14 @@ static void conn_read(struct ptperf_load *l, struct conn *c) {
   struct ptperf_http_response r;
   struct pts_error err;
   switch (ptperf_http_parse(c->rbuf, c->rlen, &r, &err)) {
-    case PTPERF_PARSE_MORE: return;
-    case PTPERF_PARSE_DONE: conn_finish(l, c, &r); return;
-    case PTPERF_PARSE_ERROR: conn_fail(l, c, err.msg); return;
+    case PTPERF_PARSE_MORE:
+      return;
+    case PTPERF_PARSE_DONE:
+      conn_finish(l, c, &r);
+      return;
+    case PTPERF_PARSE_ERROR:
+      conn_fail(l, c, err.msg);
+      return;
   }
 }
 
@@ -217,8 +222,8 @@ static int prepare_poll(struct ptperf_load *l, int *timeout_ms) {
     }
     if (!c->in_flight) conn_start_request(l, c);
     if (c->fd < 0) continue;
-    l->pfds[n] = (struct pollfd){
-        .fd = c->fd, .events = (short)(POLLIN | (c->sent < c->req_len ? POLLOUT : 0))};
+    l->pfds[n] = (struct pollfd){.fd = c->fd,
+                                 .events = (short)(POLLIN | (c->sent < c->req_len ? POLLOUT : 0))};
     l->pfd_conn[n++] = i;
   }
   *timeout_ms = 50; /* how often the stop flag is looked at */

@@ -18,25 +18,30 @@ void ptperf_report_table_row(FILE *f, const struct ptperf_result *r) {
   const struct ptperf_breakdown *s = &r->server;
   if (s->valid)
     fprintf(f, " %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.2f |", s->queue_us, s->compute_input_us,
-            s->compute_infer_us, s->compute_output_us, s->request_us,
-            r->lat.avg_us - s->request_us, s->avg_batch);
+            s->compute_infer_us, s->compute_output_us, s->request_us, r->lat.avg_us - s->request_us,
+            s->avg_batch);
   else
     fprintf(f, " %8s %8s %8s %8s %8s %8s %6s |", "-", "-", "-", "-", "-", "-", "-");
   const double cpu[2] = {r->client_cpu_us, r->server_cpu_us};
   for (int i = 0; i < 2; i++) {
-    if (cpu[i] >= 0) fprintf(f, " %7.1f", cpu[i]);
-    else fprintf(f, " %7s", "-");
+    if (cpu[i] >= 0)
+      fprintf(f, " %7.1f", cpu[i]);
+    else
+      fprintf(f, " %7s", "-");
   }
-  if (r->other_cpu_pct >= 0) fprintf(f, " %6.1f\n", r->other_cpu_pct);
-  else fprintf(f, " %6s\n", "-");
+  if (r->other_cpu_pct >= 0)
+    fprintf(f, " %6.1f\n", r->other_cpu_pct);
+  else
+    fprintf(f, " %6s\n", "-");
 }
 
 void ptperf_report_csv_header(FILE *f) {
-  fputs("model,batch_size,concurrency,infer_per_sec,p50_us,p90_us,p95_us,p99_us,avg_us,"
-        "requests,errors,seconds,windows,stable,server_queue_us,server_compute_input_us,"
-        "server_compute_infer_us,server_compute_output_us,server_request_us,"
-        "client_overhead_us,server_avg_batch,client_cpu_us,server_cpu_us,other_cpu_pct\n",
-        f);
+  fputs(
+      "model,batch_size,concurrency,infer_per_sec,p50_us,p90_us,p95_us,p99_us,avg_us,"
+      "requests,errors,seconds,windows,stable,server_queue_us,server_compute_input_us,"
+      "server_compute_infer_us,server_compute_output_us,server_request_us,"
+      "client_overhead_us,server_avg_batch,client_cpu_us,server_cpu_us,other_cpu_pct\n",
+      f);
 }
 
 /* RFC 4180: quote a field holding a comma, quote or line break. */
@@ -62,15 +67,19 @@ void ptperf_report_csv_row(FILE *f, const struct ptperf_result *r) {
   const struct ptperf_breakdown *s = &r->server;
   if (s->valid)
     fprintf(f, ",%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f", s->queue_us, s->compute_input_us,
-            s->compute_infer_us, s->compute_output_us, s->request_us,
-            r->lat.avg_us - s->request_us, s->avg_batch);
+            s->compute_infer_us, s->compute_output_us, s->request_us, r->lat.avg_us - s->request_us,
+            s->avg_batch);
   else
     fputs(",,,,,,,", f);
   const double cpu[2] = {r->client_cpu_us, r->server_cpu_us};
   for (int i = 0; i < 2; i++) {
-    if (cpu[i] >= 0) fprintf(f, ",%.2f", cpu[i]);
-    else fputc(',', f);
+    if (cpu[i] >= 0)
+      fprintf(f, ",%.2f", cpu[i]);
+    else
+      fputc(',', f);
   }
-  if (r->other_cpu_pct >= 0) fprintf(f, ",%.1f\n", r->other_cpu_pct);
-  else fputs(",\n", f);
+  if (r->other_cpu_pct >= 0)
+    fprintf(f, ",%.1f\n", r->other_cpu_pct);
+  else
+    fputs(",\n", f);
 }

@@ -11,30 +11,30 @@ static bool read_count(json_t *obj, const char *key, uint64_t *acc) {
   return true;
 }
 
-static bool read_duration(json_t *inference_stats, const char *key,
-                          struct ptperf_duration *acc) {
+static bool read_duration(json_t *inference_stats, const char *key, struct ptperf_duration *acc) {
   json_t *d = json_object_get(inference_stats, key);
-  return json_is_object(d) && read_count(d, "count", &acc->count) &&
-         read_count(d, "ns", &acc->ns);
+  return json_is_object(d) && read_count(d, "count", &acc->count) && read_count(d, "ns", &acc->ns);
 }
 
 static enum pts_status add_entry(json_t *e, size_t idx, struct ptperf_stats *s,
                                  struct pts_error *err) {
   json_t *is = json_object_get(e, "inference_stats");
-  static const char *const keys[] = {"success", "fail", "queue", "compute_input",
-                                     "compute_infer", "compute_output"};
-  struct ptperf_duration *slots[] = {&s->success, &s->fail, &s->queue, &s->compute_input,
-                                     &s->compute_infer, &s->compute_output};
+  static const char *const keys[] = {"success",       "fail",          "queue",
+                                     "compute_input", "compute_infer", "compute_output"};
+  struct ptperf_duration *slots[] = {&s->success,       &s->fail,          &s->queue,
+                                     &s->compute_input, &s->compute_infer, &s->compute_output};
   if (!read_count(e, "inference_count", &s->inference_count) ||
       !read_count(e, "execution_count", &s->execution_count))
     return pts_error_set(err, PTS_INVALID_ARG,
                          "statistics: model_stats[%zu] lacks a numeric inference_count or "
-                         "execution_count", idx);
+                         "execution_count",
+                         idx);
   for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
     if (!read_duration(is, keys[k], slots[k]))
       return pts_error_set(err, PTS_INVALID_ARG,
                            "statistics: model_stats[%zu].inference_stats.%s lacks a numeric "
-                           "count or ns", idx, keys[k]);
+                           "count or ns",
+                           idx, keys[k]);
   return PTS_OK;
 }
 
@@ -83,8 +83,8 @@ void ptperf_stats_delta(const struct ptperf_stats *before, const struct ptperf_s
   if (went_back(b->success, a->success) || went_back(b->queue, a->queue) ||
       went_back(b->compute_input, a->compute_input) ||
       went_back(b->compute_infer, a->compute_infer) ||
-      went_back(b->compute_output, a->compute_output) ||
-      a->inference_count < b->inference_count || a->execution_count < b->execution_count)
+      went_back(b->compute_output, a->compute_output) || a->inference_count < b->inference_count ||
+      a->execution_count < b->execution_count)
     return;
   out->requests = a->success.count - b->success.count;
   if (out->requests == 0) return;

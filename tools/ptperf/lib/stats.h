@@ -28,11 +28,11 @@ struct ptperf_stats {
 
 /* Average microseconds per request between two snapshots. */
 struct ptperf_breakdown {
-  bool valid;              /* false when no request succeeded in between */
-  uint64_t requests;       /* successful requests (success.count delta) */
-  double request_us;       /* success: receipt to response, as the server measures */
+  bool valid;        /* false when no request succeeded in between */
+  uint64_t requests; /* successful requests (success.count delta) */
+  double request_us; /* success: receipt to response, as the server measures */
   double queue_us, compute_input_us, compute_infer_us, compute_output_us;
-  double avg_batch;        /* inference_count / execution_count: batch elements per run */
+  double avg_batch; /* inference_count / execution_count: batch elements per run */
 };
 
 /* Reads `{"model_stats":[...]}` and sums the entries named `model`
