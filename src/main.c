@@ -316,7 +316,7 @@ static int check_restricted(struct cli *c) {
 /* The gRPC frontend's flags (tritonserver's names, ranges and defaults). */
 static int handle_grpc(struct pts_server_options *o, int opt, const char *flag, const char *v) {
   static const char *const levels[] = {"none", "low", "medium", "high"};
-  long n;
+  long n = 0;
   switch (opt) {
     case OPT_GRPC_PORT:
       if (parse_long(flag, v, 0, 65535, &n) != 0) return -1;
@@ -355,7 +355,7 @@ static int handle_grpc(struct pts_server_options *o, int opt, const char *flag, 
 
 /* Flags whose tritonserver meaning ptserve implements for one value only. */
 static int accept_only(const char *flag, const char *v, const char *only, const char *why) {
-  bool b;
+  bool b = false;
   if (strcmp(only, "false") == 0) {
     if (parse_bool(flag, v, &b) != 0) return -1;
     if (!b) return 0;
@@ -367,7 +367,7 @@ static int accept_only(const char *flag, const char *v, const char *only, const 
 
 static int handle(struct cli *c, int opt, const char *flag, const char *v) {
   struct pts_server_options *o = &c->opts;
-  long n;
+  long n = 0;
   switch (opt) {
     case OPT_MODEL_REPOSITORY:
       return add_repository(c, v);
