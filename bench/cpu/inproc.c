@@ -93,7 +93,11 @@ static void fill_random(struct input_arg *in, unsigned *seed) {
 static int usage(void) {
   fputs(
       "usage: bench_inproc --model PATH.pt --input DTYPE:d1,d2 [--input ...]\n"
-      "                    [--seconds S] [--warmup N] [--label NAME] [--csv FILE]\n",
+      "                    [--seconds S] [--warmup N] [--label NAME] [--csv FILE]\n"
+      "                    [--device cpu|cuda:N] [--graph]\n"
+      "  --device   where the model runs (default cpu); inputs start on the host and\n"
+      "             outputs end there, as in the server (pinned staging, one stream)\n"
+      "  --graph    capture forward() as a CUDA graph for these input shapes first\n",
       stderr);
   return 1;
 }
@@ -106,11 +110,15 @@ int main(int argc, char **argv) {
       {"warmup", required_argument, NULL, 'w'},
       {"label", required_argument, NULL, 'l'},
       {"csv", required_argument, NULL, 'c'},
+      {"device", required_argument, NULL, 'd'},
+      {"graph", no_argument, NULL, 'g'},
       {NULL, 0, NULL, 0},
   };
   const char *model = NULL, *label = NULL, *csv = NULL;
   struct input_arg in[MAX_INPUTS];
   int n_in = 0, warmup = 500;
+  struct pts_device dev = {.type = PTS_DEVICE_CPU};
+  bool graph = false;
   double seconds = 2.0;
   int c;
   while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -123,6 +131,18 @@ int main(int argc, char **argv) {
         break;
       case 'c':
         csv = optarg;
+        break;
+      case 'd':
+        if (strncmp(optarg, "cuda:", 5) == 0) {
+          dev.type = PTS_DEVICE_CUDA;
+          dev.index = atoi(optarg + 5);
+        } else if (strcmp(optarg, "cpu") != 0) {
+          fprintf(stderr, "bench_inproc: --device '%s': expected cpu or cuda:N\n", optarg);
+          return 1;
+        }
+        break;
+      case 'g':
+        graph = true;
         break;
       case 's':
         seconds = atof(optarg);
@@ -146,9 +166,8 @@ int main(int argc, char **argv) {
   if (!label) label = model;
 
   struct pts_error err;
-  struct pts_device cpu = {.type = PTS_DEVICE_CPU};
   struct pts_torch_module *mod = NULL;
-  if (pts_torch_load(model, &cpu, &mod, &err) != PTS_OK) {
+  if (pts_torch_load(model, &dev, &mod, &err) != PTS_OK) {
     fprintf(stderr, "bench_inproc: %s\n", err.msg);
     return 1;
   }
@@ -169,6 +188,10 @@ int main(int argc, char **argv) {
   /* ptserve's defaults (backends/pytorch: INFERENCE_MODE true,
    * DISABLE_OPTIMIZED_EXECUTION false, INTRA_OP_THREAD_COUNT 0). */
   struct pts_torch_run_opts opts = {.inference_mode = true, .optimized_execution = true};
+  if (graph && pts_torch_capture_graph(mod, tin, (size_t)n_in, &opts, &err) != PTS_OK) {
+    fprintf(stderr, "bench_inproc: %s: %s\n", label, err.msg);
+    goto out;
+  }
 
   size_t cap = 1 << 16, n = 0;
   uint64_t *lat = pts_malloc(cap * sizeof *lat);

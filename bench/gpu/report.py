@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Turns one bench/gpu/run.sh run into the committed results.
+
+    python3 bench/gpu/report.py RAW_DIR RESULTS_DIR
+
+Writes results.md (tables and what they say), results.csv and plot.png.
+Throughput is images (or rows) per second; the reference is the same model
+run in process by LibTorch through ptserve's own bridge on the same GPU, in
+the same run, at its best batch size.
+"""
+import csv
+import os
+import sys
+
+INPUT_BYTES = {"resnet50_fp32": 3 * 224 * 224 * 4, "resnet50_fp16": 3 * 224 * 224 * 2,
+               "mlp": 64 * 4, "resnet50_fp16_graph": 3 * 224 * 224 * 2}
+
+
+def read_csv(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def main(raw, out):
+    os.makedirs(out, exist_ok=True)
+    meta = dict(l.rstrip("\n").split("=", 1) for l in open(os.path.join(raw, "meta.txt")) if "=" in l)
+    inproc = {}
+    for r in read_csv(os.path.join(raw, "inproc.csv")):
+        model, b = r["label"].rsplit("/b", 1)
+        b = int(b)
+        inproc.setdefault(model, {})[b] = {"per_sec": float(r["per_sec"]) * b,
+                                           "p50_us": float(r["p50_us"])}
+    served = {}
+    for m in ("resnet50_fp32", "resnet50_fp16", "mlp", "resnet50_fp16_graph"):
+        served[m] = read_csv(os.path.join(raw, "ptperf_%s.csv" % m))
+    rows, md = [], []
+    md.append("# GPU benchmark: ptserve vs LibTorch in process\n")
+    md.append("Run on %s; %s cores (%s); torch %s; git %s; %s. Produced by "
+              "`bench/gpu/run.sh` on the GPU host, then `bench/gpu/report.py`.\n"
+              % (meta.get("gpu"), meta.get("cores"), meta.get("cpu"), meta.get("torch"),
+                 meta.get("git"), meta.get("date")))
+    md.append("The reference (a) is the same TorchScript file run in process through "
+              "ptserve's bridge on one thread: host inputs → pinned staging → cuda:0 → "
+              "forward → pinned host outputs, one stream sync per call. The server (b) "
+              "gets one image per HTTP request (binary tensors, keep-alive) from ptperf on "
+              "the same host and forms batches with its dynamic batcher (2 instances, "
+              "max batch 128, 200 µs queue delay).\n")
+    md.append("## Throughput at saturation and latency at concurrency 1\n")
+    md.append("| model | in-process best (batch) | ptserve best (concurrency) | ratio | "
+              "in-process p50 batch 1 | ptserve p50 c=1 | avg batch at best |")
+    md.append("|---|---:|---:|---:|---:|---:|---:|")
+    for m in ("resnet50_fp32", "resnet50_fp16", "mlp"):
+        ip = inproc.get(m, {})
+        if not ip or not served[m]:
+            continue
+        best_b = max(ip, key=lambda b: ip[b]["per_sec"])
+        best = max(served[m], key=lambda r: float(r["infer_per_sec"]))
+        c1 = [r for r in served[m] if r["concurrency"] == "1"]
+        ratio = float(best["infer_per_sec"]) / ip[best_b]["per_sec"]
+        md.append("| %s | %.0f/s (%d) | %.0f/s (%s) | **%.2f** | %.0f µs | %s µs | %s |" % (
+            m, ip[best_b]["per_sec"], best_b, float(best["infer_per_sec"]), best["concurrency"],
+            ratio, ip[1]["p50_us"], c1[0]["p50_us"] if c1 else "–", best.get("server_avg_batch")))
+        for r in served[m]:
+            rows.append({"model": m, "concurrency": r["concurrency"],
+                         "infer_per_sec": r["infer_per_sec"], "p50_us": r["p50_us"],
+                         "p99_us": r["p99_us"], "avg_batch": r.get("server_avg_batch"),
+                         "server_queue_us": r.get("server_queue_us"),
+                         "server_compute_infer_us": r.get("server_compute_infer_us"),
+                         "server_cpu_us": r.get("server_cpu_us"),
+                         "inproc_best_per_sec": "%.1f" % ip[best_b]["per_sec"],
+                         "ratio": "%.3f" % (float(r["infer_per_sec"]) / ip[best_b]["per_sec"])})
+    md.append("\n## In process, by batch size (images/s; p50 per call)\n")
+    md.append("| model | " + " | ".join("batch %d" % b for b in (1, 8, 32, 128)) + " |")
+    md.append("|---|---:|---:|---:|---:|")
+    for m in ("resnet50_fp32", "resnet50_fp16", "mlp"):
+        ip = inproc.get(m, {})
+        md.append("| %s | " % m + " | ".join(
+            "%.0f/s, %.0f µs" % (ip[b]["per_sec"], ip[b]["p50_us"]) if b in ip else "–"
+            for b in (1, 8, 32, 128)) + " |")
+    md.append("\n## CUDA graphs at batch 1\n")
+    md.append("| | p50 |")
+    md.append("|---|---:|")
+    for label, key in (("in process, eager, FP16 ResNet-50", "resnet50_fp16"),
+                       ("in process, CUDA graph, FP16 ResNet-50", "resnet50_fp16_graph"),
+                       ("in process, eager, MLP", "mlp"), ("in process, CUDA graph, MLP", "mlp_graph")):
+        if 1 in inproc.get(key, {}):
+            md.append("| %s | %.0f µs |" % (label, inproc[key][1]["p50_us"]))
+    g = served.get("resnet50_fp16_graph")
+    if g:
+        md.append("| ptserve over HTTP, CUDA graph, FP16 ResNet-50, c=1 | %s µs |" % g[0]["p50_us"])
+        eager = inproc.get("resnet50_fp16", {}).get(1, {}).get("p50_us")
+        if eager:
+            md.append("\nTarget: batch-1 p50 with CUDA graphs below the in-process eager batch-1 "
+                      "time (%.0f µs): **%s** (%s µs)." % (
+                          eager, "met" if float(g[0]["p50_us"]) < eager else "not met",
+                          g[0]["p50_us"]))
+    first = read_csv(os.path.join(raw, "first_request.csv"))
+    if first:
+        md.append("\n## First request after start-up (FP16 ResNet-50)\n")
+        md.append("| warmup | ready after | first request | second request |")
+        md.append("|---|---:|---:|---:|")
+        for r in first:
+            md.append("| %s | %s ms | %s ms | %s ms |" % (r["warmup"], r["ready_ms"],
+                                                          r["first_request_ms"], r["second_request_ms"]))
+    md.append("\n## Where the bytes go\n")
+    md.append("Per request the client sends the image in the body after a JSON header. In "
+              "ptserve each input byte is copied: (1) kernel → libevent's input buffer, (2) "
+              "libevent buffer → the request's own reference-counted buffer (tensors are "
+              "views of it from then on), (3) into the batch buffer when the batcher joins "
+              "several requests (a batch of one is not copied), (4) into pinned staging, "
+              "then (5) DMA to the GPU. Outputs come back by DMA into pinned memory and go "
+              "to the socket by reference (no copy).\n")
+    md.append("| model | input bytes/request | at ptserve's best | host memory traffic (4 copies) |")
+    md.append("|---|---:|---:|---:|")
+    for m in ("resnet50_fp32", "resnet50_fp16"):
+        if served[m]:
+            best = max(float(r["infer_per_sec"]) for r in served[m])
+            gbs = best * INPUT_BYTES[m] / 1e9
+            md.append("| %s | %d | %.2f GB/s in | ≈ %.1f GB/s copied |" % (
+                m, INPUT_BYTES[m], gbs, 4 * gbs))
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    if rows:
+        with open(os.path.join(out, "results.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+        for ax, m in zip(axes, ("resnet50_fp32", "resnet50_fp16", "mlp")):
+            if not served[m]:
+                continue
+            c = [int(r["concurrency"]) for r in served[m]]
+            t = [float(r["infer_per_sec"]) for r in served[m]]
+            ax.plot(c, t, "o-", label="ptserve over HTTP")
+            ip = inproc.get(m, {})
+            if ip:
+                best = max(v["per_sec"] for v in ip.values())
+                ax.axhline(best, color="gray", ls="--", label="LibTorch in process (best batch)")
+                ax.axhline(0.95 * best, color="red", ls=":", label="0.95 × in process")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("concurrent requests (1 image each)")
+            ax.set_ylabel("images/s" if m != "mlp" else "rows/s")
+            ax.set_title(m)
+            ax.legend(fontsize=8)
+        fig.suptitle("ptserve on %s vs LibTorch in process" % meta.get("gpu", "GPU").split(",")[0])
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "plot.png"), dpi=110)
+    except ImportError:
+        pass
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

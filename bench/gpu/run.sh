@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# bench/gpu/run.sh — ptserve on an NVIDIA GPU against LibTorch in process,
+# all in one run on the GPU host (issue: GPU execution, part 9).
+#
+#   bench/gpu/run.sh [RAW_DIR]        (default bench/gpu/raw)
+#
+# 1. builds ptserve, ptperf and bench_inproc (Release) against the host's
+#    pip torch (C dependencies from the offline bundle when present);
+# 2. writes ResNet-50 (FP32, FP16, FP16 with a CUDA graph at batch 1) and a
+#    small MLP (bench/gpu/gen_models.py);
+# 3. (a) in process: bench_inproc on cuda:0 at batch 1, 8, 32, 128, plus the
+#        FP16 ResNet-50 replayed as a CUDA graph at batch 1 — the reference;
+#    (b) ptserve over HTTP, binary tensors, dynamic batching, one image per
+#        request, concurrency 1..128 (ptperf);
+#    (c) ptserve with the CUDA-graph model at concurrency 1;
+#    (d) first-request latency of a fresh server with and without warmup;
+# 4. bench/gpu/report.py turns RAW_DIR into results.md, results.csv, plot.png.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+RAW="${1:-$ROOT/bench/gpu/raw}"
+BUILD="${BENCH_BUILD_DIR:-$ROOT/build-bench-gpu}"
+MODELS="${BENCH_MODELS:-/tmp/pts-bench-gpu-models}"
+INTERVAL_MS="${BENCH_INTERVAL_MS:-2000}"
+PY="${PYTHON:-python3}"
+SERVER_PID=
+log() { printf '== %s\n' "$*" >&2; }
+stop_server() {
+  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=; fi
+}
+trap stop_server EXIT
+free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+[ -d "$ROOT/.bundle/debs" ] && source "$ROOT/scripts/use-bundle.sh"
+mkdir -p "$RAW"
+log "build (Release) in $BUILD"
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF \
+  -DCMAKE_PREFIX_PATH="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" >/dev/null
+cmake --build "$BUILD" --target ptserve ptperf bench_inproc -j"$(nproc)" >/dev/null
+
+log "models in $MODELS"
+rm -rf "$MODELS"
+"$PY" "$ROOT/bench/gpu/gen_models.py" "$MODELS"
+{
+  echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "git=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
+  echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  echo "cores=$(nproc)"
+  echo "torch=$("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)')"
+  echo "interval_ms=$INTERVAL_MS"
+} >"$RAW/meta.txt"
+
+log "(a) in-process LibTorch on cuda:0"
+echo "label,calls,per_sec,mean_us,p50_us,p99_us" >"$RAW/inproc.csv"
+inproc() {
+  local label="$1" model="$2"; shift 2
+  "$BUILD/bench_inproc" --device cuda:0 --model "$MODELS/$model/1/model.pt" "$@" \
+    --label "$label" --seconds 2 --warmup 50 --csv "$RAW/inproc.csv" >>"$RAW/inproc.log"
+}
+for b in 1 8 32 128; do
+  inproc "resnet50_fp32/b$b" resnet50_fp32 --input "FP32:$b,3,224,224"
+  inproc "resnet50_fp16/b$b" resnet50_fp16 --input "FP16:$b,3,224,224"
+  inproc "mlp/b$b" mlp --input "FP32:$b,64"
+done
+inproc "resnet50_fp16_graph/b1" resnet50_fp16 --input "FP16:1,3,224,224" --graph
+inproc "mlp_graph/b1" mlp --input "FP32:1,64" --graph
+
+start_server() {
+  PORT="$(free_port)"
+  "$BUILD/ptserve" --model-repository "$1" --http-port "$PORT" --http-address 127.0.0.1 \
+    --grpc-port "$(free_port)" --metrics-port "$(free_port)" --http-thread-count 16 \
+    >"$RAW/server-$2.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 1 600); do
+    curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/health/ready" && return 0
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$RAW/server-$2.log" >&2; return 1; }
+    sleep 0.1
+  done
+  return 1
+}
+ptperf() {
+  local rc=0
+  "$BUILD/ptperf" -u "127.0.0.1:$PORT" -p "$INTERVAL_MS" -r "${BENCH_MAX_TRIALS:-10}" -q \
+    --server-pid "$SERVER_PID" "$@" || rc=$?
+  [ "$rc" -eq 0 ] || [ "$rc" -eq 2 ]
+}
+
+log "(b, c) ptserve over HTTP"
+start_server "$MODELS" serve
+for m in resnet50_fp32 resnet50_fp16 mlp; do
+  log "ptperf $m, concurrency 1..128"
+  ptperf -m "$m" --concurrency 1,2,4,8,16,32,64,128 -f "$RAW/ptperf_$m.csv"
+done
+log "ptperf resnet50_fp16_graph, concurrency 1"
+ptperf -m resnet50_fp16_graph --concurrency 1 -f "$RAW/ptperf_resnet50_fp16_graph.csv"
+nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv >"$RAW/nvidia-smi.txt" || true
+stop_server
+
+log "(d) first request with and without warmup"
+echo "model,warmup,ready_ms,first_request_ms,second_request_ms" >"$RAW/first_request.csv"
+for w in no yes; do
+  dir="$MODELS-first-$w"
+  rm -rf "$dir"; mkdir -p "$dir"; cp -r "$MODELS/resnet50_fp16" "$dir/"
+  if [ "$w" = yes ]; then
+    cat >>"$dir/resnet50_fp16/config.pbtxt" <<'PBTXT'
+model_warmup [ { name: "w" batch_size: 1 count: 3 inputs { key: "INPUT__0" value: { data_type: TYPE_FP16 dims: [ 3, 224, 224 ] random_data: true } } } ]
+PBTXT
+  fi
+  t0=$(date +%s%N)
+  start_server "$dir" "first-$w"
+  t1=$(date +%s%N)
+  "$PY" "$ROOT/bench/gpu/first_request.py" "127.0.0.1:$PORT" resnet50_fp16 "$w" $(((t1 - t0) / 1000000)) \
+    >>"$RAW/first_request.csv"
+  stop_server
+done
+log "done: $RAW"
