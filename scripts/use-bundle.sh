@@ -17,6 +17,9 @@ fi
 _lib="$_pts_root/root/usr/lib/x86_64-linux-gnu"
 export PATH="$_pts_root/root/usr/bin:$PATH"
 export LD_LIBRARY_PATH="$_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Debian's grpc.pc says libdir=/usr/lib although its libraries live in the
+# multiarch directory; the linker's own search path covers that.
+export LIBRARY_PATH="$_lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
 # The .pc files say prefix=/usr; the sysroot makes their -I/-L point inside
 # the bundle instead.
 export PKG_CONFIG_PATH="$_lib/pkgconfig:$_pts_root/root/usr/share/pkgconfig"
