@@ -126,14 +126,18 @@ def model_repo():
     return path
 
 
+def models_python():
+    """The interpreter that writes TorchScript models: Debian's, which has
+    python3-torch, unless the host names another (a GPU host's pip torch)."""
+    return os.environ.get("PTS_MODELS_PYTHON", "/usr/bin/python3")
+
+
 @pytest.fixture(scope="session")
 def torch_models():
     out = os.path.join(ROOT, "tests", "e2e", ".cache", "torch_models")
     stamp = os.path.join(out, ".generated")
     gen = os.path.join(ROOT, "tests", "models", "gen_models.py")
     if not os.path.exists(stamp) or os.path.getmtime(stamp) < os.path.getmtime(gen):
-        # Debian's interpreter has python3-torch; a GPU host names its own.
-        python = os.environ.get("PTS_MODELS_PYTHON", "/usr/bin/python3")
-        subprocess.run([python, gen, out], check=True)
+        subprocess.run([models_python(), gen, out], check=True)
         open(stamp, "w").close()
     return out

@@ -21,8 +21,8 @@ TIMEOUT = 60
 @pytest.fixture(scope="module")
 def fault_models(tmp_path_factory):
     out = tmp_path_factory.mktemp("fault_models")
-    subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests", "models",
-                                                     "gen_fault_models.py"), str(out)],
+    python = os.environ.get("PTS_MODELS_PYTHON", "/usr/bin/python3")  # as conftest.models_python
+    subprocess.run([python, os.path.join(ROOT, "tests", "models", "gen_fault_models.py"), str(out)],
                    check=True)
     return out
 

@@ -20,6 +20,15 @@ echo "== unit tests"; ctest --test-dir build-gpu --output-on-failure || rc=1
 echo "== GPU end-to-end tests"
 PTSERVE_BIN=$PWD/build-gpu/ptserve $PY -m pytest -q -p no:cacheprovider tests/gpu || rc=1
 echo "== CPU end-to-end suite against the CUDA build"
-PTSERVE_BIN=$PWD/build-gpu/ptserve PTS_MODELS_PYTHON=$PY $PY -m pytest -q -p no:cacheprovider tests/e2e || rc=1
+deselect=()
+if ! $PY -c 'import grpc_tools' 2>/dev/null && ! command -v grpc_python_plugin >/dev/null; then
+  # The gRPC tests generate Python stubs from proto/; this host has neither
+  # grpc_tools nor Debian's grpc_python_plugin (and no network to get them).
+  # CI runs them; say so rather than fail on the host's tooling.
+  echo "NOTE: tests/e2e/test_grpc.py not run here: no grpc_tools or grpc_python_plugin on this host"
+  deselect=(--ignore=tests/e2e/test_grpc.py)
+fi
+PTSERVE_BIN=$PWD/build-gpu/ptserve PTS_MODELS_PYTHON=$PY $PY -m pytest -q -p no:cacheprovider \
+  "${deselect[@]}" tests/e2e || rc=1
 echo "== gpu suite exit $rc"
 exit $rc
