@@ -76,6 +76,9 @@ struct pts_backend {
   void (*instance_destroy)(void *instance_state);
   enum pts_status (*execute)(void *instance_state, struct pts_batch *batch,
                              struct pts_error *err);
+  /* (optional) How many GPUs this backend can place instances on (CUDA
+   * devices; 1 for MPS); decides what KIND_AUTO means. NULL = none. */
+  int (*gpu_count)(void);
 };
 
 /* The registry: backends compiled into this binary, by config `backend`

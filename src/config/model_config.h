@@ -36,6 +36,15 @@ enum pts_status pts_model_config_load(const char *model_dir, const char *model_n
 enum pts_status pts_model_config_complete(Inference__ModelConfig *cfg, const char *model_dir,
                                           const char *model_name, struct pts_error *err);
 
+/* Settles instance-group devices once the backend has said how many GPUs
+ * it can use (CUDA devices, or 1 for MPS), as Triton's core does: KIND_AUTO
+ * becomes KIND_GPU when every listed GPU (any GPU when none is listed)
+ * exists, else KIND_CPU; a KIND_GPU group without `gpus` gets every GPU.
+ * KIND_GPU on a host without GPUs stays KIND_GPU: the backend falls back to
+ * the CPU with a warning. /config shows the resolved kinds. */
+enum pts_status pts_model_config_resolve_devices(Inference__ModelConfig *cfg, int gpu_count,
+                                                 struct pts_error *err);
+
 void pts_model_config_free(Inference__ModelConfig *cfg);
 
 /* The config as Triton's /config JSON (protocol-facts §1.10). Returns a new

@@ -452,8 +452,9 @@ static enum pts_status default_optimization(Inference__ModelConfig *cfg, struct 
 }
 
 /* One group when none is given; then each group gets a name and a count.
- * The added group is KIND_CPU: device discovery (what KIND_AUTO resolves
- * to) belongs to the backend, which maps KIND_AUTO/KIND_GPU when it loads. */
+ * The added group is KIND_AUTO, as in Triton; what it resolves to depends
+ * on the GPUs the backend can use, so pts_model_config_resolve_devices
+ * settles it once the repository knows the backend. */
 static enum pts_status default_instance_groups(Inference__ModelConfig *cfg, struct pts_error *err) {
   if (cfg->n_instance_group == 0) {
     Inference__ModelInstanceGroup *g = pts_malloc(sizeof *g);
@@ -464,7 +465,7 @@ static enum pts_status default_instance_groups(Inference__ModelConfig *cfg, stru
       return nomem(err, cfg);
     }
     inference__model_instance_group__init(g);
-    g->kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+    g->kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO;
     arr[0] = g;
     pts_free(cfg->instance_group);
     cfg->instance_group = arr;
@@ -672,4 +673,45 @@ enum pts_status pts_model_config_complete(Inference__ModelConfig *cfg, const cha
   if ((s = validate_dynamic_batching(cfg, err))) return s;
   if ((s = validate_instance_groups(cfg, err))) return s;
   return validate_warmup(cfg, err);
+}
+
+/* ---- devices, once the backend is known ---- */
+
+static bool gpus_exist(const Inference__ModelInstanceGroup *g, int gpu_count) {
+  if (gpu_count <= 0) return false;
+  for (size_t i = 0; i < g->n_gpus; i++)
+    if (g->gpus[i] < 0 || g->gpus[i] >= gpu_count) return false;
+  return true;
+}
+
+static bool fill_all_gpus(Inference__ModelInstanceGroup *g, int gpu_count) {
+  int32_t *ids = pts_malloc((size_t)gpu_count * sizeof *ids);
+  if (!ids) return false;
+  for (int i = 0; i < gpu_count; i++) ids[i] = i;
+  pts_free(g->gpus);
+  g->gpus = ids;
+  g->n_gpus = (size_t)gpu_count;
+  return true;
+}
+
+enum pts_status pts_model_config_resolve_devices(Inference__ModelConfig *cfg, int gpu_count,
+                                                 struct pts_error *err) {
+  for (size_t i = 0; i < cfg->n_instance_group; i++) {
+    Inference__ModelInstanceGroup *g = cfg->instance_group[i];
+    if (g->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO) {
+      if (gpus_exist(g, gpu_count)) {
+        g->kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU;
+      } else {
+        g->kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+        pts_free(g->gpus); /* KIND_CPU lists no GPUs */
+        g->gpus = NULL;
+        g->n_gpus = 0;
+      }
+    }
+    /* Triton: a GPU group without `gpus` runs `count` instances on every GPU. */
+    if (g->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU && g->n_gpus == 0 &&
+        gpu_count > 0 && !fill_all_gpus(g, gpu_count))
+      return nomem(err, cfg);
+  }
+  return PTS_OK;
 }

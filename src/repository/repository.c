@@ -368,6 +368,9 @@ static enum pts_status start_model(struct pts_model *m, const char *model_dir,
                          "unable to find backend '%s' for model '%s'; ptserve provides %s",
                          cfg->backend ? cfg->backend : "", m->name, have);
   }
+  enum pts_status rs = pts_model_config_resolve_devices(
+      m->config, m->backend->gpu_count ? m->backend->gpu_count() : 0, err);
+  if (rs != PTS_OK) return rs;
   char vname[24];
   snprintf(vname, sizeof vname, "%lld", (long long)m->version);
   const char *file = cfg->default_model_filename && *cfg->default_model_filename

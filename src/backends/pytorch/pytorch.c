@@ -12,7 +12,9 @@
  * Threading: as backend/backend.h. A model's state is read-only after
  * model_load; an instance's scratch space belongs to its execute thread.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@
 #include "core/alloc.h"
 #include "core/log.h"
 #include "tensor/tensor.h"
+#include "trace/profile.h"
 
 _Static_assert(PTS_TORCH_MAX_DIMS == PTS_TENSOR_MAX_DIMS, "bridge and tensor ranks must agree");
 _Static_assert((int)PTS_DEVICE_KIND_GPU == (int)INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU &&
@@ -389,6 +392,158 @@ static enum pts_status map_outputs(struct pt_model *m, const struct pts_torch_mo
   return PTS_OK;
 }
 
+/* ---- custom operator libraries ------------------------------------------- */
+
+/* One library named by the config, relative to the model directory. The
+ * resolved path must stay inside that directory (no "..", no absolute path,
+ * no symbolic link leading out), so a config can not load arbitrary code
+ * from elsewhere on the host. */
+static enum pts_status resolve_library(const char *model, const char *model_dir, const char *name,
+                                       const char *field, char *out, struct pts_error *err) {
+  if (name[0] == '/' || strcmp(name, "..") == 0 || strncmp(name, "../", 3) == 0 ||
+      strstr(name, "/../") || (strlen(name) >= 3 && strcmp(name + strlen(name) - 3, "/..") == 0))
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': custom operator library '%s' (%s) must be a path relative "
+                         "to the model directory, without '..'",
+                         model, name, field);
+  char joined[PATH_MAX], dir[PATH_MAX];
+  if (snprintf(joined, sizeof joined, "%s/%s", model_dir, name) >= (int)sizeof joined)
+    return pts_error_set(err, PTS_INVALID_ARG, "model '%s': custom operator library path '%s' is too long",
+                         model, name);
+  if (!realpath(model_dir, dir))
+    return pts_error_set(err, PTS_UNAVAILABLE, "model '%s': can not resolve the model directory '%s': %s",
+                         model, model_dir, strerror(errno));
+  if (!realpath(joined, out))
+    return pts_error_set(err, PTS_UNAVAILABLE,
+                         "model '%s': custom operator library '%s' (%s) not found at '%s': %s", model,
+                         name, field, joined, strerror(errno));
+  size_t n = strlen(dir);
+  if (strncmp(out, dir, n) != 0 || out[n] != '/')
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': custom operator library '%s' (%s) resolves to '%s', outside "
+                         "the model directory",
+                         model, name, field, out);
+  return PTS_OK;
+}
+
+static enum pts_status open_library(const char *model, const char *path, struct pts_error *err);
+
+/* Libraries loaded so far, by content. The same library copied into two
+ * model directories must not be loaded twice: its TORCH_LIBRARY block would
+ * register the namespace again, and LibTorch throws from inside dlopen,
+ * which ends the process. Entries live as long as the process (so do the
+ * libraries). */
+struct loaded_lib {
+  uint64_t hash;
+  off_t size;
+  char *path;
+  struct loaded_lib *next;
+};
+static struct loaded_lib *loaded_libs;
+static pthread_mutex_t loaded_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* FNV-1a over the file: cheap, and libraries are small. */
+static bool hash_file(const char *path, uint64_t *hash, off_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  uint64_t h = 1469598103934665603ull;
+  unsigned char buf[65536];
+  size_t n;
+  off_t total = 0;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+    for (size_t i = 0; i < n; i++) h = (h ^ buf[i]) * 1099511628211ull;
+    total += (off_t)n;
+  }
+  bool ok = !ferror(f);
+  fclose(f);
+  *hash = h;
+  *size = total;
+  return ok;
+}
+
+/* The path of an already loaded library with the same content, or NULL. */
+static const char *already_loaded(uint64_t hash, off_t size) {
+  for (struct loaded_lib *l = loaded_libs; l; l = l->next)
+    if (l->hash == hash && l->size == size) return l->path;
+  return NULL;
+}
+
+/* dlopen with RTLD_GLOBAL: the library's static initialisers register its
+ * operators (TORCH_LIBRARY) with LibTorch's dispatcher before the model is
+ * loaded. Libraries are never closed: the registrations point into them. */
+static enum pts_status load_library(const char *model, const char *model_dir, const char *name,
+                                    const char *field, struct pts_error *err) {
+  char path[PATH_MAX];
+  enum pts_status st = resolve_library(model, model_dir, name, field, path, err);
+  if (st != PTS_OK) return st;
+  uint64_t hash;
+  off_t size;
+  if (!hash_file(path, &hash, &size))
+    return pts_error_set(err, PTS_UNAVAILABLE,
+                         "model '%s': can not read custom operator library '%s': %s", model, path,
+                         strerror(errno));
+  pthread_mutex_lock(&loaded_mu);
+  const char *same = already_loaded(hash, size);
+  if (same) {
+    PTS_LOG_INFO("model '%s': custom operator library '%s' is already loaded (from '%s')", model,
+                 path, same);
+    pthread_mutex_unlock(&loaded_mu);
+    return PTS_OK;
+  }
+  st = open_library(model, path, err);
+  struct loaded_lib *l = st == PTS_OK ? pts_calloc(1, sizeof *l) : NULL;
+  if (l) l->path = pts_strdup(path);
+  if (l && l->path) {
+    l->hash = hash;
+    l->size = size;
+    l->next = loaded_libs;
+    loaded_libs = l;
+  } else if (l) {
+    pts_free(l); /* only the duplicate check is lost */
+  }
+  pthread_mutex_unlock(&loaded_mu);
+  return st;
+}
+
+static enum pts_status open_library(const char *model, const char *path, struct pts_error *err) {
+  dlerror();
+  if (!dlopen(path, RTLD_NOW | RTLD_GLOBAL)) {
+    const char *why = dlerror();
+    return pts_error_set(err, PTS_UNAVAILABLE,
+                         "model '%s': failed to load custom operator library '%s': %s", model, path,
+                         why ? why : "unknown dlopen error");
+  }
+  PTS_LOG_INFO("model '%s': loaded custom operator library '%s'", model, path);
+  return PTS_OK;
+}
+
+/* CUSTOM_OP_LIBRARIES ("a.so,b.so") and Triton's
+ * model_operations { op_library_filename: [...] }. */
+static enum pts_status load_op_libraries(const struct pt_model *m, const char *model_dir,
+                                         struct pts_error *err) {
+  const Inference__ModelOperations *ops = m->cfg->model_operations;
+  for (size_t i = 0; ops && i < ops->n_op_library_filename; i++) {
+    enum pts_status st = load_library(m->name, model_dir, ops->op_library_filename[i],
+                                      "model_operations.op_library_filename", err);
+    if (st != PTS_OK) return st;
+  }
+  const char *list = pts_model_config_param(m->cfg, "CUSTOM_OP_LIBRARIES");
+  if (!list) return PTS_OK;
+  char *copy = pts_strdup(list);
+  if (!copy) return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", m->name);
+  enum pts_status st = PTS_OK;
+  char *save = NULL;
+  for (char *tok = strtok_r(copy, ",", &save); tok && st == PTS_OK;
+       tok = strtok_r(NULL, ",", &save)) {
+    while (*tok == ' ') tok++;
+    size_t n = strlen(tok);
+    while (n && tok[n - 1] == ' ') tok[--n] = '\0';
+    if (n) st = load_library(m->name, model_dir, tok, "parameter CUSTOM_OP_LIBRARIES", err);
+  }
+  pts_free(copy);
+  return st;
+}
+
 static enum pts_status pt_model_load(const struct pts_backend_model_desc *desc, void **state,
                                      struct pts_error *err) {
   *state = NULL;
@@ -417,6 +572,8 @@ static enum pts_status pt_model_load(const struct pts_backend_model_desc *desc, 
     goto fail;
   }
   if ((st = check_config(m, err)) || (st = read_params(m, err))) goto fail;
+  /* Before the model: TorchScript resolves the operators it calls at load. */
+  if ((st = load_op_libraries(m, desc->model_dir, err))) goto fail;
 
   struct pts_device cpu = {.type = PTS_DEVICE_CPU};
   if ((st = pts_torch_load(m->path, &cpu, &m->spare, err))) {
@@ -688,6 +845,42 @@ static void log_first_replay(struct pt_instance *in, int64_t batch_size) {
   }
 }
 
+/* The operator profiler around one forward() (trace/profile.h). A profiler
+ * that fails to start or stop costs the report, never the request. */
+static bool profile_start(struct pt_instance *in, struct pts_profile_ticket *ticket) {
+  struct pts_error perr;
+  if (pts_torch_profile_start(in->module, &perr) == PTS_OK) return true;
+  PTS_LOG_WARN("model '%s', instance '%s': %s", in->model->name, in->name, perr.msg);
+  pts_profile_note(ticket, perr.msg);
+  return false;
+}
+
+static void profile_stop(struct pt_instance *in, struct pts_profile_ticket *ticket) {
+  struct pts_torch_profile prof;
+  struct pts_error perr;
+  if (pts_torch_profile_stop(in->module, &prof, &perr) != PTS_OK) {
+    PTS_LOG_WARN("model '%s', instance '%s': %s", in->model->name, in->name, perr.msg);
+    pts_profile_note(ticket, perr.msg);
+    pts_torch_profile_free(&prof);
+    return;
+  }
+  struct pts_profile_op *ops = pts_calloc(prof.count ? prof.count : 1, sizeof *ops);
+  for (size_t i = 0; ops && i < prof.count; i++) {
+    const struct pts_torch_op *o = &prof.ops[i];
+    ops[i] = (struct pts_profile_op){.name = o->name,
+                                     .shapes = o->shapes,
+                                     .dtypes = o->dtypes,
+                                     .start_ns = o->start_ns,
+                                     .cpu_ns = o->cpu_ns,
+                                     .device_ns = o->device_ns,
+                                     .on_device = o->on_device};
+  }
+  if (ops) pts_profile_add(ticket, ops, prof.count);
+  pts_profile_note(ticket, ops ? prof.note : "out of memory copying the profiler's events");
+  pts_free(ops);
+  pts_torch_profile_free(&prof);
+}
+
 static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct pts_error *err) {
   struct pt_instance *in = state;
   const struct pt_model *m = in->model;
@@ -711,7 +904,9 @@ static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct p
   }
   struct pts_torch_run_opts opts = run_opts(m);
   struct pts_torch_outputs outs;
+  bool profiling = batch->profile && profile_start(in, batch->profile);
   enum pts_status st = pts_torch_forward(in->module, in->inputs, cfg->n_input, &opts, &outs, err);
+  if (profiling) profile_stop(in, batch->profile);
   if (st) {
     pts_error_prefix(err, "model '%s'", m->name);
     return st;
@@ -735,6 +930,12 @@ static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct p
   return st;
 }
 
+static int pt_gpu_count(void) {
+  pthread_once(&caps_once, probe_once);
+  if (caps.cuda_available) return caps.cuda_device_count;
+  return caps.mps_available ? 1 : 0;
+}
+
 const struct pts_backend pts_pytorch_backend = {
     .name = "pytorch",
     .model_load = pt_model_load,
@@ -742,4 +943,5 @@ const struct pts_backend pts_pytorch_backend = {
     .instance_create = pt_instance_create,
     .instance_destroy = pt_instance_destroy,
     .execute = pt_execute,
+    .gpu_count = pt_gpu_count,
 };

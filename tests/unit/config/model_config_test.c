@@ -50,10 +50,51 @@ static void pytorch_defaults(void **state) {
   assert_true(cfg->optimization->output_pinned_memory->enable);
   assert_int_equal(cfg->n_instance_group, 1);
   assert_string_equal(cfg->instance_group[0]->name, "m_0");
-  assert_int_equal(cfg->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+  /* Triton's default group is KIND_AUTO until the devices are known. */
+  assert_int_equal(cfg->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO);
   assert_int_equal(cfg->instance_group[0]->count, 1);
   assert_int_equal(cfg->scheduling_choice_case,
                    INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET);
+  pts_model_config_free(cfg);
+}
+
+static void devices_resolve_as_triton(void **state) {
+  (void)state;
+  struct pts_error err;
+  /* No GPU: the default group and every KIND_AUTO group run on the CPU,
+   * dropping GPU ids a CPU group may not list; KIND_GPU stays (the backend
+   * falls back with a warning). */
+  Inference__ModelConfig *cfg = completed(
+      "backend: 'identity' instance_group [ { kind: KIND_AUTO gpus: [ 1 ] }, { kind: KIND_GPU } ]");
+  assert_int_equal(pts_model_config_resolve_devices(cfg, 0, &err), PTS_OK);
+  assert_int_equal(cfg->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+  assert_int_equal(cfg->instance_group[0]->n_gpus, 0);
+  assert_int_equal(cfg->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
+  assert_int_equal(cfg->instance_group[1]->n_gpus, 0);
+  pts_model_config_free(cfg);
+
+  /* Two GPUs: KIND_AUTO listing GPU 1 becomes KIND_GPU on it; one listing
+   * GPU 2 (absent) becomes KIND_CPU; a GPU group without ids gets 0 and 1. */
+  cfg = completed(
+      "backend: 'identity' instance_group [ { kind: KIND_AUTO gpus: [ 1 ] }, "
+      "{ kind: KIND_AUTO gpus: [ 2 ] }, { kind: KIND_GPU }, { kind: KIND_CPU } ]");
+  assert_int_equal(pts_model_config_resolve_devices(cfg, 2, &err), PTS_OK);
+  assert_int_equal(cfg->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
+  assert_int_equal(cfg->instance_group[0]->n_gpus, 1);
+  assert_int_equal(cfg->instance_group[0]->gpus[0], 1);
+  assert_int_equal(cfg->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+  assert_int_equal(cfg->instance_group[2]->n_gpus, 2);
+  assert_int_equal(cfg->instance_group[2]->gpus[0], 0);
+  assert_int_equal(cfg->instance_group[2]->gpus[1], 1);
+  assert_int_equal(cfg->instance_group[3]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+  pts_model_config_free(cfg);
+
+  /* The default group with one GPU (or MPS): KIND_GPU on GPU 0. */
+  cfg = completed("backend: 'identity'");
+  assert_int_equal(pts_model_config_resolve_devices(cfg, 1, &err), PTS_OK);
+  assert_int_equal(cfg->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
+  assert_int_equal(cfg->instance_group[0]->n_gpus, 1);
+  assert_int_equal(cfg->instance_group[0]->gpus[0], 0);
   pts_model_config_free(cfg);
 }
 
@@ -542,6 +583,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pytorch_defaults),
       cmocka_unit_test(backend_from_platform_or_file),
+      cmocka_unit_test(devices_resolve_as_triton),
       cmocka_unit_test(identity_backend),
       cmocka_unit_test(kept_when_given),
       cmocka_unit_test(preferred_batch_default),

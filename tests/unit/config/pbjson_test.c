@@ -79,7 +79,7 @@ static void completed_config(void **state) {
       " \"dynamic_batching\": {\"preferred_batch_size\": [4], \"max_queue_delay_microseconds\": 0,"
       "   \"preserve_ordering\": false, \"priority_levels\": 0, \"default_priority_level\": 0,"
       "   \"priority_queue_policy\": {}},"
-      " \"instance_group\": [{\"name\": \"simple_0\", \"kind\": \"KIND_CPU\", \"count\": 1, "
+      " \"instance_group\": [{\"name\": \"simple_0\", \"kind\": \"KIND_AUTO\", \"count\": 1, "
       "\"gpus\": [],"
       "   \"secondary_devices\": [], \"profile\": [], \"passive\": false, \"host_policy\": \"\"}],"
       " \"default_model_filename\": \"model.pt\", \"cc_model_filenames\": {}, \"metric_tags\": {},"
