@@ -25,6 +25,7 @@
 #include "core/log.h"
 #include "frontend/http/restrict.h"
 #include "server/server.h"
+#include "trace/trace.h"
 
 enum {
   OPT_HELP = 1000,
@@ -63,6 +64,13 @@ enum {
   OPT_GRPC_MAX_PING_STRIKES,
   OPT_GRPC_MAX_CONNECTION_AGE,
   OPT_GRPC_MAX_CONNECTION_AGE_GRACE,
+  OPT_TRACE_CONFIG,
+  OPT_TRACE_FILE, /* tritonserver's deprecated --trace-<key> spellings */
+  OPT_TRACE_LEVEL,
+  OPT_TRACE_RATE,
+  OPT_TRACE_COUNT,
+  OPT_TRACE_LOG_FREQUENCY,
+  OPT_PROFILE_DIR,
   /* tritonserver flags accepted only with the value that matches ptserve */
   OPT_MODEL_CONTROL_MODE,
   OPT_ALLOW_GRPC,
@@ -158,12 +166,13 @@ static const struct option long_options[] = {
     {"buffer-manager-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
     {"host-policy", optional_argument, NULL, OPT_UNSUPPORTED},
     {"model-load-gpu-limit", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"trace-config", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"trace-file", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"trace-level", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"trace-rate", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"trace-count", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"trace-log-frequency", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"trace-config", required_argument, NULL, OPT_TRACE_CONFIG},
+    {"trace-file", required_argument, NULL, OPT_TRACE_FILE},
+    {"trace-level", required_argument, NULL, OPT_TRACE_LEVEL},
+    {"trace-rate", required_argument, NULL, OPT_TRACE_RATE},
+    {"trace-count", required_argument, NULL, OPT_TRACE_COUNT},
+    {"trace-log-frequency", required_argument, NULL, OPT_TRACE_LOG_FREQUENCY},
+    {"profile-dir", required_argument, NULL, OPT_PROFILE_DIR},
     {"allow-sagemaker", optional_argument, NULL, OPT_UNSUPPORTED},
     {"sagemaker-port", optional_argument, NULL, OPT_UNSUPPORTED},
     {"sagemaker-safe-port-range", optional_argument, NULL, OPT_UNSUPPORTED},
@@ -236,6 +245,16 @@ static const char usage_text[] =
     "  --log-error <bool>           Error lines (default true).\n"
     "  --log-format <fmt>           'default' or 'ISO8601' (default 'default').\n"
     "  --log-file <path>            Append the log to this file (default stderr).\n"
+    "  --trace-config [triton,]<setting>=<value>\n"
+    "                               Request tracing (repeatable): level=OFF|TIMESTAMPS|\n"
+    "                               TENSORS (repeat to combine), rate=<N> (every N-th\n"
+    "                               request, default 1000), count=<N> (-1 = no limit),\n"
+    "                               file=<path>, log-frequency=<N> (0 = write at exit).\n"
+    "                               --trace-file/-level/-rate/-count/-log-frequency are\n"
+    "                               the deprecated spellings.\n"
+    "  --profile-dir <dir>          Where operator profiles are written (default: the\n"
+    "                               trace file's directory, else the working directory;\n"
+    "                               ptserve only).\n"
     "  --help                       This text.\n"
     "  --version                    Print the version and exit.\n"
     "\n"
@@ -251,6 +270,8 @@ struct cli {
    * least one of the PTS_API_COUNT groups and no group twice. */
   const char *restricted[PTS_API_COUNT];
   size_t n_restricted;
+  char **trace; /* owned copies of the --trace-config values */
+  size_t n_trace;
 };
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -297,6 +318,37 @@ static int add_restricted(struct cli *c, const char *spec) {
     return fail("--http-restricted-api given more than %d times: some API is named twice",
                 PTS_API_COUNT);
   c->restricted[c->n_restricted++] = spec;
+  return 0;
+}
+
+/* --trace-config (and its deprecated spellings, rewritten as "<key>=v"). */
+static int add_trace(struct cli *c, const char *key, const char *v) {
+  size_t len = (key ? strlen(key) + 1 : 0) + strlen(v) + 1;
+  char *spec = pts_malloc(len);
+  char **grown = spec ? pts_realloc(c->trace, (c->n_trace + 1) * sizeof *grown) : NULL;
+  if (!grown) {
+    pts_free(spec);
+    return fail("out of memory parsing the command line");
+  }
+  c->trace = grown;
+  snprintf(spec, len, "%s%s%s", key ? key : "", key ? "=" : "", v);
+  c->trace[c->n_trace++] = spec;
+  return 0;
+}
+
+static void free_trace(struct cli *c) {
+  for (size_t i = 0; i < c->n_trace; i++) pts_free(c->trace[i]);
+  pts_free(c->trace);
+}
+
+/* The tracer parses these again when the server starts; checking them here
+ * makes a bad value fail before any model is loaded. */
+static int check_trace(struct cli *c) {
+  struct pts_error err;
+  if (pts_trace_check_config((const char *const *)c->trace, c->n_trace, &err) != PTS_OK)
+    return fail("%s", err.msg);
+  c->opts.trace_config = (const char *const *)c->trace;
+  c->opts.n_trace_config = c->n_trace;
   return 0;
 }
 
@@ -464,6 +516,22 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (parse_long(flag, v, 1, 3600000, &n) != 0) return -1;
       o->metrics_interval_ms = (int)n;
       return 0;
+    case OPT_TRACE_CONFIG:
+      return add_trace(c, NULL, v);
+    case OPT_TRACE_FILE:
+      return add_trace(c, "file", v);
+    case OPT_TRACE_LEVEL:
+      return add_trace(c, "level", v);
+    case OPT_TRACE_RATE:
+      return add_trace(c, "rate", v);
+    case OPT_TRACE_COUNT:
+      return add_trace(c, "count", v);
+    case OPT_TRACE_LOG_FREQUENCY:
+      return add_trace(c, "log-frequency", v);
+    case OPT_PROFILE_DIR:
+      if (!*v) return fail("--profile-dir needs a directory, got an empty value");
+      o->profile_dir = v;
+      return 0;
   }
   return fail("internal error: unhandled flag --%s", flag);
 }
@@ -506,7 +574,7 @@ static int parse_args(int argc, char **argv, struct cli *c) {
   }
   c->opts.model_repositories = c->repos;
   c->opts.n_model_repositories = c->n_repos;
-  return check_restricted(c) == 0 ? 0 : 1;
+  return check_restricted(c) == 0 && check_trace(c) == 0 ? 0 : 1;
 }
 
 /* ------------------------------------------------------------- signals */
@@ -570,17 +638,20 @@ int main(int argc, char **argv) {
   int rc = parse_args(argc, argv, &c);
   if (rc != 0) {
     pts_free(c.repos);
+    free_trace(&c);
     return rc == 2 ? 0 : 1;
   }
   pts_log_set(&c.log);
   if (c.log_file && pts_log_set_file(c.log_file) != 0) {
     fail("failed to open --log-file '%s': %s", c.log_file, strerror(errno));
     pts_free(c.repos);
+    free_trace(&c);
     return 1;
   }
   install_signals();
   rc = serve(&c);
   pts_free(c.repos);
+  free_trace(&c);
   pts_log_set_file(NULL);
   return rc;
 }

@@ -4,12 +4,14 @@
     /usr/bin/python3 bench/cpu/report.py RAW_DIR RESULTS_DIR
 
 RAW_DIR holds what run.sh measured: meta.txt (machine, load, versions),
-inproc.csv (bench_inproc), ptperf_<model>.csv (ptperf) and pinned_mlp.csv
-(ptperf with the server and the client on one core). RESULTS_DIR gets
-results.csv (one row per model and concurrency), results.md (the tables and
-what they say) and plot.png.
+inproc.csv (bench_inproc), ptperf_<protocol>_<model>.csv (ptperf over HTTP,
+gRPC ModelInfer and gRPC ModelStreamInfer; the protocol is also a column of
+the CSV) and pinned_mlp.csv (ptperf with the server and the client on one
+core). RESULTS_DIR gets results.csv (one row per model, protocol and
+concurrency), results.md (the tables and what they say) and plot.png.
 """
 import csv
+import math
 import os
 import sys
 
@@ -18,8 +20,11 @@ import sys
 TRITON = {1: (4900.0, 195.0), 4: (10800.0, None)}
 SWEEP_MODELS = ["mlp", "add_sub"]
 BATCHING_PAIRS = [("mlp", "mlp_dyn"), ("deep", "deep_dyn")]
+# ptperf's protocol column: HTTP/1.1, gRPC ModelInfer, gRPC ModelStreamInfer.
+PROTOCOLS = ["http", "grpc", "grpc_stream"]
+PROTOCOL_LABEL = {"http": "HTTP", "grpc": "gRPC", "grpc_stream": "gRPC stream"}
 
-COLUMNS = ["model", "dynamic_batching", "concurrency", "infer_per_sec", "p50_us", "p90_us",
+COLUMNS = ["model", "protocol", "dynamic_batching", "concurrency", "infer_per_sec", "p50_us", "p90_us",
            "p99_us", "inproc_p50_us", "overhead_p50_us", "inproc_per_sec", "throughput_ratio",
            "server_request_us", "server_queue_us", "server_compute_infer_us", "avg_batch",
            "server_cpu_us", "client_cpu_us", "other_cpu_pct", "errors", "stable"]
@@ -57,6 +62,7 @@ def rows_for(raw, inproc, prefix="ptperf_"):
             thr, p50 = num(r, "infer_per_sec"), num(r, "p50_us")
             out.append({
                 "model": base,
+                "protocol": r.get("protocol") or "http",
                 "dynamic_batching": "yes" if model.endswith("_dyn") else "no",
                 "concurrency": int(r["concurrency"]),
                 "infer_per_sec": thr,
@@ -90,9 +96,10 @@ def fmt(v, digits=0):
     return f"{v:,.{digits}f}"
 
 
-def find(rows, model, dyn, c):
+def find(rows, model, dyn, c, protocol="http"):
     for r in rows:
-        if r["model"] == model and r["dynamic_batching"] == dyn and r["concurrency"] == c:
+        if (r["model"] == model and r["dynamic_batching"] == dyn and r["concurrency"] == c and
+                r["protocol"] == protocol):
             return r
     return None
 
@@ -170,10 +177,68 @@ def pinned_lines(rows, pinned):
     return L
 
 
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def protocol_lines(rows):
+    """gRPC unary and streaming next to HTTP, same model and concurrency."""
+    present = [p for p in PROTOCOLS if any(r["protocol"] == p for r in rows)]
+    if present == ["http"]:
+        return []
+    L = ["## HTTP vs gRPC",
+         "",
+         "The same server, models and concurrencies, measured one protocol after the other "
+         "in this run. × = gRPC ÷ HTTP (throughput: higher is better; p50 and CPU: lower is "
+         "better).",
+         "",
+         "| model | concurrency | protocol | infer/s | × | p50 µs | × | p99 µs | server µs | "
+         "server CPU µs/req | × | client CPU µs/req | others' CPU % | errors |",
+         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for m in SWEEP_MODELS:
+        for c in sorted({r["concurrency"] for r in rows if r["model"] == m}):
+            h = find(rows, m, "no", c)
+            for p in present:
+                r = find(rows, m, "no", c, p)
+                if r is None:
+                    continue
+                x = lambda k: "" if p == "http" or h is None else fmt(ratio(r[k], h[k]), 2)
+                L.append(f"| {m} | {c} | {PROTOCOL_LABEL[p]} | {fmt(r['infer_per_sec'])} | "
+                         f"{x('infer_per_sec')} | {fmt(r['p50_us'])} | {x('p50_us')} | "
+                         f"{fmt(r['p99_us'])} | {fmt(r['server_request_us'], 1)} | "
+                         f"{fmt(r['server_cpu_us'], 1)} | {x('server_cpu_us')} | "
+                         f"{fmt(r['client_cpu_us'], 1)} | {fmt(r['other_cpu_pct'], 1)} | "
+                         f"{r['errors']} |")
+    L.append("")
+    # In words: the geometric mean of the ratios over the sweep.
+    for p in present:
+        if p == "http":
+            continue
+        thr, lat, cpu = [], [], []
+        for m in SWEEP_MODELS:
+            for r in rows:
+                h = find(rows, m, "no", r["concurrency"])
+                if r["model"] != m or r["protocol"] != p or r["dynamic_batching"] != "no" or not h:
+                    continue
+                thr.append(ratio(r["infer_per_sec"], h["infer_per_sec"]))
+                lat.append(ratio(r["p50_us"], h["p50_us"]))
+                cpu.append(ratio(r["server_cpu_us"], h["server_cpu_us"]))
+        g = lambda v: (lambda w: math.exp(sum(map(math.log, w)) / len(w)) if w else None)(
+            [x for x in v if x])
+        if g(thr) is None:
+            continue
+        L.append(f"- **{PROTOCOL_LABEL[p]}** over the {len(thr)} sweep points (mlp, add_sub × "
+                 f"concurrency): throughput {g(thr):.2f}× HTTP's, p50 {g(lat):.2f}× "
+                 + (f"and server CPU per request {g(cpu):.2f}× " if g(cpu) else "")
+                 + "(geometric means of the ratios above).")
+    L.append("")
+    return L
+
+
 def write_md(rows, inproc, meta, path, pinned=None):
     cores = int(meta.get("cores", "0") or 0)
     L = []
-    L.append("# CPU benchmark: ptserve over HTTP vs LibTorch in process")
+    L.append("# CPU benchmark: ptserve over HTTP and gRPC vs LibTorch in process")
     L.append("")
     L.append(f"Produced by `{meta.get('command', 'bench/cpu/run.sh')}` (`make bench`) on "
              f"{meta.get('date', '?')}, ptserve `{meta.get('git', '?')}`, "
@@ -188,10 +253,15 @@ def write_md(rows, inproc, meta, path, pinned=None):
              "(these include the benchmark's own threads).")
     L.append(f"- Server: `ptserve {meta.get('server_args', '')}` (Release build, default "
              "flags: 8 HTTP threads, one CPU instance per model).")
-    L.append(f"- Client: `ptperf`, KServe v2 HTTP/1.1 keep-alive, binary tensors both ways, "
-             f"{meta.get('interval_ms', '?')} ms windows repeated until the last 3 agree "
-             "within 10% (throughput and p50), 16 different random requests in turn; every "
-             "response checked for 200.")
+    L.append(f"- Client: `ptperf`, {meta.get('interval_ms', '?')} ms windows repeated until "
+             "the last 3 agree within 10% (throughput and p50), 16 different random requests "
+             "in turn, over three protocols against the same server in the same run: **HTTP** "
+             "(KServe v2 HTTP/1.1 keep-alive, binary tensors both ways, every response checked "
+             "for 200), **gRPC** (`ModelInfer`, one call per request, all multiplexed on one "
+             "HTTP/2 connection, `raw_input_contents` / `raw_output_contents`) and **gRPC "
+             "stream** (`ModelStreamInfer`, one stream per request in flight, as "
+             "perf_analyzer's `--streaming`); every gRPC response checked for status OK, no "
+             "`error_message` and one raw output per output.")
     L.append("- In process: `bench_inproc`, the same model.pt through the same bridge "
              "(`torch_bridge.h`) with the backend's default options, forward() back to back "
              "on one thread at batch 1.")
@@ -204,15 +274,17 @@ def write_md(rows, inproc, meta, path, pinned=None):
              "add to one request. Ratio = served throughput ÷ in-process throughput of one "
              "thread.")
     L.append("")
-    L.append("| model | concurrency | infer/s | p50 µs | p90 µs | p99 µs | in-process p50 µs | "
-             "overhead µs | in-process /s | ratio | server µs | queue µs | infer µs | "
-             "server CPU µs/req | client CPU µs/req | CPU bound /s | others' CPU % | errors |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-             "---:|")
+    L.append("| model | protocol | concurrency | infer/s | p50 µs | p90 µs | p99 µs | "
+             "in-process p50 µs | overhead µs | in-process /s | ratio | server µs | queue µs | "
+             "infer µs | server CPU µs/req | client CPU µs/req | CPU bound /s | others' CPU % | "
+             "errors |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+             "---:|---:|")
     for m in SWEEP_MODELS:
         for r in sorted((r for r in rows if r["model"] == m and r["dynamic_batching"] == "no"),
-                        key=lambda r: r["concurrency"]):
-            L.append(f"| {m} | {r['concurrency']} | {fmt(r['infer_per_sec'])} | "
+                        key=lambda r: (PROTOCOLS.index(r["protocol"]), r["concurrency"])):
+            L.append(f"| {m} | {PROTOCOL_LABEL[r['protocol']]} | {r['concurrency']} | "
+                     f"{fmt(r['infer_per_sec'])} | "
                      f"{fmt(r['p50_us'])} | {fmt(r['p90_us'])} | {fmt(r['p99_us'])} | "
                      f"{fmt(r['inproc_p50_us'], 1)} | {fmt(r['overhead_p50_us'])} | "
                      f"{fmt(r['inproc_per_sec'])} | {fmt(r['throughput_ratio'], 3)} | "
@@ -230,6 +302,7 @@ def write_md(rows, inproc, meta, path, pinned=None):
              "share of all cores' time that other processes used during the windows: rows "
              "where it is high were measured on a disturbed machine.")
     L.append("")
+    L.extend(protocol_lines(rows))
     L.append("## Dynamic batching at concurrency 8")
     L.append("")
     d8 = inproc.get("deep_batch8")
@@ -238,15 +311,16 @@ def write_md(rows, inproc, meta, path, pinned=None):
         L.append(f"`deep` is batch-friendly: in process, forward() takes "
                  f"{d1['p50_us']:.0f} µs for 1 row and {d8['p50_us']:.0f} µs for 8.")
         L.append("")
-    L.append("| model | without: infer/s | p50 µs | others' CPU % | with dynamic_batching: "
-             "infer/s | p50 µs | avg batch | others' CPU % | gain |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for base, _ in BATCHING_PAIRS:
-        a, b = find(rows, base, "no", 8), find(rows, base, "yes", 8)
+    L.append("| model | protocol | without: infer/s | p50 µs | others' CPU % | with "
+             "dynamic_batching: infer/s | p50 µs | avg batch | others' CPU % | gain |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (base, _), proto in ((b, p) for b in BATCHING_PAIRS for p in PROTOCOLS):
+        a, b = find(rows, base, "no", 8, proto), find(rows, base, "yes", 8, proto)
         if not a or not b:
             continue
         gain = b["infer_per_sec"] / a["infer_per_sec"] if a["infer_per_sec"] else None
-        L.append(f"| {base} | {fmt(a['infer_per_sec'])} | {fmt(a['p50_us'])} | "
+        L.append(f"| {base} | {PROTOCOL_LABEL[proto]} | {fmt(a['infer_per_sec'])} | "
+                 f"{fmt(a['p50_us'])} | "
                  f"{fmt(a['other_cpu_pct'], 1)} | {fmt(b['infer_per_sec'])} | "
                  f"{fmt(b['p50_us'])} | {fmt(b['avg_batch'], 2)} | {fmt(b['other_cpu_pct'], 1)} | "
                  f"{fmt(gain, 2)}× |")
@@ -301,25 +375,30 @@ def write_plot(rows, inproc, path, pinned=()):
               file=sys.stderr)
         return
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.6))
+    styles = {"http": ("o", "-"), "grpc": ("s", "--"), "grpc_stream": ("v", ":")}
     for m, color in zip(SWEEP_MODELS, ["tab:blue", "tab:orange"]):
-        rs = sorted((r for r in rows if r["model"] == m and r["dynamic_batching"] == "no"),
-                    key=lambda r: r["concurrency"])
-        cs = [r["concurrency"] for r in rs]
-        ax1.plot(cs, [r["infer_per_sec"] for r in rs], "o-", color=color, label=f"ptserve {m}")
-        ax2.plot(cs, [r["p50_us"] for r in rs], "o-", color=color, label=f"{m} p50")
-        ax2.plot(cs, [r["p99_us"] for r in rs], "o--", color=color, alpha=0.6,
-                 label=f"{m} p99")
+        for p in PROTOCOLS:
+            rs = sorted((r for r in rows if r["model"] == m and r["dynamic_batching"] == "no"
+                         and r["protocol"] == p), key=lambda r: r["concurrency"])
+            if not rs:
+                continue
+            marker, line = styles[p]
+            cs = [r["concurrency"] for r in rs]
+            ax1.plot(cs, [r["infer_per_sec"] for r in rs], marker + line, color=color,
+                     label=f"{m}, {PROTOCOL_LABEL[p]}")
+            ax2.plot(cs, [r["p50_us"] for r in rs], marker + line, color=color,
+                     label=f"{m} p50, {PROTOCOL_LABEL[p]}")
         ip = inproc.get(m)
         if ip:
-            ax2.axhline(ip["p50_us"], color=color, linestyle=":", linewidth=1,
+            ax2.axhline(ip["p50_us"], color=color, linestyle="-.", linewidth=1,
                         label=f"{m} in-process p50")
     if pinned:
         ps = sorted(pinned, key=lambda r: r["concurrency"])
         cs = [r["concurrency"] for r in ps]
-        ax1.plot(cs, [r["infer_per_sec"] for r in ps], "D--", color="tab:purple",
-                 label="ptserve mlp, one core")
-        ax2.plot(cs, [r["p50_us"] for r in ps], "D--", color="tab:purple",
-                 label="mlp p50, one core")
+        ax1.plot(cs, [r["infer_per_sec"] for r in ps], "D-.", color="tab:purple",
+                 label="mlp, HTTP, one core")
+        ax2.plot(cs, [r["p50_us"] for r in ps], "D-.", color="tab:purple",
+                 label="mlp p50, HTTP, one core")
     tc = sorted(TRITON)
     ax1.plot(tc, [TRITON[c][0] for c in tc], "s", color="gray", label="tritonserver mlp (issue)")
     ax1.plot(tc, [2 * TRITON[c][0] for c in tc], "^", color="green", label="target: 2×")
@@ -333,12 +412,12 @@ def write_plot(rows, inproc, path, pinned=()):
         ax.grid(True, alpha=0.3)
     ax1.set_ylabel("inferences / s")
     ax1.set_ylim(bottom=0)
-    ax1.set_title("Throughput over HTTP")
-    ax1.legend(fontsize=8)
+    ax1.set_title("Throughput (HTTP, gRPC, gRPC stream)")
+    ax1.legend(fontsize=6)
     ax2.set_ylabel("latency, µs")
     ax2.set_yscale("log")
-    ax2.set_title("Latency (client side)")
-    ax2.legend(fontsize=7)
+    ax2.set_title("p50 latency (client side)")
+    ax2.legend(fontsize=6)
     labels, without, with_ = [], [], []
     for base, _ in BATCHING_PAIRS:
         a, b = find(rows, base, "no", 8), find(rows, base, "yes", 8)
@@ -352,7 +431,7 @@ def write_plot(rows, inproc, path, pinned=()):
     ax3.set_xticks(list(x))
     ax3.set_xticklabels(labels)
     ax3.set_ylabel("inferences / s")
-    ax3.set_title("Dynamic batching, concurrency 8")
+    ax3.set_title("Dynamic batching, concurrency 8 (HTTP)")
     ax3.legend(fontsize=8)
     fig.suptitle("ptserve on the CPU (client and server share the machine's cores)")
     fig.tight_layout()
@@ -368,7 +447,8 @@ def main(argv):
     meta = read_meta(raw)
     inproc = {r["label"]: {"per_sec": float(r["per_sec"]), "p50_us": float(r["p50_us"])}
               for r in read_csv(os.path.join(raw, "inproc.csv"))}
-    order = lambda r: (r["model"], r["dynamic_batching"], r["concurrency"])
+    order = lambda r: (r["model"], r["dynamic_batching"], PROTOCOLS.index(r["protocol"]),
+                       r["concurrency"])
     rows = sorted(rows_for(raw, inproc), key=order)
     pinned = sorted(rows_for(raw, inproc, prefix="pinned_"), key=order)
     # In the CSV the one-core rows are a model of their own.

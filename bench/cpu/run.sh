@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench/cpu/run.sh — ptserve on the CPU, over HTTP, against LibTorch alone.
+# bench/cpu/run.sh — ptserve on the CPU, over HTTP and gRPC, against LibTorch
+# alone.
 #
 #   bench/cpu/run.sh            (or: make bench)
 #
@@ -7,8 +8,10 @@
 # 2. generates the models (bench/cpu/gen_models.py → bench/cpu/models/);
 # 3. serves them with ptserve and, in the same run, measures
 #    - each model's forward() alone, in process, at batch 1 (bench_inproc),
-#    - mlp and add_sub over HTTP at concurrency 1, 2, 4, 8 (ptperf),
-#    - mlp and deep with and without dynamic batching at concurrency 8,
+#    - mlp and add_sub at concurrency 1, 2, 4, 8 (ptperf), each over HTTP,
+#      gRPC ModelInfer and gRPC ModelStreamInfer, one after the other,
+#    - mlp and deep with and without dynamic batching at concurrency 8, over
+#      the same three,
 #    - mlp at concurrency 1 and 4 once more with the server and the client
 #      pinned to one core (taskset -c 0), to show what moving work between
 #      cores costs;
@@ -102,11 +105,11 @@ rm -rf "$MODELS" "$RAW"
 mkdir -p "$RAW" "$RESULTS"
 "$PY" "$ROOT/bench/cpu/gen_models.py" "$MODELS" >/dev/null
 
-# Every port the server may open is a free one, whichever frontends it has.
+# Every port the server opens is a free one.
 PORT="$(free_port)"
-SERVER_ARGS=(--model-repository "$MODELS" --http-port "$PORT")
+GRPC_PORT="$(free_port)"
+SERVER_ARGS=(--model-repository "$MODELS" --http-port "$PORT" --grpc-port "$GRPC_PORT")
 HELP="$("$BUILD/ptserve" --help 2>&1 || true)"
-if grep -q -- '--grpc-port' <<<"$HELP"; then SERVER_ARGS+=(--grpc-port "$(free_port)"); fi
 if grep -q -- '--metrics-port' <<<"$HELP"; then SERVER_ARGS+=(--metrics-port "$(free_port)"); fi
 
 start_server
@@ -147,13 +150,30 @@ ptperf() {
     --server-pid "$SERVER_PID" "$@" || rc=$?
   [ "$rc" -eq 0 ] || [ "$rc" -eq 2 ]
 }
+# The protocols, one after the other for each model, so that a change in
+# the machine's load touches them alike. The server breakdown always comes
+# from the HTTP statistics endpoint (-u).
+PROTOCOLS=(http grpc grpc_stream)
+protocol_args() {
+  case "$1" in
+    http) ;;
+    grpc) echo "-i grpc --grpc-url 127.0.0.1:$GRPC_PORT" ;;
+    grpc_stream) echo "-i grpc --streaming --grpc-url 127.0.0.1:$GRPC_PORT" ;;
+  esac
+}
 for m in mlp add_sub; do
-  log "ptperf $m, concurrency 1,2,4,8"
-  ptperf -m "$m" --concurrency 1,2,4,8 -f "$RAW/ptperf_$m.csv"
+  for p in "${PROTOCOLS[@]}"; do
+    log "ptperf $m over $p, concurrency 1,2,4,8"
+    # shellcheck disable=SC2046  # the arguments are words on purpose
+    ptperf -m "$m" $(protocol_args "$p") --concurrency 1,2,4,8 -f "$RAW/ptperf_${p}_$m.csv"
+  done
 done
 for m in mlp_dyn deep deep_dyn; do
-  log "ptperf $m, concurrency 8"
-  ptperf -m "$m" --concurrency 8 -f "$RAW/ptperf_$m.csv"
+  for p in "${PROTOCOLS[@]}"; do
+    log "ptperf $m over $p, concurrency 8"
+    # shellcheck disable=SC2046
+    ptperf -m "$m" $(protocol_args "$p") --concurrency 8 -f "$RAW/ptperf_${p}_$m.csv"
+  done
 done
 stop_server
 

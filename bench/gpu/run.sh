@@ -11,7 +11,7 @@
 # 3. (a) in process: bench_inproc on cuda:0 at batch 1, 8, 32, 128, plus the
 #        FP16 ResNet-50 replayed as a CUDA graph at batch 1 — the reference;
 #    (b) ptserve over HTTP, binary tensors, dynamic batching, one image per
-#        request, concurrency 1..128 (ptperf);
+#        request, concurrency 1..512 (ptperf);
 #    (c) ptserve with the CUDA-graph model at concurrency 1;
 #    (d) first-request latency of a fresh server with and without warmup;
 # 4. bench/gpu/report.py turns RAW_DIR into results.md, results.csv, plot.png.
@@ -88,8 +88,8 @@ ptperf() {
 log "(b, c) ptserve over HTTP"
 start_server "$MODELS" serve
 for m in resnet50_fp32 resnet50_fp16 mlp; do
-  log "ptperf $m, concurrency 1..128"
-  ptperf -m "$m" --concurrency 1,2,4,8,16,32,64,128 -f "$RAW/ptperf_$m.csv"
+  log "ptperf $m, concurrency 1..512"
+  ptperf -m "$m" --concurrency 1,2,4,8,16,32,64,128,256,512 -f "$RAW/ptperf_$m.csv"
 done
 log "ptperf resnet50_fp16_graph, concurrency 1"
 ptperf -m resnet50_fp16_graph --concurrency 1 -f "$RAW/ptperf_resnet50_fp16_graph.csv"

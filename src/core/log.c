@@ -14,6 +14,7 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pts_log_settings settings = {true, true, true, 0, PTS_LOG_FORMAT_DEFAULT};
 static FILE *sink; /* NULL = stderr; owned when non-NULL */
+static char sink_path[4096]; /* what pts_log_set_file was given; "" = stderr */
 
 struct pts_log_settings pts_log_get(void) {
   pthread_mutex_lock(&lock);
@@ -38,9 +39,17 @@ int pts_log_set_file(const char *path) {
   pthread_mutex_lock(&lock);
   FILE *old = sink;
   sink = f;
+  snprintf(sink_path, sizeof sink_path, "%s", f ? path : "");
   pthread_mutex_unlock(&lock);
   if (old) fclose(old);
   return 0;
+}
+
+void pts_log_get_file(char *out, size_t out_size) {
+  if (!out || out_size == 0) return;
+  pthread_mutex_lock(&lock);
+  snprintf(out, out_size, "%s", sink_path);
+  pthread_mutex_unlock(&lock);
 }
 
 bool pts_log_enabled(enum pts_log_level level, int verbose) {

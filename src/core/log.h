@@ -13,6 +13,7 @@
 #define PTS_CORE_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum pts_log_level { PTS_LOG_ERROR, PTS_LOG_WARNING, PTS_LOG_INFO, PTS_LOG_VERBOSE };
 enum pts_log_format { PTS_LOG_FORMAT_DEFAULT, PTS_LOG_FORMAT_ISO8601 };
@@ -30,6 +31,11 @@ void pts_log_set(const struct pts_log_settings *s);
 /* Sends output to `path` (appending) instead of stderr; NULL or "" = stderr.
  * Returns 0, or -1 with errno set if the file can not be opened. */
 int pts_log_set_file(const char *path);
+
+/* The path given to pts_log_set_file ("" for stderr) into out (always
+ * NUL-terminated; truncated to out_size). For the logging extension's
+ * log_file. */
+void pts_log_get_file(char *out, size_t out_size);
 
 /* Whether a line of this level (and verbosity, for VERBOSE) would print. */
 bool pts_log_enabled(enum pts_log_level level, int verbose);

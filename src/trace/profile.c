@@ -145,9 +145,9 @@ static void unlink_armed(struct armed **at) {
 
 enum pts_status pts_profile_arm(const char *model, int64_t n, struct pts_error *err) {
   if (n < 0)
-    return pts_error_set(err, PTS_INVALID_ARG,
-                         "model '%s': the number of executions to profile must be >= 0, got %" PRId64,
-                         model, n);
+    return pts_error_set(
+        err, PTS_INVALID_ARG,
+        "model '%s': the number of executions to profile must be >= 0, got %" PRId64, model, n);
   pthread_mutex_lock(&P.mu);
   struct armed **at = find_armed(model);
   if (*at) {
@@ -166,7 +166,8 @@ enum pts_status pts_profile_arm(const char *model, int64_t n, struct pts_error *
       a->next = P.armed;
       P.armed = a;
       atomic_fetch_add(&n_armed, 1);
-      PTS_LOG_INFO("model '%s': recording the next %" PRId64 " executions with the operator "
+      PTS_LOG_INFO("model '%s': recording the next %" PRId64
+                   " executions with the operator "
                    "profiler (output in '%s')",
                    model, n, a->s->dir);
     }
@@ -364,17 +365,19 @@ static void header_lines(struct tbuf *b, const struct profile_session *s) {
                 s->execs[i].instance ? s->execs[i].instance : "?", s->execs[i].batch_size);
   tbuf_cstr(b, "\n");
   tbuf_printf(b, "- profiler: %s\n", s->note ? s->note : "the backend recorded no operators");
-  tbuf_cstr(b, "- CPU time: host time inside the operator, children included; "
-               "device time: kernel time attributed to the operator (\"-\": none seen)\n");
+  tbuf_cstr(b,
+            "- CPU time: host time inside the operator, children included; "
+            "device time: kernel time attributed to the operator (\"-\": none seen)\n");
   if (s->oom) tbuf_cstr(b, "- WARNING: out of memory; some events are missing\n");
 }
 
 static void render_md(struct tbuf *b, const struct profile_session *s) {
   tbuf_printf(b, "# Operator profile of model '%s' (session %" PRIu64 ")\n\n", s->model, s->seq);
   header_lines(b, s);
-  tbuf_cstr(b, "\n| operator | input shapes | input dtypes | calls | CPU total (us) | "
-               "CPU avg (us) | device total (us) | device avg (us) |\n"
-               "|---|---|---|---:|---:|---:|---:|---:|\n");
+  tbuf_cstr(b,
+            "\n| operator | input shapes | input dtypes | calls | CPU total (us) | "
+            "CPU avg (us) | device total (us) | device avg (us) |\n"
+            "|---|---|---|---:|---:|---:|---:|---:|\n");
   for (size_t i = 0; i < s->n_rows; i++) {
     const struct row *r = &s->rows[i];
     tbuf_printf(b, "| %s | %s | %s | %" PRIu64 " | ", r->name, r->shapes, r->dtypes, r->calls);
@@ -394,8 +397,9 @@ static void render_md(struct tbuf *b, const struct profile_session *s) {
 }
 
 static void render_csv(struct tbuf *b, const struct profile_session *s) {
-  tbuf_cstr(b, "operator,input_shapes,input_dtypes,calls,cpu_total_us,cpu_avg_us,"
-               "device_total_us,device_avg_us\n");
+  tbuf_cstr(b,
+            "operator,input_shapes,input_dtypes,calls,cpu_total_us,cpu_avg_us,"
+            "device_total_us,device_avg_us\n");
   for (size_t i = 0; i < s->n_rows; i++) {
     const struct row *r = &s->rows[i];
     tbuf_csv_field(b, r->name);
@@ -421,9 +425,10 @@ static void render_csv(struct tbuf *b, const struct profile_session *s) {
 
 /* One process (the model), per execution a host row and a device row. */
 static void render_chrome(struct tbuf *b, const struct profile_session *s) {
-  tbuf_cstr(b, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"ptserve operator "
-               "profiler\"},\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,"
-               "\"tid\":0,\"args\":{\"name\":");
+  tbuf_cstr(b,
+            "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"ptserve operator "
+            "profiler\"},\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,"
+            "\"tid\":0,\"args\":{\"name\":");
   struct tbuf name;
   tbuf_init(&name);
   tbuf_printf(&name, "model %s operators", s->model);
@@ -431,12 +436,18 @@ static void render_chrome(struct tbuf *b, const struct profile_session *s) {
   tbuf_free(&name);
   tbuf_cstr(b, "}}");
   for (int64_t i = 0; i < s->taken; i++) {
-    tbuf_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRId64
-                   ",\"args\":{\"name\":\"execution %" PRId64 " (batch %" PRId64 ")\"}}",
+    tbuf_printf(b,
+                ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRId64
+                ",\"args\":{\"name\":\"execution %" PRId64 " (batch %" PRId64 ")\"}}",
                 2 * i + 1, i + 1, s->execs[i].batch_size);
-    tbuf_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRId64
-                   ",\"args\":{\"name\":\"execution %" PRId64 " device\"}}",
-                2 * i + 2, i + 1);
+    bool device = false;
+    for (size_t k = 0; k < s->n_events && !device; k++)
+      device = s->events[k].exec == i && s->events[k].on_device;
+    if (device)
+      tbuf_printf(b,
+                  ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRId64
+                  ",\"args\":{\"name\":\"execution %" PRId64 " device\"}}",
+                  2 * i + 2, i + 1);
   }
   for (size_t i = 0; i < s->n_events; i++) {
     const struct event *e = &s->events[i];

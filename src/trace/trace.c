@@ -37,7 +37,7 @@ struct values {
 };
 
 struct node {
-  char *model; /* owned; NULL for the global node */
+  char *model;  /* owned; NULL for the global node */
   unsigned set; /* model nodes: fields given for this model */
   struct values v;
   uint64_t seen;     /* requests counted toward the rate */
@@ -103,6 +103,10 @@ static bool level_bit(const char *s, bool any_case, unsigned *bit) {
   return false;
 }
 
+static bool key_is(const char *kv, size_t klen, const char *lit) {
+  return klen == strlen(lit) && strncmp(kv, lit, klen) == 0;
+}
+
 /* --trace-config: one "[triton,]key=value" into v / file. */
 static enum pts_status apply_config(const char *spec, struct values *v, const char **file,
                                     struct pts_error *err) {
@@ -129,29 +133,28 @@ static enum pts_status apply_config(const char *spec, struct values *v, const ch
                          "--trace-config '%s': expected [triton,]<setting>=<value>", spec);
   size_t klen = (size_t)(eq - kv);
   const char *val = eq + 1;
-#define KEY_IS(lit) (klen == sizeof(lit) - 1 && strncmp(kv, lit, klen) == 0)
-  if (KEY_IS("level")) {
+  if (key_is(kv, klen, "level")) {
     unsigned bit;
     if (!level_bit(val, true, &bit))
       return pts_error_set(err, PTS_INVALID_ARG,
                            "--trace-config '%s': level must be OFF, TIMESTAMPS or TENSORS", spec);
     v->level = bit ? (v->level | bit) : 0;
-  } else if (KEY_IS("rate")) {
+  } else if (key_is(kv, klen, "rate")) {
     if (!parse_u64(val, &v->rate) || v->rate == 0)
       return pts_error_set(err, PTS_INVALID_ARG,
                            "--trace-config '%s': rate must be a positive integer", spec);
-  } else if (KEY_IS("count")) {
+  } else if (key_is(kv, klen, "count")) {
     if (!parse_i64(val, &v->count) || v->count < -1)
       return pts_error_set(err, PTS_INVALID_ARG,
                            "--trace-config '%s': count must be -1 (unlimited) or a whole number",
                            spec);
-  } else if (KEY_IS("log-frequency") || KEY_IS("log_frequency")) {
+  } else if (key_is(kv, klen, "log-frequency") || key_is(kv, klen, "log_frequency")) {
     if (!parse_u64(val, &v->log_frequency))
       return pts_error_set(err, PTS_INVALID_ARG,
                            "--trace-config '%s': log-frequency must be a whole number", spec);
-  } else if (KEY_IS("file")) {
+  } else if (key_is(kv, klen, "file")) {
     *file = val;
-  } else if (KEY_IS("mode")) {
+  } else if (key_is(kv, klen, "mode")) {
     if (strcmp(val, "triton") != 0)
       return pts_error_set(err, PTS_INVALID_ARG,
                            "--trace-config '%s': ptserve supports only the 'triton' trace mode",
@@ -162,7 +165,6 @@ static enum pts_status apply_config(const char *spec, struct values *v, const ch
                          "count, mode, file or log-frequency)",
                          spec, (int)klen, kv);
   }
-#undef KEY_IS
   return PTS_OK;
 }
 
@@ -177,8 +179,7 @@ static enum pts_status parse_config(const char *const *config, size_t n, struct 
   return PTS_OK;
 }
 
-enum pts_status pts_trace_check_config(const char *const *config, size_t n,
-                                       struct pts_error *err) {
+enum pts_status pts_trace_check_config(const char *const *config, size_t n, struct pts_error *err) {
   struct values v;
   const char *file;
   return parse_config(config, n, &v, &file, err);
@@ -313,8 +314,9 @@ enum pts_status pts_trace_init(const struct pts_trace_options *o, struct pts_err
   recompute_any_on();
   pthread_mutex_unlock(&T.mu);
   if (v.level && !file[0])
-    PTS_LOG_WARN("tracing is on (--trace-config level) but no trace file is set "
-                 "(--trace-config triton,file=<path>): nothing will be traced");
+    PTS_LOG_WARN(
+        "tracing is on (--trace-config level) but no trace file is set "
+        "(--trace-config triton,file=<path>): nothing will be traced");
   return PTS_OK;
 }
 
@@ -434,10 +436,9 @@ static unsigned field_of(const char *key) {
   return 0;
 }
 
-static enum pts_status stage(const char *model, const struct pts_trace_update *u,
-                             struct staged *s, struct pts_error *err) {
-  if (!u->key)
-    return pts_error_set(err, PTS_INVALID_ARG, "trace setting without a name");
+static enum pts_status stage(const char *model, const struct pts_trace_update *u, struct staged *s,
+                             struct pts_error *err) {
+  if (!u->key) return pts_error_set(err, PTS_INVALID_ARG, "trace setting without a name");
   if (strcmp(u->key, "trace_file") == 0) {
     if (u->clear) return PTS_OK;
     return pts_error_set(err, PTS_UNSUPPORTED,
@@ -550,7 +551,12 @@ enum pts_status pts_trace_update(const char *model, const struct pts_trace_updat
     apply_global(&s);
   }
   recompute_any_on();
+  bool no_file = st == PTS_OK && T.running && !T.file[0] && (s.set & F_LEVEL) && s.v.level;
   pthread_mutex_unlock(&T.mu);
+  if (no_file)
+    PTS_LOG_WARN(
+        "trace_level was set, but no trace file is configured "
+        "(--trace-config triton,file=<path>): nothing will be traced");
   return st;
 }
 
@@ -664,27 +670,41 @@ static float bf16_to_float(uint16_t b) {
   return f;
 }
 
+/* An integer element (little-endian, as on the wire), sign-extended for
+ * the signed types. */
+static void render_integer(struct tbuf *b, enum pts_dtype dt, const unsigned char *p) {
+  size_t size = pts_dtype_size(dt);
+  uint64_t u = 0;
+  memcpy(&u, p, size);
+  bool is_signed = dt == PTS_DTYPE_INT8 || dt == PTS_DTYPE_INT16 || dt == PTS_DTYPE_INT32 ||
+                   dt == PTS_DTYPE_INT64;
+  if (!is_signed || size == 8) {
+    if (is_signed)
+      tbuf_printf(b, "%" PRId64, (int64_t)u);
+    else
+      tbuf_printf(b, "%" PRIu64, u);
+    return;
+  }
+  uint64_t sign = 1ull << (size * 8 - 1);
+  int64_t v = (int64_t)(u ^ sign) - (int64_t)sign;
+  tbuf_printf(b, "%" PRId64, v);
+}
+
 /* One element as Triton's trace shows it: numbers in C's shortest-ish
  * form, booleans as 0/1 (Triton prints them through an integer stream). */
 static void render_element(struct tbuf *b, enum pts_dtype dt, const unsigned char *p) {
   switch (dt) {
-#define INT_CASE(T_, C_, FMT)            \
-  case PTS_DTYPE_##T_: {                 \
-    C_ x;                                \
-    memcpy(&x, p, sizeof x);             \
-    tbuf_printf(b, FMT, x);              \
-    return;                              \
-  }
-    INT_CASE(BOOL, uint8_t, "%" PRIu8)
-    INT_CASE(UINT8, uint8_t, "%" PRIu8)
-    INT_CASE(UINT16, uint16_t, "%" PRIu16)
-    INT_CASE(UINT32, uint32_t, "%" PRIu32)
-    INT_CASE(UINT64, uint64_t, "%" PRIu64)
-    INT_CASE(INT8, int8_t, "%" PRId8)
-    INT_CASE(INT16, int16_t, "%" PRId16)
-    INT_CASE(INT32, int32_t, "%" PRId32)
-    INT_CASE(INT64, int64_t, "%" PRId64)
-#undef INT_CASE
+    case PTS_DTYPE_BOOL:
+    case PTS_DTYPE_UINT8:
+    case PTS_DTYPE_UINT16:
+    case PTS_DTYPE_UINT32:
+    case PTS_DTYPE_UINT64:
+    case PTS_DTYPE_INT8:
+    case PTS_DTYPE_INT16:
+    case PTS_DTYPE_INT32:
+    case PTS_DTYPE_INT64:
+      render_integer(b, dt, p);
+      return;
     case PTS_DTYPE_FP16: {
       uint16_t h;
       memcpy(&h, p, 2);

@@ -84,8 +84,7 @@ struct pts_trace_options {
 
 /* Checks --trace-config values without starting anything (so a bad flag
  * fails before models load). INVALID_ARG names the value and the problem. */
-enum pts_status pts_trace_check_config(const char *const *config, size_t n,
-                                       struct pts_error *err);
+enum pts_status pts_trace_check_config(const char *const *config, size_t n, struct pts_error *err);
 
 /* Applies the options and starts the writer thread. A second init without
  * shutdown is refused with ALREADY_EXISTS (the first settings stay). */
@@ -127,8 +126,8 @@ enum pts_status pts_trace_update(const char *model, const struct pts_trace_updat
 #define PTS_TRACE_MAX_KEYS 7
 struct pts_trace_kv {
   const char *key;
-  bool array;              /* trace_level */
-  size_t n_values;         /* 1, or 1-2 for trace_level */
+  bool array;      /* trace_level */
+  size_t n_values; /* 1, or 1-2 for trace_level */
   const char *values[2];
 };
 struct pts_trace_settings {

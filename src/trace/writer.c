@@ -18,8 +18,8 @@
 #include "trace/trace_impl.h"
 
 struct job {
-  char *path;                 /* traces: the Triton file */
-  struct pts_trace *traces;   /* or */
+  char *path;               /* traces: the Triton file */
+  struct pts_trace *traces; /* or */
   struct profile_session *profile;
   struct job *next;
 };
@@ -128,16 +128,18 @@ static int pid_of(struct pids *p, const struct pts_trace *t, bool *is_new) {
  * version, one row per request (the request's trace id), a slice per phase. */
 void trace_format_chrome(FILE *f, const struct pts_trace *list) {
   struct pids pids = {.n = 0};
-  fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"ptserve\"},"
-        "\"traceEvents\":[",
-        f);
+  fputs(
+      "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"ptserve\"},"
+      "\"traceEvents\":[",
+      f);
   bool first = true;
   for (const struct pts_trace *t = list; t; t = t->next) {
     bool is_new;
     int pid = pid_of(&pids, t, &is_new);
     if (is_new) {
-      fprintf(f, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{"
-                 "\"name\":",
+      fprintf(f,
+              "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{"
+              "\"name\":",
               first ? "" : ",", pid);
       first = false;
       struct tbuf b;
@@ -147,8 +149,9 @@ void trace_format_chrome(FILE *f, const struct pts_trace *list) {
       tbuf_free(&b);
       fputs("}}", f);
     }
-    fprintf(f, "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu64
-               ",\"args\":{\"name\":\"request %" PRIu64 "\"}}",
+    fprintf(f,
+            "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu64
+            ",\"args\":{\"name\":\"request %" PRIu64 "\"}}",
             first ? "" : ",", pid, t->id, t->id);
     first = false;
     for (size_t k = 0; k < sizeof PHASES / sizeof PHASES[0]; k++) {

@@ -1,15 +1,21 @@
-"""tools/ptperf against a real ptserve and against a scripted fake server.
+"""tools/ptperf against a real ptserve and against scripted fake servers.
 
 ptperf is built next to ptserve (same CMake build directory). Its counts are
-checked against the server's own statistics (§1.11), and its error handling
-against a fake server whose answers are written here by hand.
+checked against the server's own statistics (§1.11), over HTTP, gRPC
+ModelInfer and gRPC ModelStreamInfer, and its error handling against fake
+servers whose answers are written here by hand (HTTP with http.server, gRPC
+with grpcio's generic handlers and protobuf bytes worked out from the field
+numbers of protocol-facts §2).
 """
 import csv
 import http.server
 import json
 import os
+import socket
+import struct
 import subprocess
 import threading
+from concurrent import futures
 
 import pytest
 import requests
@@ -164,3 +170,169 @@ def test_first_error_is_shown(ptperf_bin, tmp_path):
         httpd.shutdown()
     assert proc.returncode == 2
     assert "HTTP 500" in proc.stderr and "fake failure" in proc.stderr
+
+
+# ---------------------------------------------------------------- gRPC
+
+GRPC_MODES = {"grpc": ["-i", "grpc"], "grpc_stream": ["-i", "grpc", "--streaming"]}
+
+
+@pytest.mark.parametrize("mode", sorted(GRPC_MODES))
+def test_grpc_counts_match_the_server(start_server, model_repo, ptperf_bin, tmp_path, mode):
+    server = start_server(model_repo("identity"))
+    before = inference_count(server.url, "id_fp32")
+    proc, rows = run_ptperf(ptperf_bin, "127.0.0.1:%d" % server.port, tmp_path,
+                            *GRPC_MODES[mode], "--grpc-url", server.grpc_target,
+                            "-m", "id_fp32", "--concurrency", "1,3", "-p", "200", "-r", "4",
+                            "-b", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "grpc" in proc.stderr and server.grpc_target in proc.stderr
+    assert [int(r["concurrency"]) for r in rows] == [1, 3]
+    for r in rows:
+        assert r["protocol"] == mode
+        assert int(r["errors"]) == 0
+        n = int(r["requests"])
+        assert n > 0
+        assert abs(float(r["infer_per_sec"]) - 2 * n / float(r["seconds"])) <= \
+            0.01 * float(r["infer_per_sec"]) + 0.1
+        # The breakdown still comes from the HTTP statistics endpoint, which
+        # counts gRPC requests too (statistics live in the core).
+        assert r["server_request_us"] != ""
+        assert float(r["server_avg_batch"]) == 2.0
+    after = inference_count(server.url, "id_fp32")
+    assert after - before >= sum(2 * int(r["requests"]) for r in rows)
+
+
+def test_grpc_load_goes_over_grpc(start_server, model_repo, ptperf_bin, tmp_path):
+    """With gRPC off, the HTTP side still answers (metadata, stats) but the
+    load can not connect: so the load really is gRPC."""
+    server = start_server(model_repo("identity"), "--allow-grpc", "false")
+    before = inference_count(server.url, "id_fp32")
+    dead = "127.0.0.1:%d" % server.grpc_port
+    proc, rows = run_ptperf(ptperf_bin, "127.0.0.1:%d" % server.port, tmp_path, "-i", "grpc",
+                            "--grpc-url", dead, "-m", "id_fp32", "-p", "100")
+    assert proc.returncode == 1
+    assert "can not connect to the gRPC server at %s" % dead in proc.stderr
+    assert rows == []
+    assert inference_count(server.url, "id_fp32") == before
+
+
+def test_streaming_needs_grpc(ptperf_bin, tmp_path):
+    proc, _ = run_ptperf(ptperf_bin, "127.0.0.1:1", tmp_path, "-m", "x", "--streaming")
+    assert proc.returncode == 1
+    assert "--streaming needs --protocol grpc" in proc.stderr
+    proc, _ = run_ptperf(ptperf_bin, "127.0.0.1:1", tmp_path, "-m", "x", "-i", "soap")
+    assert proc.returncode == 1
+    assert "expected http or grpc" in proc.stderr
+
+
+def pb_len(field, payload):
+    """A length-delimited protobuf field (wire type 2), length < 128."""
+    assert len(payload) < 128
+    return bytes([field << 3 | 2, len(payload)]) + payload
+
+
+# What ptperf must send for model "fake" (one INT32 input X of shape [-1, 2],
+# batch 1): ModelInferRequest model_name (1), inputs (5) with name (1),
+# datatype (2) and packed shape (3), then raw_input_contents (7) of 8 bytes.
+FAKE_REQUEST_HEAD = (pb_len(1, b"fake") +
+                     pb_len(5, pb_len(1, b"X") + pb_len(2, b"INT32") + pb_len(3, b"\x01\x02")) +
+                     bytes([7 << 3 | 2, 8]))
+# ModelInferResponse: model_name, one output (5) named Y, its raw bytes (6).
+FAKE_RESPONSE = pb_len(1, b"fake") + pb_len(5, pb_len(1, b"Y")) + pb_len(6, b"\x00" * 8)
+
+
+class FakeGrpc:
+    """ModelInfer: every other call fails with INVALID_ARGUMENT.
+    ModelStreamInfer: every other request gets an in-band error_message."""
+
+    def __init__(self):
+        import grpc
+        self.grpc = grpc
+        self.lock = threading.Lock()
+        self.ok = self.failed = self.bad = self.streams = 0
+
+    def well_formed(self, req):
+        ok = (len(req) == len(FAKE_REQUEST_HEAD) + 8 and req.startswith(FAKE_REQUEST_HEAD) and
+              all(0 <= v <= 99 for v in struct.unpack("<2i", req[-8:])))
+        if not ok:
+            with self.lock:
+                self.bad += 1
+        return ok
+
+    def turn(self):
+        with self.lock:
+            fail = (self.ok + self.failed) % 2 == 1
+            if fail:
+                self.failed += 1
+            else:
+                self.ok += 1
+        return fail
+
+    def infer(self, req, context):
+        if not self.well_formed(req):
+            context.abort(self.grpc.StatusCode.INTERNAL, "unexpected request")
+        if self.turn():
+            context.abort(self.grpc.StatusCode.INVALID_ARGUMENT, "fake failure")
+        return FAKE_RESPONSE
+
+    def stream(self, it, context):
+        with self.lock:
+            self.streams += 1
+        for req in it:
+            if not self.well_formed(req):
+                yield pb_len(1, b"unexpected request")
+            elif self.turn():
+                yield pb_len(1, b"fake stream failure") + pb_len(2, b"")
+            else:
+                yield pb_len(2, FAKE_RESPONSE)
+
+    def serve(self):
+        grpc = self.grpc
+        handler = grpc.method_handlers_generic_handler("inference.GRPCInferenceService", {
+            "ModelInfer": grpc.unary_unary_rpc_method_handler(self.infer),
+            "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(self.stream),
+        })
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        server.add_generic_rpc_handlers((handler,))
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        return server, port
+
+
+@pytest.mark.parametrize("mode", sorted(GRPC_MODES))
+def test_grpc_errors_are_counted(ptperf_bin, tmp_path, mode):
+    pytest.importorskip("grpc")
+    fake = FakeGrpc()
+    gserver, gport = fake.serve()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    out = tmp_path / "out.csv"
+    try:
+        proc = subprocess.run(
+            [ptperf_bin, "-u", "127.0.0.1:%d" % httpd.server_address[1], "-f", str(out),
+             "--grpc-url", "127.0.0.1:%d" % gport, "-m", "fake", "-p", "200", "-r", "3",
+             "--concurrency", "1,3"] + GRPC_MODES[mode],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        httpd.shutdown()
+        gserver.stop(None)
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert proc.returncode == 2, proc.stderr
+    assert fake.bad == 0
+    if mode == "grpc":
+        assert "INVALID_ARGUMENT" in proc.stderr and "fake failure" in proc.stderr
+    else:
+        assert "error_message: fake stream failure" in proc.stderr
+        # One stream per request in flight, kept open across the errors: 1,
+        # then 3.
+        assert fake.streams == 4
+    assert [r["protocol"] for r in rows] == [mode, mode]
+    for r in rows:
+        n, e = int(r["requests"]), int(r["errors"])
+        # Every other answer was a failure (one-request slack per slot at the
+        # edges of the measured windows).
+        assert n > 0 and abs(n - e) <= int(r["concurrency"]) + 1, r
+    assert fake.ok >= sum(int(r["requests"]) for r in rows)
+    assert fake.failed >= sum(int(r["errors"]) for r in rows)

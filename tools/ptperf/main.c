@@ -1,14 +1,19 @@
-/* ptperf — a load generator for KServe v2 HTTP servers (ptserve, tritonserver).
+/* ptperf — a load generator for KServe v2 servers (ptserve, tritonserver),
+ * over HTTP or gRPC.
  *
- *   ptperf -m MODEL [-u HOST:PORT] [--concurrency 1,2,4,8] [-f results.csv] ...
+ *   ptperf -m MODEL [-u HOST:PORT] [-i http|grpc [--streaming]]
+ *          [--concurrency 1,2,4,8] [-f results.csv] ...
  *
- * For each concurrency: keep that many requests in flight over keep-alive
- * connections (binary tensors both ways), measure windows of fixed length
- * until the last three agree, and report throughput, latency percentiles
- * and the server's own breakdown from its statistics endpoint.
+ * For each concurrency: keep that many requests in flight (HTTP keep-alive
+ * connections with binary tensors both ways, gRPC ModelInfer calls, or
+ * gRPC ModelStreamInfer streams), measure windows of fixed length until the
+ * last three agree, and report throughput, latency percentiles and the
+ * server's own breakdown from its statistics endpoint. Whatever the
+ * protocol, the model's metadata, configuration and statistics are read
+ * over HTTP (-u).
  *
  * Threading: the main thread drives the windows and reads the statistics;
- * the load runs on its own thread (lib/load.h).
+ * the load runs on its own thread (lib/load.h, lib/grpc_load.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,11 +22,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "ptperf/lib/grpc_load.h"
+#include "ptperf/lib/grpc_msg.h"
 #include "ptperf/lib/http.h"
 #include "ptperf/lib/infer.h"
 #include "ptperf/lib/load.h"
@@ -35,9 +43,16 @@
 /* Different random requests sent in turn, so no cache sees one payload. */
 #define N_REQUESTS 16
 #define HTTP_TIMEOUT_MS 10000
+#define GRPC_DEFAULT_PORT "8001"
+#define MAX_GRPC_CHANNELS 64
+
+enum protocol { PROTO_HTTP, PROTO_GRPC, PROTO_GRPC_STREAM };
 
 struct options {
   const char *model, *version, *url, *csv;
+  enum protocol protocol;
+  const char *grpc_url; /* NULL: -u's host, port 8001 */
+  int grpc_channels;
   int concurrency[MAX_CONCURRENCIES];
   int n_concurrency;
   int batch_size;
@@ -66,7 +81,13 @@ static void usage(FILE *f) {
       "usage: ptperf -m MODEL [options]\n"
       "  -m, --model-name NAME         model to load (required)\n"
       "  -x, --model-version V         version to address (default: the server's choice)\n"
-      "  -u, --url HOST:PORT           server (default localhost:8000)\n"
+      "  -u, --url HOST:PORT           HTTP endpoint: metadata, config, statistics and,\n"
+      "                                with -i http, the load (default localhost:8000)\n"
+      "  -i, --protocol http|grpc      protocol of the inference requests (default http)\n"
+      "      --streaming               gRPC: one ModelStreamInfer stream per request in\n"
+      "                                flight instead of ModelInfer calls (needs -i grpc)\n"
+      "      --grpc-url HOST:PORT      gRPC endpoint (default: the host of -u, port 8001)\n"
+      "      --grpc-channels N         gRPC: connections the calls share (default 1)\n"
       "      --concurrency LIST        requests in flight, e.g. 1,2,4,8 (default 1)\n"
       "      --concurrency-range A:B[:S]  A, A+S, ... B (perf_analyzer's form; S = 1)\n"
       "  -b, --batch-size N            batch dimension of every request (default 1)\n"
@@ -135,6 +156,9 @@ enum {
   OPT_SEED,
   OPT_NO_STATS,
   OPT_SERVER_PID,
+  OPT_STREAMING,
+  OPT_GRPC_URL,
+  OPT_GRPC_CHANNELS,
 };
 
 static bool parse_args(int argc, char **argv, struct options *o) {
@@ -143,6 +167,10 @@ static bool parse_args(int argc, char **argv, struct options *o) {
       {"model", required_argument, NULL, 'm'},
       {"model-version", required_argument, NULL, 'x'},
       {"url", required_argument, NULL, 'u'},
+      {"protocol", required_argument, NULL, 'i'},
+      {"streaming", no_argument, NULL, OPT_STREAMING},
+      {"grpc-url", required_argument, NULL, OPT_GRPC_URL},
+      {"grpc-channels", required_argument, NULL, OPT_GRPC_CHANNELS},
       {"concurrency", required_argument, NULL, OPT_CONCURRENCY},
       {"concurrency-range", required_argument, NULL, OPT_RANGE},
       {"batch-size", required_argument, NULL, 'b'},
@@ -164,11 +192,13 @@ static bool parse_args(int argc, char **argv, struct options *o) {
                         .interval_ms = 2000,
                         .stability_pct = 10,
                         .max_trials = 10,
+                        .grpc_channels = 1,
                         .seed = 1};
+  bool grpc = false, streaming = false;
   int c;
   long v;
   struct pts_error err;
-  while ((c = getopt_long(argc, argv, "m:x:u:b:p:s:r:f:qh", longs, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "m:x:u:i:b:p:s:r:f:qh", longs, NULL)) != -1) {
     switch (c) {
       case 'm':
         o->model = optarg;
@@ -178,6 +208,27 @@ static bool parse_args(int argc, char **argv, struct options *o) {
         break;
       case 'u':
         o->url = optarg;
+        break;
+      case 'i':
+        if (strcasecmp(optarg, "http") != 0 && strcasecmp(optarg, "grpc") != 0) {
+          fprintf(stderr, "ptperf: --protocol '%s': expected http or grpc\n", optarg);
+          return false;
+        }
+        grpc = strcasecmp(optarg, "grpc") == 0;
+        break;
+      case OPT_STREAMING:
+        streaming = true;
+        break;
+      case OPT_GRPC_URL:
+        o->grpc_url = optarg;
+        break;
+      case OPT_GRPC_CHANNELS:
+        if (!parse_int(optarg, 1, MAX_GRPC_CHANNELS, &v)) {
+          fprintf(stderr, "ptperf: --grpc-channels '%s': expected 1..%d\n", optarg,
+                  MAX_GRPC_CHANNELS);
+          return false;
+        }
+        o->grpc_channels = (int)v;
         break;
       case 'f':
         o->csv = optarg;
@@ -284,8 +335,68 @@ static bool parse_args(int argc, char **argv, struct options *o) {
     usage(stderr);
     return false;
   }
+  if (streaming && !grpc) {
+    fprintf(stderr, "ptperf: --streaming needs --protocol grpc (ModelStreamInfer is gRPC only)\n");
+    return false;
+  }
+  o->protocol = !grpc ? PROTO_HTTP : streaming ? PROTO_GRPC_STREAM : PROTO_GRPC;
   if (o->n_concurrency == 0) o->concurrency[o->n_concurrency++] = 1;
   return true;
+}
+
+static const char *protocol_name(enum protocol p) {
+  static const char *const names[] = {"http", "grpc", "grpc_stream"};
+  return names[p];
+}
+
+/* The requests of one run, built once, in the protocol's wire form. */
+struct requests {
+  enum protocol protocol;
+  char *http[N_REQUESTS];     /* complete HTTP messages */
+  uint8_t *grpc[N_REQUESTS];  /* packed ModelInferRequests */
+  size_t lens[N_REQUESTS];
+  const struct ptperf_addr *addr; /* HTTP */
+  const char *grpc_target;
+  int grpc_channels;
+};
+
+static void requests_free(struct requests *q) {
+  for (int i = 0; i < N_REQUESTS; i++) {
+    pts_free(q->http[i]);
+    pts_free(q->grpc[i]);
+  }
+}
+
+/* One concurrency's load, whichever protocol carries it. */
+struct load {
+  struct ptperf_load *http;
+  struct ptperf_grpc_load *grpc;
+};
+
+static enum pts_status load_start(const struct requests *q, int concurrency, struct load *ld,
+                                  struct pts_error *err) {
+  memset(ld, 0, sizeof *ld);
+  if (q->protocol == PROTO_HTTP)
+    return ptperf_load_start(q->addr, concurrency, q->http, q->lens, N_REQUESTS, &ld->http, err);
+  struct ptperf_grpc_options go = {.target = q->grpc_target,
+                                   .streaming = q->protocol == PROTO_GRPC_STREAM,
+                                   .channels = q->grpc_channels,
+                                   .concurrency = concurrency,
+                                   .connect_timeout_ms = HTTP_TIMEOUT_MS};
+  return ptperf_grpc_load_start(&go, q->grpc, q->lens, N_REQUESTS, &ld->grpc, err);
+}
+
+static void load_take(struct load *ld, struct ptperf_samples *s) {
+  if (ld->http)
+    ptperf_load_take(ld->http, s);
+  else
+    ptperf_grpc_load_take(ld->grpc, s);
+}
+
+static void load_stop(struct load *ld) {
+  ptperf_load_stop(ld->http);
+  ptperf_grpc_load_stop(ld->grpc);
+  memset(ld, 0, sizeof *ld);
 }
 
 /* GET that must answer 200; otherwise a message with the status and body. */
@@ -448,35 +559,36 @@ static enum pts_status merge_windows(const struct options *o, struct window *w, 
  * throughput and median latency, or max_trials. */
 static enum pts_status measure(const struct options *o, const struct ptperf_addr *a,
                                const struct ptperf_model *m, const char *stats_path,
-                               char *const *reqs, const size_t *lens, int concurrency,
+                               const struct requests *q, int concurrency,
                                struct ptperf_result *r, struct pts_error *err) {
   memset(r, 0, sizeof *r);
   r->model = m->name;
+  r->protocol = protocol_name(o->protocol);
   r->batch_size = o->batch_size;
   r->concurrency = concurrency;
   struct window *w = pts_calloc((size_t)o->max_trials, sizeof *w);
   double *thr = pts_calloc((size_t)o->max_trials, sizeof *thr);
   double *p50 = pts_calloc((size_t)o->max_trials, sizeof *p50);
-  struct ptperf_load *load = NULL;
+  struct load load = {0};
   enum pts_status st = PTS_OK;
   if (!w || !thr || !p50) {
     st = pts_error_set(err, PTS_NOMEM, "no memory for %d windows", o->max_trials);
     goto out;
   }
-  if ((st = ptperf_load_start(a, concurrency, reqs, lens, N_REQUESTS, &load, err))) goto out;
+  if ((st = load_start(q, concurrency, &load, err))) goto out;
 
   char why[512];
   struct ptperf_stats before = {0};
   bool have_before = stats_path && read_stats(a, stats_path, m->name, &before, why, sizeof why);
   struct ptperf_samples discard = {0};
-  ptperf_load_take(load, &discard); /* whatever completed before the first window */
+  load_take(&load, &discard); /* whatever completed before the first window */
   ptperf_samples_free(&discard);
   double t0 = now_s(), c0 = self_cpu_s(), s0 = pid_cpu_s(o->server_pid), m0 = machine_busy_s();
   int n = 0;
   while (n < o->max_trials) {
     struct window *cur = &w[n];
     sleep_until(t0 + o->interval_ms / 1000.0);
-    ptperf_load_take(load, &cur->samples);
+    load_take(&load, &cur->samples);
     double t1 = now_s(), c1 = self_cpu_s(), s1 = pid_cpu_s(o->server_pid), m1 = machine_busy_s();
     cur->seconds = t1 - t0;
     cur->cpu_client = c1 - c0;
@@ -527,7 +639,7 @@ static enum pts_status measure(const struct options *o, const struct ptperf_addr
             concurrency, o->stability_pct, n, STABLE_WINDOWS);
   st = merge_windows(o, w, n, r, err);
 out:
-  ptperf_load_stop(load);
+  load_stop(&load);
   for (int i = 0; w && i < o->max_trials; i++) ptperf_samples_free(&w[i].samples);
   pts_free(w);
   pts_free(thr);
@@ -539,8 +651,8 @@ static int run(const struct options *o) {
   struct pts_error err;
   struct ptperf_addr addr;
   struct ptperf_model *m = NULL;
-  char *reqs[N_REQUESTS] = {0};
-  size_t lens[N_REQUESTS] = {0};
+  struct requests q = {.protocol = o->protocol, .addr = &addr,
+                       .grpc_channels = o->grpc_channels};
   char *stats_path = NULL;
   struct ptperf_result *results = NULL;
   FILE *csv = NULL;
@@ -550,14 +662,24 @@ static int run(const struct options *o) {
     fprintf(stderr, "ptperf: %s\n", err.msg);
     goto out;
   }
-  char host[300];
+  char host[300], grpc_target[300];
   snprintf(host, sizeof host, "%s:%s", addr.host, addr.port);
-  for (int i = 0; i < N_REQUESTS; i++)
-    if (ptperf_request_build(m, host, o->seed + (uint64_t)i, o->zero_data, &reqs[i], &lens[i],
-                             &err)) {
+  /* The gRPC port of a server whose HTTP port is given: tritonserver's
+   * (and ptserve's) default, on the same host. */
+  snprintf(grpc_target, sizeof grpc_target, strchr(addr.host, ':') ? "[%s]:%s" : "%s:%s",
+           addr.host, GRPC_DEFAULT_PORT);
+  q.grpc_target = o->grpc_url ? o->grpc_url : grpc_target;
+  for (int i = 0; i < N_REQUESTS; i++) {
+    uint64_t seed = o->seed + (uint64_t)i;
+    enum pts_status st =
+        o->protocol == PROTO_HTTP
+            ? ptperf_request_build(m, host, seed, o->zero_data, &q.http[i], &q.lens[i], &err)
+            : ptperf_grpc_request_build(m, seed, o->zero_data, &q.grpc[i], &q.lens[i], &err);
+    if (st) {
       fprintf(stderr, "ptperf: %s\n", err.msg);
       goto out;
     }
+  }
   if (!o->no_stats) {
     char why[512];
     struct ptperf_stats probe;
@@ -577,18 +699,24 @@ static int run(const struct options *o) {
     goto out;
   }
   fprintf(stderr,
-          "ptperf: model '%s' at %s, batch %d, %d ms windows, stable = last %d within "
+          "ptperf: model '%s', %s at %s, batch %d, %d ms windows, stable = last %d within "
           "%.0f%%\n",
-          m->name, host, o->batch_size, o->interval_ms, STABLE_WINDOWS, o->stability_pct);
+          m->name, protocol_name(o->protocol), o->protocol == PROTO_HTTP ? host : q.grpc_target,
+          o->batch_size, o->interval_ms, STABLE_WINDOWS, o->stability_pct);
   uint64_t errors = 0;
   for (int i = 0; i < o->n_concurrency; i++) {
-    if (measure(o, &addr, m, stats_path, reqs, lens, o->concurrency[i], &results[i], &err)) {
+    if (measure(o, &addr, m, stats_path, &q, o->concurrency[i], &results[i], &err)) {
       fprintf(stderr, "ptperf: concurrency %d: %s\n", o->concurrency[i], err.msg);
       goto out;
     }
     errors += results[i].errors;
   }
-  printf("Model '%s', batch size %d, %s\n", m->name, o->batch_size,
+  static const char *const how[] = {
+      "HTTP/1.1",
+      "gRPC ModelInfer",
+      "gRPC ModelStreamInfer (a stream per request in flight)",
+  };
+  printf("Model '%s', batch size %d, %s, %s\n", m->name, o->batch_size, how[o->protocol],
          stats_path ? "server breakdown from the statistics endpoint (us per request)"
                     : "no server statistics");
   ptperf_report_table_header(stdout);
@@ -606,7 +734,7 @@ out:
   }
   pts_free(results);
   pts_free(stats_path);
-  for (int i = 0; i < N_REQUESTS; i++) pts_free(reqs[i]);
+  requests_free(&q);
   ptperf_model_free(m);
   return rc;
 }

@@ -5,6 +5,7 @@
 // exception's message (without LibTorch's C++ backtrace, which means nothing
 // to a user) and never unwinds into C.
 
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/script.h>
 #include <torch/version.h>
 // Parallel.h is not pulled in by script.h; it is small (thread-pool sizes).
@@ -23,8 +24,12 @@
 #include <ATen/detail/MPSHooksInterface.h>
 #endif
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <set>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -461,6 +466,57 @@ void finish_device_work(pts_torch_module *m, struct pts_torch_outputs *out) {
 #endif
 }
 
+// MPS events (what torch.mps.Event uses; LibTorch 2.1 and later) time the
+// same three phases on an MPS device as the CUDA events do on CUDA. Acquired
+// per forward() and released after: MPS keeps a pool of them. Compiled
+// against 2.x headers; not run on the Linux hosts of CI (no MPS there).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+class MpsTimer {
+ public:
+  explicit MpsTimer(const c10::Device &device) {
+    if (!device.is_mps()) return;
+    const at::MPSHooksInterface &hooks = at::detail::getMPSHooks();
+    for (uint32_t &id : ids_) id = hooks.acquireEvent(/*enable_timing=*/true);
+    on_ = true;
+  }
+  ~MpsTimer() {
+    if (!on_) return;
+    for (uint32_t id : ids_) {
+      try {
+        at::detail::getMPSHooks().releaseEvent(id);
+      } catch (...) {
+      }
+    }
+  }
+  void record(int k) {
+    if (on_) at::detail::getMPSHooks().recordEvent(ids_[k]);
+  }
+  void finish(struct pts_torch_outputs *out) {
+    if (!on_) return;
+    const at::MPSHooksInterface &hooks = at::detail::getMPSHooks();
+    hooks.synchronizeEvent(ids_[3]);
+    auto ns = [&](int a, int b) {
+      return static_cast<uint64_t>(hooks.elapsedTimeOfEvents(ids_[a], ids_[b]) * 1e6);
+    };
+    out->device_timed = true;
+    out->input_ns = ns(0, 1);
+    out->infer_ns = ns(1, 2);
+    out->output_ns = ns(2, 3);
+  }
+
+ private:
+  uint32_t ids_[4] = {0, 0, 0, 0};
+  bool on_ = false;
+};
+#else
+class MpsTimer {  // no MPS events before LibTorch 2.1
+ public:
+  explicit MpsTimer(const c10::Device &) {}
+  void record(int) {}
+  void finish(struct pts_torch_outputs *) {}
+};
+#endif
+
 void release_cached_memory(pts_torch_module *m) {
 #ifdef PTS_WITH_CUDA
   if (m->device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
@@ -480,6 +536,115 @@ std::vector<FractionOwner> memory_fractions;
 std::mutex interop_mu;
 int interop_threads = 0;  // 0: not set yet
 std::string interop_model;
+
+// ---- operator profiler ----
+
+namespace prof = torch::autograd::profiler;
+namespace pimpl = torch::profiler::impl;
+
+// Later 2.x releases replaced KinetoEvent's microsecond accessors with
+// nanosecond ones; these pick whichever this LibTorch has.
+template <class E>
+auto event_start_ns(const E &e, int) -> decltype(static_cast<uint64_t>(e.startNs())) {
+  return static_cast<uint64_t>(e.startNs());
+}
+template <class E>
+uint64_t event_start_ns(const E &e, long) {
+  return static_cast<uint64_t>(e.startUs()) * 1000;
+}
+template <class E>
+auto event_duration_ns(const E &e, int) -> decltype(static_cast<uint64_t>(e.durationNs())) {
+  return static_cast<uint64_t>(e.durationNs());
+}
+template <class E>
+uint64_t event_duration_ns(const E &e, long) {
+  return static_cast<uint64_t>(e.durationUs()) * 1000;
+}
+
+std::string shapes_text(const prof::KinetoEvent &e) {
+  if (!e.hasShapes()) return "";
+  std::string s = "[";
+  bool first = true;
+  for (const auto &shape : e.shapes()) {
+    s += first ? "[" : ", [";
+    first = false;
+    for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+    s += "]";
+  }
+  return s + "]";
+}
+
+std::string dtypes_text(const prof::KinetoEvent &e) {
+  if (!e.hasTypes()) return "";
+  std::string s = "[";
+  bool first = true;
+  for (const auto &t : e.dtypes()) {
+    s += first ? "" : ", ";
+    first = false;
+    s += t.empty() ? "-" : t;  // arguments that are neither tensors nor scalars
+  }
+  return s + "]";
+}
+
+struct ProfOp {
+  std::string name, shapes, dtypes;
+  uint64_t start, dur, device = 0, thread = 0;
+  bool on_device = false;
+};
+
+// Kernels are linked to the operator that launched them; the operators
+// that called that one (same thread, enclosing in time) get its device time
+// too, so aten::linear shows the time of the addmm kernel it led to.
+void attribute_device_time(std::vector<ProfOp> &ops) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < ops.size(); i++)
+    if (!ops[i].on_device) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (ops[a].thread != ops[b].thread) return ops[a].thread < ops[b].thread;
+    if (ops[a].start != ops[b].start) return ops[a].start < ops[b].start;
+    return ops[a].dur > ops[b].dur;  // the enclosing one first
+  });
+  std::vector<size_t> parent(ops.size(), SIZE_MAX), stack;
+  for (size_t i : order) {
+    while (!stack.empty() && (ops[stack.back()].thread != ops[i].thread ||
+                              ops[stack.back()].start + ops[stack.back()].dur < ops[i].start))
+      stack.pop_back();
+    if (!stack.empty()) parent[i] = stack.back();
+    stack.push_back(i);
+  }
+  for (size_t k = order.size(); k-- > 0;) {
+    size_t i = order[k];
+    if (parent[i] != SIZE_MAX) ops[parent[i]].device += ops[i].device;
+  }
+}
+
+std::vector<ProfOp> collect_events(const std::vector<prof::KinetoEvent> &events) {
+  std::vector<ProfOp> ops;
+  std::unordered_map<uint64_t, size_t> by_correlation;
+  for (const prof::KinetoEvent &e : events) {
+    ProfOp op;
+    op.name = e.name();
+    op.shapes = shapes_text(e);
+    op.dtypes = dtypes_text(e);
+    op.start = event_start_ns(e, 0);
+    op.dur = event_duration_ns(e, 0);
+    op.thread = e.startThreadId();
+    op.on_device = e.deviceType() != c10::DeviceType::CPU;
+    if (!op.on_device && e.correlationId()) by_correlation[e.correlationId()] = ops.size();
+    ops.push_back(std::move(op));
+  }
+  for (size_t i = 0; i < ops.size(); i++) {
+    if (!ops[i].on_device) continue;
+    auto host = by_correlation.find(events[i].linkedCorrelationId());
+    if (host != by_correlation.end()) ops[host->second].device += ops[i].dur;
+  }
+  attribute_device_time(ops);
+  return ops;
+}
+
+#if TORCH_VERSION_MAJOR >= 2
+thread_local bool mps_trace_on = false;  // this thread started the MPS signpost trace
+#endif
 
 }  // namespace
 
@@ -588,6 +753,8 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
     }
 #endif
 
+    MpsTimer mps_timer(m->device);
+    mps_timer.record(0);
     std::vector<Range> ranges;
     std::vector<c10::IValue> args;
     c10::Dict<std::string, at::Tensor> dict;
@@ -610,6 +777,7 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
     }
     if (opts->dict_input) args.emplace_back(dict);
 
+    mps_timer.record(1);
 #ifdef PTS_WITH_CUDA
     if (m->stream) m->events[1]->record(*m->stream);
     c10::IValue result = run_forward(m, std::move(args), out);
@@ -617,9 +785,12 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
 #else
     c10::IValue result = m->module.forward(std::move(args));
 #endif
+    mps_timer.record(2);
 
     OutputList list;
     walk_result(list, result, ranges);
+    mps_timer.record(3);
+    mps_timer.finish(out);
     finish_device_work(m, out);
     if (opts->empty_cache) release_cached_memory(m);
     size_t n = list.items.size();
@@ -725,6 +896,85 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
     return PTS_OK;  // not reached; gives the lambda its return type
 #endif
   });
+}
+
+enum pts_status pts_torch_profile_start(struct pts_torch_module *m, struct pts_error *err) {
+  return guarded(err, PTS_INTERNAL, "starting LibTorch's profiler failed: ", [&]() {
+    pimpl::ProfilerConfig cfg(pimpl::ProfilerState::KINETO, /*report_input_shapes=*/true,
+                              /*profile_memory=*/false);
+    std::set<pimpl::ActivityType> acts{pimpl::ActivityType::CPU};
+#ifdef PTS_WITH_CUDA
+    if (m->device.is_cuda()) acts.insert(pimpl::ActivityType::CUDA);
+#endif
+    prof::prepareProfiler(cfg, acts);
+    prof::enableProfiler(cfg, acts);
+#if TORCH_VERSION_MAJOR >= 2
+    // Apple's os_signpost intervals (Instruments' Metal System Trace): what
+    // torch.mps.profiler.start() switches on. Not run on Linux hosts.
+    if (m->device.is_mps()) {
+      try {
+        at::detail::getMPSHooks().profilerStartTrace("interval", /*waitUntilCompleted=*/false);
+        mps_trace_on = true;
+      } catch (...) {
+        (void)prof::disableProfiler();
+        throw;
+      }
+    }
+#endif
+    return PTS_OK;
+  });
+}
+
+enum pts_status pts_torch_profile_stop(struct pts_torch_module *m, struct pts_torch_profile *out,
+                                       struct pts_error *err) {
+  std::memset(out, 0, sizeof *out);
+  return guarded(err, PTS_INTERNAL, "stopping LibTorch's profiler failed: ", [&]() {
+    std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
+#if TORCH_VERSION_MAJOR >= 2
+    if (mps_trace_on) {
+      mps_trace_on = false;
+      at::detail::getMPSHooks().profilerStopTrace();
+    }
+#endif
+    std::vector<ProfOp> ops = collect_events(result->events());
+    auto *items = static_cast<pts_torch_op *>(pts_calloc(ops.size() + 1, sizeof(pts_torch_op)));
+    if (!items) fail(PTS_NOMEM, "out of memory collecting the profiler's events");
+    out->ops = items;
+    for (const ProfOp &op : ops) {
+      pts_torch_op &o = items[out->count];
+      o.name = pts_strdup(op.name.c_str());
+      o.shapes = pts_strdup(op.shapes.c_str());
+      o.dtypes = pts_strdup(op.dtypes.c_str());
+      out->count++;
+      if (!o.name || !o.shapes || !o.dtypes) fail(PTS_NOMEM, "out of memory collecting the profiler's events");
+      o.start_ns = op.start;
+      o.cpu_ns = op.dur;
+      o.device_ns = op.device;
+      o.on_device = op.on_device;
+    }
+    std::snprintf(out->note, sizeof out->note,
+                  "LibTorch %s profiler (Kineto API%s), device %s, input shapes recorded",
+                  TORCH_VERSION,
+#ifdef PTS_WITH_CUDA
+                  m->device.is_cuda() ? ", CPU and CUDA activities" : ", CPU activities",
+#else
+                  ", CPU activities",
+#endif
+                  m->device.str().c_str());
+    return PTS_OK;
+  });
+}
+
+void pts_torch_profile_free(struct pts_torch_profile *p) {
+  if (!p || !p->ops) return;
+  for (size_t i = 0; i < p->count; i++) {
+    pts_free(p->ops[i].name);
+    pts_free(p->ops[i].shapes);
+    pts_free(p->ops[i].dtypes);
+  }
+  pts_free(p->ops);
+  p->ops = nullptr;
+  p->count = 0;
 }
 
 void pts_torch_outputs_free(struct pts_torch_outputs *out) {

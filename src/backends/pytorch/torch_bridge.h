@@ -86,7 +86,8 @@ struct pts_torch_outputs {
   bool keyed;                     /* the model returned a Dict[str, Tensor] */
   /* On a CUDA device the three phases are timed with CUDA events on the
    * instance's stream (device_timed = true): host-to-device input copies,
-   * forward(), device-to-host output copies. Zero elsewhere. */
+   * forward(), device-to-host output copies; on MPS (LibTorch >= 2.1) with
+   * MPS events. Zero elsewhere. */
   bool device_timed;
   uint64_t input_ns, infer_ns, output_ns;
   bool graph_replayed; /* the batch ran as a captured CUDA graph */
@@ -167,6 +168,39 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
 
 /* Releases every output whose `release` is still set, then the array. */
 void pts_torch_outputs_free(struct pts_torch_outputs *out);
+
+/* ---- operator profiler (trace/profile.h) ---- */
+
+/* One event LibTorch's profiler recorded. */
+struct pts_torch_op {
+  char *name;         /* pts_free'd by pts_torch_profile_free */
+  char *shapes;       /* input shapes, "[[3, 16], [32, 16], [32]]" */
+  char *dtypes;       /* input dtypes, "[float, float, float]" */
+  uint64_t start_ns;  /* profiler clock */
+  uint64_t cpu_ns;    /* host duration (device activity: its duration on the device) */
+  uint64_t device_ns; /* kernel time of this operator and the operators it called */
+  bool on_device;     /* a kernel or copy on the device, not a host operator */
+};
+
+struct pts_torch_profile {
+  size_t count;
+  struct pts_torch_op *ops; /* pts_free'd by pts_torch_profile_free */
+  char note[192];           /* which profiler ran on which device */
+};
+
+/* Starts LibTorch's profiler on the calling thread (it is thread-local) for
+ * the next forward() of `m`: the Kineto API with input shapes — CPU
+ * operators always, CUDA kernels on a CUDA device (2.x), and the MPS
+ * os_signpost trace on an MPS device (2.x, macOS). On 1.13 without Kineto
+ * the same API records the CPU operators through RecordFunction. Errors
+ * (INTERNAL) carry LibTorch's message; nothing is left running then. */
+enum pts_status pts_torch_profile_start(struct pts_torch_module *m, struct pts_error *err);
+
+/* Stops the profiler started on this thread and collects its events into
+ * *out (free with pts_torch_profile_free, also after an error). */
+enum pts_status pts_torch_profile_stop(struct pts_torch_module *m, struct pts_torch_profile *out,
+                                       struct pts_error *err);
+void pts_torch_profile_free(struct pts_torch_profile *p);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,7 @@
 
 #include "core/alloc.h"
 #include "core/log.h"
+#include "trace/trace.h"
 #include "frontend/grpc/infer.h"
 #include "frontend/grpc/rpc.h"
 
@@ -349,6 +350,7 @@ static void on_unary_done(struct pts_infer_request *req, struct pts_infer_respon
   struct pts_error err;
   pts_error_clear(&err);
   struct pts_grpc_reply reply = {0, NULL, 0};
+  pts_trace_record(req->trace, PTS_TRACE_GRPC_SEND_START, pts_now_ns());
   if (ierr && ierr->code != PTS_OK)
     err = *ierr;
   else if (!resp)
@@ -356,12 +358,13 @@ static void on_unary_done(struct pts_infer_request *req, struct pts_infer_respon
                   req->model_name);
   else
     pts_grpc_encode_infer(req, resp, false, &reply, &err);
-  pts_infer_request_free(req);
   pts_infer_response_free(resp);
   pthread_mutex_lock(&c->mu);
   c->in_flight--;
   finish_locked(c, &reply, err.code, err.msg, true);
   pthread_mutex_unlock(&c->mu);
+  pts_trace_record(req->trace, PTS_TRACE_GRPC_SEND_END, pts_now_ns());
+  pts_infer_request_free(req); /* ends its trace */
   call_unref(c); /* the inference's reference */
 }
 
@@ -387,6 +390,9 @@ static struct pts_infer_request *decode_request(struct call *c, grpc_byte_buffer
   req->done = done;
   req->done_ctx = c;
   req->receive_ns = now;
+  req->trace = pts_trace_sample(req->model_name);
+  pts_trace_record(req->trace, PTS_TRACE_GRPC_WAITREAD_START, now);
+  pts_trace_record(req->trace, PTS_TRACE_GRPC_WAITREAD_END, pts_now_ns());
   return req;
 }
 
@@ -510,6 +516,7 @@ static void on_stream_done(struct pts_infer_request *req, struct pts_infer_respo
   struct pts_error err;
   pts_error_clear(&err);
   struct pts_grpc_reply reply = {0, NULL, 0};
+  pts_trace_record(req->trace, PTS_TRACE_GRPC_SEND_START, pts_now_ns());
   if (ierr && ierr->code != PTS_OK)
     err = *ierr;
   else if (!resp)
@@ -525,6 +532,7 @@ static void on_stream_done(struct pts_infer_request *req, struct pts_infer_respo
     stream_error_locked(c, req->id, &err);
   stream_progress_locked(c);
   pthread_mutex_unlock(&c->mu);
+  pts_trace_record(req->trace, PTS_TRACE_GRPC_SEND_END, pts_now_ns());
   pts_infer_request_free(req);
   pts_infer_response_free(resp);
   call_unref(c);

@@ -7,6 +7,7 @@
 
 #include "core/alloc.h"
 #include "core/log.h"
+#include "trace/trace.h"
 #include "grpc_service.pb-c.h"
 #include "health.pb-c.h"
 
@@ -14,7 +15,8 @@
  * through LogSettings (a test checks that HTTP's list stays included). */
 const char *const PTS_GRPC_EXTENSIONS[] = {"model_configuration", "binary_tensor_data",
                                            "model_repository",    "schedule_policy",
-                                           "statistics",          "logging"};
+                                           "statistics",          "logging",
+                                           "trace"};
 const size_t PTS_GRPC_N_EXTENSIONS = sizeof PTS_GRPC_EXTENSIONS / sizeof PTS_GRPC_EXTENSIONS[0];
 
 /* ------------------------------------------------------------------ */
@@ -470,14 +472,70 @@ static enum pts_status cuda_shm(struct pts_server *s, const struct pts_buf *in,
                        "cuda_shared_memory extension is not implemented)");
 }
 
+/* ------------------------------------------------------------------ */
+/* trace                                                               */
+
+/* Settings as the HTTP trace extension renders them (trace/trace.h), each
+ * value a list of strings. */
+static enum pts_status trace_reply(const char *model, struct pts_grpc_reply *out,
+                                   struct pts_error *err) {
+  struct pts_trace_settings *ts = pts_malloc(sizeof *ts);
+  if (!ts) return pts_error_set(err, PTS_NOMEM, "out of memory rendering the trace settings");
+  pts_trace_get(model, ts);
+  Inference__TraceSettingResponse__SettingsEntry e[PTS_TRACE_MAX_KEYS], *ep[PTS_TRACE_MAX_KEYS];
+  Inference__TraceSettingResponse__SettingValue v[PTS_TRACE_MAX_KEYS];
+  for (size_t i = 0; i < ts->n; i++) {
+    inference__trace_setting_response__settings_entry__init(&e[i]);
+    inference__trace_setting_response__setting_value__init(&v[i]);
+    v[i].n_value = ts->kv[i].n_values;
+    v[i].value = (char **)ts->kv[i].values;
+    e[i].key = (char *)ts->kv[i].key;
+    e[i].value = &v[i];
+    ep[i] = &e[i];
+  }
+  Inference__TraceSettingResponse r;
+  inference__trace_setting_response__init(&r);
+  r.n_settings = ts->n;
+  r.settings = ep;
+  enum pts_status st = pts_grpc_pack(&r.base, out, err);
+  pts_free(ts);
+  return st;
+}
+
+/* An empty settings map reads; otherwise the keys are applied (all or
+ * none). A key with no values clears it (back to the global value). */
 static enum pts_status trace_setting(struct pts_server *s, const struct pts_buf *in,
                                      struct pts_grpc_reply *out, struct pts_error *err) {
-  (void)s;
-  (void)in;
-  (void)out;
-  return pts_error_set(err, PTS_UNSUPPORTED,
-                       "TraceSetting is not supported yet: ptserve does not trace requests "
-                       "(the trace extension)");
+  Inference__TraceSettingRequest *rq;
+  enum pts_status st =
+      unpack(&inference__trace_setting_request__descriptor, in, (ProtobufCMessage **)&rq, err);
+  if (st != PTS_OK) return st;
+  char *model = NULL;
+  if (rq->model_name && rq->model_name[0]) {
+    struct pts_model *m = NULL;
+    struct pts_error ignored;
+    if (pts_server_model_get(s, rq->model_name, -1, false, &m, &ignored) != PTS_OK)
+      st = pts_error_set(err, PTS_INVALID_ARG, "Request for unknown model : %s", rq->model_name);
+    pts_model_release(m);
+    model = rq->model_name;
+  }
+  struct pts_trace_update *u = NULL;
+  if (st == PTS_OK && rq->n_settings) {
+    u = pts_calloc(rq->n_settings, sizeof *u);
+    if (!u) st = pts_error_set(err, PTS_NOMEM, "out of memory updating the trace settings");
+  }
+  for (size_t i = 0; st == PTS_OK && i < rq->n_settings; i++) {
+    const Inference__TraceSettingRequest__SettingValue *val = rq->settings[i]->value;
+    u[i].key = rq->settings[i]->key;
+    u[i].values = val ? (const char *const *)val->value : NULL;
+    u[i].n_values = val ? val->n_value : 0;
+    u[i].clear = u[i].n_values == 0;
+  }
+  if (st == PTS_OK && rq->n_settings) st = pts_trace_update(model, u, rq->n_settings, err);
+  if (st == PTS_OK) st = trace_reply(model, out, err);
+  pts_free(u);
+  unpacked_free(rq);
+  return st;
 }
 
 /* ------------------------------------------------------------------ */
@@ -591,11 +649,12 @@ static enum pts_status log_settings(struct pts_server *s, const struct pts_buf *
   if (st != PTS_OK) return st;
   if (changed) pts_log_set(&ls);
 
-  /* The current settings, as the HTTP logging extension renders them.
-   * log_file is reported empty: the log module keeps no path to report. */
+  /* The current settings, as the HTTP logging extension renders them. */
   LogEntry e[6], *ep[6];
   LogOut v[6];
-  log_out_string(&e[0], &v[0], "log_file", "");
+  char log_file[4096];
+  pts_log_get_file(log_file, sizeof log_file);
+  log_out_string(&e[0], &v[0], "log_file", log_file);
   log_out_bool(&e[1], &v[1], "log_info", ls.info);
   log_out_bool(&e[2], &v[2], "log_warning", ls.warning);
   log_out_bool(&e[3], &v[3], "log_error", ls.error);

@@ -8,7 +8,7 @@
  * (health, metadata, config and index read in-memory state). ModelInfer and
  * ModelStreamInfer go through the scheduler and are driven by the transport
  * (grpc.c), so their rows carry no handler. What ptserve can not do yet
- * (shared memory, trace settings, explicit load/unload, statistics) answers
+ * (shared memory, explicit load/unload) answers
  * UNSUPPORTED (gRPC UNIMPLEMENTED) with a message saying what is missing.
  *
  * Threading: the handlers are thread-safe (they use only thread-safe server

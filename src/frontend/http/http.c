@@ -33,8 +33,10 @@
 #include "frontend/http/compress.h"
 #include "frontend/http/restrict.h"
 #include "frontend/http/router.h"
+#include "frontend/http/settings_http.h"
 #include "frontend/http/v2_json.h"
 #include "frontend/http/stats_json.h"
+#include "trace/trace.h"
 
 /* How long pts_http_stop lets running inferences finish and be answered
  * before it closes the connections anyway. */
@@ -42,7 +44,8 @@
 
 /* The extensions this frontend implements today (protocol-facts §1.4). */
 static const char *const EXTENSIONS[] = {"model_configuration", "binary_tensor_data",
-                                         "model_repository", "schedule_policy", "statistics"};
+                                         "model_repository", "schedule_policy", "statistics",
+                                         "trace", "logging"};
 
 struct infer_ctx;
 
@@ -323,6 +326,30 @@ static void handle_repo_control(struct evhttp_request *req, const struct pts_htt
   send_error(req, &err);
 }
 
+/* Trace and logging extensions (settings_http.h): GET reads, POST updates. */
+static void handle_settings(struct pts_http *h, struct evhttp_request *req,
+                            const struct pts_http_route *r, bool post) {
+  struct pts_error err;
+  struct pts_buf *body = NULL;
+  if (post && read_body(h, req, &body, &err) != PTS_OK) {
+    send_error(req, &err);
+    return;
+  }
+  const char *data = body ? (const char *)body->data : NULL;
+  size_t size = body ? body->size : 0;
+  char *json = NULL;
+  size_t len = 0;
+  enum pts_status st =
+      r->kind == PTS_ROUTE_LOGGING
+          ? pts_http_logging(post, data, size, &json, &len, &err)
+          : pts_http_trace_setting(h->server, r->model, post, data, size, &json, &len, &err);
+  pts_buf_release(body);
+  if (st != PTS_OK)
+    send_error(req, &err);
+  else
+    send_owned_json(req, 200, json, len);
+}
+
 /* ------------------------------------------------------------------ */
 /* infer                                                               */
 
@@ -474,14 +501,17 @@ static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
   } else {
     evhttp_request_set_on_complete_cb(c->req, on_reply_written, h);
     evhttp_connection_set_closecb(c->conn, on_reply_lost, h);
+    struct pts_trace *trace = c->ireq ? c->ireq->trace : NULL;
+    pts_trace_record(trace, PTS_TRACE_HTTP_SEND_START, pts_now_ns());
     if (c->err.code != PTS_OK)
       send_error(c->req, &c->err);
     else if (!c->resp)
       send_error_msg(c->req, PTS_INTERNAL, "the inference finished without a response");
     else
       send_infer_reply(c);
+    pts_trace_record(trace, PTS_TRACE_HTTP_SEND_END, pts_now_ns());
   }
-  ctx_free(c);
+  ctx_free(c); /* frees the request, which ends its trace */
 }
 
 /* Instance thread (or the caller's, for requests answered at once). */
@@ -552,7 +582,11 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
   ireq->model_name = r->model;
   r->model = NULL;
   ireq->model_version = r->version;
-  if (decode_request(h, req, ireq, &err) != PTS_OK) {
+  ireq->trace = pts_trace_sample(ireq->model_name);
+  pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_START, ireq->receive_ns);
+  enum pts_status decoded = decode_request(h, req, ireq, &err);
+  pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_END, pts_now_ns());
+  if (decoded != PTS_OK) {
     pts_infer_request_free(ireq);
     pts_free(c);
     send_error(req, &err);
@@ -589,7 +623,9 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
     pthread_cond_broadcast(&h->drained);
     pthread_mutex_unlock(&h->mu);
     c->ireq = ireq;
+    pts_trace_record(ireq->trace, PTS_TRACE_HTTP_SEND_START, pts_now_ns());
     send_error(req, &err);
+    pts_trace_record(ireq->trace, PTS_TRACE_HTTP_SEND_END, pts_now_ns());
     ctx_free(c);
   }
 }
@@ -652,7 +688,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
     send_error_msg(req, PTS_NOT_FOUND, "Not Found");
   } else if (refuse_restricted(h, req, path) || refuse_bad_names(req, &r)) {
     /* answered */
-  } else if (method_of(req) != pts_http_route_method(r.kind)) {
+  } else if (!pts_http_route_allows(r.kind, method_of(req))) {
     /* 405 is not in the status table: it is a transport answer. */
     static const char body[] = "{\"error\":\"Method Not Allowed\"}";
     send_json(req, 405, body, sizeof body - 1);
@@ -688,6 +724,10 @@ static void on_request(struct evhttp_request *req, void *arg) {
       case PTS_ROUTE_REPO_LOAD:
       case PTS_ROUTE_REPO_UNLOAD:
         handle_repo_control(req, &r);
+        break;
+      case PTS_ROUTE_TRACE_SETTING:
+      case PTS_ROUTE_LOGGING:
+        handle_settings(h, req, &r, method_of(req) == PTS_HTTP_POST);
         break;
       default:
         send_error_msg(req, PTS_NOT_FOUND, "Not Found");

@@ -212,8 +212,26 @@ static void index_and_control(void **state) {
   assert_int_equal(call(f->s, "RepositoryModelLoad", &lq.base, &out, &len, &err), PTS_UNSUPPORTED);
   assert_non_null(strstr(err.msg, "NONE"));
   assert_int_equal(pts_status_grpc(err.code), 12); /* UNIMPLEMENTED */
+  /* TraceSetting reads the settings (Triton's defaults: level OFF, rate
+   * 1000, count -1, log_frequency 0); an unknown model is refused. */
   Inference__TraceSettingRequest tq = INFERENCE__TRACE_SETTING_REQUEST__INIT;
-  assert_int_equal(call(f->s, "TraceSetting", &tq.base, &out, &len, &err), PTS_UNSUPPORTED);
+  assert_int_equal(call(f->s, "TraceSetting", &tq.base, &out, &len, &err), PTS_OK);
+  Inference__TraceSettingResponse *tr = inference__trace_setting_response__unpack(NULL, len, out);
+  assert_non_null(tr);
+  int seen = 0;
+  for (size_t i = 0; i < tr->n_settings; i++) {
+    const char *k = tr->settings[i]->key, *v = tr->settings[i]->value->value[0];
+    if (strcmp(k, "trace_level") == 0) seen++, assert_string_equal(v, "OFF");
+    if (strcmp(k, "trace_rate") == 0) seen++, assert_string_equal(v, "1000");
+    if (strcmp(k, "trace_count") == 0) seen++, assert_string_equal(v, "-1");
+    if (strcmp(k, "log_frequency") == 0) seen++, assert_string_equal(v, "0");
+  }
+  assert_int_equal(seen, 4);
+  inference__trace_setting_response__free_unpacked(tr, NULL);
+  pts_free(out);
+  tq.model_name = "nope";
+  assert_int_equal(call(f->s, "TraceSetting", &tq.base, &out, &len, &err), PTS_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "Request for unknown model : nope"));
   Inference__SystemSharedMemoryStatusRequest sq =
       INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_REQUEST__INIT;
   assert_int_equal(call(f->s, "SystemSharedMemoryStatus", &sq.base, &out, &len, &err),

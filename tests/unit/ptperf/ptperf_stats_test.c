@@ -149,6 +149,7 @@ static void csv_row(void **state) {
   FILE *f = fmemopen(buf, sizeof buf, "w");
   ptperf_report_csv_row(f, &r);
   r.server_cpu_us = 0; /* known and zero is not unknown */
+  r.protocol = "grpc_stream";
   r.other_cpu_pct = 3.3;
   r.server = (struct ptperf_breakdown){.valid = true,
                                        .request_us = 60,
@@ -160,9 +161,9 @@ static void csv_row(void **state) {
   ptperf_report_csv_row(f, &r);
   fclose(f);
   assert_string_equal(buf,
-                      "\"a,b\",1,4,1234.5,90.0,120.0,130.0,200.0,100.0,7407,2,6.000,3,1,,,,,,,,"
+                      "\"a,b\",http,1,4,1234.5,90.0,120.0,130.0,200.0,100.0,7407,2,6.000,3,1,,,,,,,,"
                       "12.50,,\n"
-                      "\"a,b\",1,4,1234.5,90.0,120.0,130.0,200.0,100.0,7407,2,6.000,3,1,"
+                      "\"a,b\",grpc_stream,1,4,1234.5,90.0,120.0,130.0,200.0,100.0,7407,2,6.000,3,1,"
                       "10.00,1.00,40.00,2.00,60.00,40.00,1.000,12.50,0.00,3.3\n");
 }
 

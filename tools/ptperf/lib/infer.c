@@ -322,7 +322,7 @@ static void fill_fixed(unsigned char *dst, enum pts_dtype t, size_t n, uint64_t 
   }
 }
 
-static size_t input_wire_size(const struct ptperf_input *in) {
+size_t ptperf_input_wire_size(const struct ptperf_input *in) {
   if (in->dtype != PTS_DTYPE_BYTES) return in->byte_size;
   return element_count(in) * (4 + STRING_ELEMENT_LEN);
 }
@@ -341,6 +341,15 @@ static void fill_input(unsigned char *dst, const struct ptperf_input *in, uint64
   }
 }
 
+void ptperf_inputs_fill(const struct ptperf_model *m, uint64_t seed, bool zero_data,
+                        unsigned char *dst) {
+  uint64_t s = (seed * 0x9E3779B97F4A7C15ULL) | 1; /* never 0: xorshift would stay 0 */
+  for (size_t i = 0; i < m->n_inputs; i++) {
+    fill_input(dst, &m->inputs[i], &s, zero_data);
+    dst += ptperf_input_wire_size(&m->inputs[i]);
+  }
+}
+
 /* {"inputs":[{name, shape, datatype, parameters:{binary_data_size}}...],
  *  "parameters":{"binary_data_output":true}} */
 static char *request_json(const struct ptperf_model *m) {
@@ -353,7 +362,7 @@ static char *request_json(const struct ptperf_model *m) {
     json_array_append_new(
         inputs, json_pack("{s:s, s:o, s:s, s:{s:I}}", "name", in->name, "shape", shape, "datatype",
                           pts_dtype_name(in->dtype), "parameters", "binary_data_size",
-                          (json_int_t)input_wire_size(in)));
+                          (json_int_t)ptperf_input_wire_size(in)));
   }
   json_object_set_new(root, "parameters", json_pack("{s:b}", "binary_data_output", 1));
   char *text = json_dumps(root, JSON_COMPACT);
@@ -373,7 +382,7 @@ enum pts_status ptperf_request_build(const struct ptperf_model *m, const char *h
     return pts_error_set(err, PTS_NOMEM, "no memory for a request to model '%s'", m->name);
   }
   size_t json_len = strlen(json), data_len = 0;
-  for (size_t i = 0; i < m->n_inputs; i++) data_len += input_wire_size(&m->inputs[i]);
+  for (size_t i = 0; i < m->n_inputs; i++) data_len += ptperf_input_wire_size(&m->inputs[i]);
   char head[2048];
   int hn = snprintf(head, sizeof head,
                     "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/octet-stream\r\n"
@@ -392,13 +401,8 @@ enum pts_status ptperf_request_build(const struct ptperf_model *m, const char *h
   }
   memcpy(buf, head, (size_t)hn);
   memcpy(buf + hn, json, json_len);
-  free(json);                                      /* jansson allocated it */
-  uint64_t s = (seed * 0x9E3779B97F4A7C15ULL) | 1; /* never 0: xorshift would stay 0 */
-  unsigned char *p = buf + hn + json_len;
-  for (size_t i = 0; i < m->n_inputs; i++) {
-    fill_input(p, &m->inputs[i], &s, zero_data);
-    p += input_wire_size(&m->inputs[i]);
-  }
+  free(json); /* jansson allocated it */
+  ptperf_inputs_fill(m, seed, zero_data, buf + hn + json_len);
   *out = (char *)buf;
   *out_len = total;
   return PTS_OK;

@@ -64,6 +64,16 @@ void ptperf_model_free(struct ptperf_model *m); /* NULL-safe */
  * model name percent-encoded. Caller frees with pts_free. */
 char *ptperf_model_path(const struct ptperf_model *m, const char *what, bool with_version);
 
+/* The bytes of one input's data as both protocols carry them: little-endian
+ * elements, BYTES as 4-byte length-prefixed strings (§5). */
+size_t ptperf_input_wire_size(const struct ptperf_input *in);
+
+/* Writes every input's data, in input order, at dst (which holds the sum of
+ * ptperf_input_wire_size): random from `seed`, or zeros. The same seed gives
+ * the same tensors over HTTP and gRPC. */
+void ptperf_inputs_fill(const struct ptperf_model *m, uint64_t seed, bool zero_data,
+                        unsigned char *dst);
+
 /* A complete HTTP/1.1 POST .../infer with every input as binary data and
  * binary outputs, filled with data from `seed` (zeros when zero_data).
  * `host` is the Host header value. Caller frees *out with pts_free. */

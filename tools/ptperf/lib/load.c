@@ -5,12 +5,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -41,50 +39,8 @@ struct ptperf_load {
   int *pfd_conn; /* pfds[i] belongs to conns[pfd_conn[i]] */
   pthread_t thread;
   atomic_bool stop;
-  pthread_mutex_t mu; /* guards cur */
-  struct ptperf_samples cur;
+  struct ptperf_recorder rec;
 };
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static void record_error(struct ptperf_load *l, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void record_error(struct ptperf_load *l, const char *fmt, ...) {
-  pthread_mutex_lock(&l->mu);
-  l->cur.errors++;
-  if (l->cur.first_error[0] == '\0') {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(l->cur.first_error, sizeof l->cur.first_error, fmt, ap);
-    va_end(ap);
-  }
-  pthread_mutex_unlock(&l->mu);
-}
-
-static void record_ok(struct ptperf_load *l, uint64_t lat) {
-  pthread_mutex_lock(&l->mu);
-  struct ptperf_samples *s = &l->cur;
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 4096;
-    uint64_t *a = pts_realloc(s->lat_ns, cap * sizeof *a);
-    if (!a) {
-      s->errors++;
-      if (!s->first_error[0])
-        snprintf(s->first_error, sizeof s->first_error, "no memory to record a latency");
-      pthread_mutex_unlock(&l->mu);
-      return;
-    }
-    s->lat_ns = a;
-    s->cap = cap;
-  }
-  s->lat_ns[s->n++] = lat;
-  pthread_mutex_unlock(&l->mu);
-}
 
 static void conn_close(struct conn *c) {
   if (c->fd >= 0) close(c->fd);
@@ -94,7 +50,7 @@ static void conn_close(struct conn *c) {
 }
 
 static void conn_fail(struct ptperf_load *l, struct conn *c, const char *why) {
-  if (c->in_flight) record_error(l, "%s", why);
+  if (c->in_flight) ptperf_recorder_error(&l->rec, "%s", why);
   conn_close(c);
 }
 
@@ -102,8 +58,8 @@ static bool conn_open(struct ptperf_load *l, struct conn *c) {
   struct pts_error err;
   int fd = ptperf_connect(&l->addr, &err);
   if (fd < 0) {
-    record_error(l, "%s", err.msg);
-    c->retry_at = now_ns() + RECONNECT_DELAY_NS;
+    ptperf_recorder_error(&l->rec, "%s", err.msg);
+    c->retry_at = ptperf_now_ns() + RECONNECT_DELAY_NS;
     return false;
   }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -136,25 +92,25 @@ static void conn_start_request(struct ptperf_load *l, struct conn *c) {
   c->sent = 0;
   c->rlen = 0;
   c->in_flight = true;
-  c->t0 = now_ns();
+  c->t0 = ptperf_now_ns();
   conn_write(l, c);
 }
 
 /* A complete response is in rbuf: judge it, then keep the loop going. */
 static void conn_finish(struct ptperf_load *l, struct conn *c,
                         const struct ptperf_http_response *r) {
-  uint64_t lat = now_ns() - c->t0;
+  uint64_t lat = ptperf_now_ns() - c->t0;
   c->in_flight = false;
   if (r->status == 200 && r->message_len == c->rlen) {
-    record_ok(l, lat);
+    ptperf_recorder_ok(&l->rec, lat);
   } else if (r->status != 200) {
     char *body = NULL;
     struct pts_error err;
     if (ptperf_http_body(c->rbuf, r, &body, NULL, &err) != PTS_OK) body = NULL;
-    record_error(l, "HTTP %d: %.400s", r->status, body ? body : "");
+    ptperf_recorder_error(&l->rec, "HTTP %d: %.400s", r->status, body ? body : "");
     pts_free(body);
   } else {
-    record_error(l, "%zu unexpected bytes after a response", c->rlen - r->message_len);
+    ptperf_recorder_error(&l->rec, "%zu unexpected bytes after a response", c->rlen - r->message_len);
     conn_close(c);
     return;
   }
@@ -187,7 +143,7 @@ static void conn_read(struct ptperf_load *l, struct conn *c) {
     return;
   }
   if (!c->in_flight) { /* nothing was asked: the server is confused */
-    record_error(l, "%zd bytes arrived on an idle connection", k);
+    ptperf_recorder_error(&l->rec, "%zd bytes arrived on an idle connection", k);
     conn_close(c);
     return;
   }
@@ -210,7 +166,7 @@ static void conn_read(struct ptperf_load *l, struct conn *c) {
  * watch. Returns how many and the poll timeout. */
 static int prepare_poll(struct ptperf_load *l, int *timeout_ms) {
   int n = 0;
-  uint64_t now = now_ns(), next_retry = UINT64_MAX;
+  uint64_t now = ptperf_now_ns(), next_retry = UINT64_MAX;
   for (int i = 0; i < l->n_conns; i++) {
     struct conn *c = &l->conns[i];
     if (c->fd < 0) {
@@ -261,8 +217,7 @@ static void load_free(struct ptperf_load *l) {
   pts_free(l->conns);
   pts_free(l->pfds);
   pts_free(l->pfd_conn);
-  ptperf_samples_free(&l->cur);
-  pthread_mutex_destroy(&l->mu);
+  ptperf_recorder_destroy(&l->rec);
   pts_free(l);
 }
 
@@ -276,7 +231,7 @@ enum pts_status ptperf_load_start(const struct ptperf_addr *addr, int concurrenc
                          concurrency, n_requests);
   struct ptperf_load *l = pts_calloc(1, sizeof *l);
   if (!l) return pts_error_set(err, PTS_NOMEM, "no memory for the load");
-  pthread_mutex_init(&l->mu, NULL);
+  ptperf_recorder_init(&l->rec);
   l->addr = *addr;
   l->requests = requests;
   l->request_lens = request_lens;
@@ -309,11 +264,7 @@ enum pts_status ptperf_load_start(const struct ptperf_addr *addr, int concurrenc
 }
 
 void ptperf_load_take(struct ptperf_load *l, struct ptperf_samples *s) {
-  struct ptperf_samples empty = {.lat_ns = s->lat_ns, .cap = s->cap};
-  pthread_mutex_lock(&l->mu);
-  *s = l->cur;
-  l->cur = empty;
-  pthread_mutex_unlock(&l->mu);
+  ptperf_recorder_take(&l->rec, s);
 }
 
 void ptperf_load_stop(struct ptperf_load *l) {
@@ -321,9 +272,4 @@ void ptperf_load_stop(struct ptperf_load *l) {
   atomic_store(&l->stop, true);
   pthread_join(l->thread, NULL);
   load_free(l);
-}
-
-void ptperf_samples_free(struct ptperf_samples *s) {
-  pts_free(s->lat_ns);
-  memset(s, 0, sizeof *s);
 }

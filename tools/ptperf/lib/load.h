@@ -19,16 +19,9 @@
 
 #include "core/status.h"
 #include "ptperf/lib/http.h"
+#include "ptperf/lib/samples.h"
 
 struct ptperf_load;
-
-/* What completed since the previous take. */
-struct ptperf_samples {
-  uint64_t *lat_ns; /* one per successful request, in completion order */
-  size_t n, cap;
-  uint64_t errors;
-  char first_error[512]; /* the first error's description, "" if none */
-};
 
 /* The requests (complete HTTP messages) are borrowed until ptperf_load_stop
  * and sent in turn. Caller frees *out with ptperf_load_stop. */
@@ -44,8 +37,5 @@ void ptperf_load_take(struct ptperf_load *l, struct ptperf_samples *s);
 /* Stops the load (requests in flight are abandoned), joins the thread,
  * closes the connections and frees l. NULL-safe. */
 void ptperf_load_stop(struct ptperf_load *l);
-
-/* Frees the array of samples filled by ptperf_load_take. */
-void ptperf_samples_free(struct ptperf_samples *s);
 
 #endif

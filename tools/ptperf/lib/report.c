@@ -37,7 +37,7 @@ void ptperf_report_table_row(FILE *f, const struct ptperf_result *r) {
 
 void ptperf_report_csv_header(FILE *f) {
   fputs(
-      "model,batch_size,concurrency,infer_per_sec,p50_us,p90_us,p95_us,p99_us,avg_us,"
+      "model,protocol,batch_size,concurrency,infer_per_sec,p50_us,p90_us,p95_us,p99_us,avg_us,"
       "requests,errors,seconds,windows,stable,server_queue_us,server_compute_input_us,"
       "server_compute_infer_us,server_compute_output_us,server_request_us,"
       "client_overhead_us,server_avg_batch,client_cpu_us,server_cpu_us,other_cpu_pct\n",
@@ -60,6 +60,8 @@ static void csv_text(FILE *f, const char *s) {
 
 void ptperf_report_csv_row(FILE *f, const struct ptperf_result *r) {
   csv_text(f, r->model);
+  fputc(',', f);
+  csv_text(f, r->protocol ? r->protocol : "http");
   fprintf(f, ",%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%zu,%llu,%.3f,%d,%d", r->batch_size,
           r->concurrency, r->infer_per_sec, r->lat.p50_us, r->lat.p90_us, r->lat.p95_us,
           r->lat.p99_us, r->lat.avg_us, r->lat.count, (unsigned long long)r->errors, r->seconds,

@@ -21,7 +21,8 @@
 #include "ptperf/lib/window.h"
 
 struct ptperf_result {
-  const char *model; /* borrowed */
+  const char *model;    /* borrowed */
+  const char *protocol; /* "http", "grpc", "grpc_stream"; static */
   int batch_size, concurrency;
   double seconds;       /* measured time, all windows reported together */
   double infer_per_sec; /* batch elements per second */
