@@ -29,7 +29,7 @@ def library(ptserve_bin):
 
 
 def generate(library, repo, name, *extra):
-    subprocess.run(["/usr/bin/python3", GEN, library, str(repo), "--name", name] + list(extra),
+    subprocess.run([os.environ.get("PTS_MODELS_PYTHON", "/usr/bin/python3"), GEN, library, str(repo), "--name", name] + list(extra),
                    check=True, capture_output=True)
     return repo / name
 

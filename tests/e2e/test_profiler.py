@@ -10,6 +10,7 @@ per execution (2 Linear layers: 2 aten::linear), times N.
 import csv
 import json
 import os
+import subprocess
 import shutil
 import time
 
@@ -20,7 +21,20 @@ import torch
 
 from conftest import ROOT
 
-MLP = os.path.join(ROOT, "examples", "models", "mlp_classifier")
+MLP = None  # examples/models/mlp_classifier with its model.pt, set by _example_mlp
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _example_mlp(tmp_path_factory):
+    """The example repository with its TorchScript files written for this
+    run (they are generated, not committed: `make run` writes them too)."""
+    global MLP
+    repo = tmp_path_factory.mktemp("examples")
+    shutil.copytree(os.path.join(ROOT, "examples", "models"), str(repo), dirs_exist_ok=True)
+    python = os.environ.get("PTS_MODELS_PYTHON", "/usr/bin/python3")  # as conftest.models_python
+    subprocess.run([python, os.path.join(ROOT, "examples", "gen_models.py"), str(repo)],
+                   check=True, stdout=subprocess.DEVNULL)
+    MLP = os.path.join(str(repo), "mlp_classifier")
 TIMEOUT = 30
 
 

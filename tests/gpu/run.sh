@@ -25,8 +25,8 @@ if ! $PY -c 'import grpc_tools' 2>/dev/null && ! command -v grpc_python_plugin >
   # The gRPC tests generate Python stubs from proto/; this host has neither
   # grpc_tools nor Debian's grpc_python_plugin (and no network to get them).
   # CI runs them; say so rather than fail on the host's tooling.
-  echo "NOTE: tests/e2e/test_grpc.py not run here: no grpc_tools or grpc_python_plugin on this host"
-  deselect=(--ignore=tests/e2e/test_grpc.py)
+  echo "NOTE: tests/e2e/test_grpc.py and test_trace_grpc.py not run here: no grpc_tools or grpc_python_plugin on this host"
+  deselect=(--ignore=tests/e2e/test_grpc.py --ignore=tests/e2e/test_trace_grpc.py)
 fi
 PTSERVE_BIN=$PWD/build-gpu/ptserve PTS_MODELS_PYTHON=$PY $PY -m pytest -q -p no:cacheprovider \
   "${deselect[@]}" tests/e2e || rc=1
