@@ -96,6 +96,14 @@ def main(outdir):
     save(outdir, "mlp_traced", config("mlp_traced", 8, *mlp_io), mlp,
          traced_example=torch.randn(2, 64))
     save(outdir, "mlp_auto", config("mlp_auto", 8, *mlp_io, kind="KIND_AUTO"), mlp)
+    if torch.cuda.device_count() >= 2:
+        # Traced on cuda:0, served from cuda:1: the load must remap it.
+        on0 = Mlp()
+        on0.load_state_dict(mlp.state_dict())
+        on0 = on0.cuda(0).eval()
+        cfg = config("mlp_gpu1", 8, *mlp_io).replace("kind: KIND_GPU", "kind: KIND_GPU gpus: [ 1 ]")
+        save(outdir, "mlp_gpu1", cfg, on0, traced_example=torch.randn(2, 64, device="cuda:0"))
+        save(outdir, "mlp_all_gpus", config("mlp_all_gpus", 8, *mlp_io), mlp)
     save(outdir, "mlp_cpu", config("mlp_cpu", 8, *mlp_io, kind="KIND_CPU"), mlp)
     save(outdir, "mlp_cuda_accel", config("mlp_cuda_accel", 8, *mlp_io, extra=(
         'optimization { execution_accelerators { gpu_execution_accelerator [ { name: "cuda" } ] } }')),
