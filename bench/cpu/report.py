@@ -24,10 +24,10 @@ BATCHING_PAIRS = [("mlp", "mlp_dyn"), ("deep", "deep_dyn")]
 PROTOCOLS = ["http", "grpc", "grpc_stream"]
 PROTOCOL_LABEL = {"http": "HTTP", "grpc": "gRPC", "grpc_stream": "gRPC stream"}
 
-COLUMNS = ["model", "protocol", "dynamic_batching", "concurrency", "infer_per_sec", "p50_us", "p90_us",
-           "p99_us", "inproc_p50_us", "overhead_p50_us", "inproc_per_sec", "throughput_ratio",
-           "server_request_us", "server_queue_us", "server_compute_infer_us", "avg_batch",
-           "server_cpu_us", "client_cpu_us", "other_cpu_pct", "errors", "stable"]
+COLUMNS = ["model", "protocol", "dynamic_batching", "concurrency", "infer_per_sec", "p50_us",
+           "p90_us", "p99_us", "inproc_p50_us", "overhead_p50_us", "inproc_per_sec",
+           "throughput_ratio", "server_request_us", "server_queue_us", "server_compute_infer_us",
+           "avg_batch", "server_cpu_us", "client_cpu_us", "other_cpu_pct", "errors", "stable"]
 
 
 def read_meta(raw):
@@ -252,7 +252,8 @@ def write_md(rows, inproc, meta, path, pinned=None):
              f"{meta.get('load_before', '?')}, after {meta.get('load_after', '?')} "
              "(these include the benchmark's own threads).")
     L.append(f"- Server: `ptserve {meta.get('server_args', '')}` (Release build, default "
-             "flags: 8 HTTP threads, one CPU instance per model).")
+             "flags: 8 HTTP threads, 2 gRPC completion-queue threads, one CPU instance per "
+             "model).")
     L.append(f"- Client: `ptperf`, {meta.get('interval_ms', '?')} ms windows repeated until "
              "the last 3 agree within 10% (throughput and p50), 16 different random requests "
              "in turn, over three protocols against the same server in the same run: **HTTP** "
@@ -270,8 +271,8 @@ def write_md(rows, inproc, meta, path, pinned=None):
     L.append("")
     L.append("## Served vs in process")
     L.append("")
-    L.append("Overhead = served p50 − in-process p50: what the server, HTTP and the client "
-             "add to one request. Ratio = served throughput ÷ in-process throughput of one "
+    L.append("Overhead = served p50 − in-process p50: what the server, the protocol and the "
+             "client add to one request. Ratio = served throughput ÷ in-process throughput of one "
              "thread.")
     L.append("")
     L.append("| model | protocol | concurrency | infer/s | p50 µs | p90 µs | p99 µs | "

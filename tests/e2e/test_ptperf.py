@@ -11,7 +11,6 @@ import csv
 import http.server
 import json
 import os
-import socket
 import struct
 import subprocess
 import threading

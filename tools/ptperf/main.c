@@ -352,8 +352,8 @@ static const char *protocol_name(enum protocol p) {
 /* The requests of one run, built once, in the protocol's wire form. */
 struct requests {
   enum protocol protocol;
-  char *http[N_REQUESTS];     /* complete HTTP messages */
-  uint8_t *grpc[N_REQUESTS];  /* packed ModelInferRequests */
+  char *http[N_REQUESTS];    /* complete HTTP messages */
+  uint8_t *grpc[N_REQUESTS]; /* packed ModelInferRequests */
   size_t lens[N_REQUESTS];
   const struct ptperf_addr *addr; /* HTTP */
   const char *grpc_target;
@@ -559,8 +559,8 @@ static enum pts_status merge_windows(const struct options *o, struct window *w, 
  * throughput and median latency, or max_trials. */
 static enum pts_status measure(const struct options *o, const struct ptperf_addr *a,
                                const struct ptperf_model *m, const char *stats_path,
-                               const struct requests *q, int concurrency,
-                               struct ptperf_result *r, struct pts_error *err) {
+                               const struct requests *q, int concurrency, struct ptperf_result *r,
+                               struct pts_error *err) {
   memset(r, 0, sizeof *r);
   r->model = m->name;
   r->protocol = protocol_name(o->protocol);
@@ -651,8 +651,7 @@ static int run(const struct options *o) {
   struct pts_error err;
   struct ptperf_addr addr;
   struct ptperf_model *m = NULL;
-  struct requests q = {.protocol = o->protocol, .addr = &addr,
-                       .grpc_channels = o->grpc_channels};
+  struct requests q = {.protocol = o->protocol, .addr = &addr, .grpc_channels = o->grpc_channels};
   char *stats_path = NULL;
   struct ptperf_result *results = NULL;
   FILE *csv = NULL;
@@ -666,8 +665,8 @@ static int run(const struct options *o) {
   snprintf(host, sizeof host, "%s:%s", addr.host, addr.port);
   /* The gRPC port of a server whose HTTP port is given: tritonserver's
    * (and ptserve's) default, on the same host. */
-  snprintf(grpc_target, sizeof grpc_target, strchr(addr.host, ':') ? "[%s]:%s" : "%s:%s",
-           addr.host, GRPC_DEFAULT_PORT);
+  snprintf(grpc_target, sizeof grpc_target, strchr(addr.host, ':') ? "[%s]:%s" : "%s:%s", addr.host,
+           GRPC_DEFAULT_PORT);
   q.grpc_target = o->grpc_url ? o->grpc_url : grpc_target;
   for (int i = 0; i < N_REQUESTS; i++) {
     uint64_t seed = o->seed + (uint64_t)i;

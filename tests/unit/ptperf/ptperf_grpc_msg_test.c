@@ -44,9 +44,9 @@ static void request_bytes_by_hand(void **state) {
       0x0a, 0x01, 'm',                                /* 1: model_name "m" */
       0x2a, 0x0e,                                     /* 5: inputs, 14 bytes */
       0x0a, 0x01, 'X',                                /*   1: name "X" */
-      0x12, 0x05, 'I', 'N', 'T', '3', '2',            /*   2: datatype "INT32" */
+      0x12, 0x05, 'I',  'N',  'T', '3', '2',          /*   2: datatype "INT32" */
       0x1a, 0x02, 0x01, 0x02,                         /*   3: shape [1, 2], packed */
-      0x3a, 0x08, 0, 0, 0, 0, 0, 0, 0, 0,             /* 7: raw_input_contents, 2 x int32 0 */
+      0x3a, 0x08, 0,    0,    0,   0,   0,   0, 0, 0, /* 7: raw_input_contents, 2 x int32 0 */
   };
   assert_int_equal(len, sizeof want);
   assert_memory_equal(msg, want, sizeof want);
@@ -130,8 +130,8 @@ static void infer_response_counts(void **state) {
   /* Fields the check does not use are skipped, whatever their wire type:
    * 4 as a varint (150 = 0x96 0x01), 9 as fixed64, 10 as fixed32, and an
    * empty raw entry (a 0-byte output). */
-  static const uint8_t extra[] = {0x20, 0x96, 0x01, 0x49, 1, 2, 3, 4, 5, 6, 7, 8,
-                                  0x55, 1, 2, 3, 4, 0x2a, 0x00, 0x32, 0x00, RESPONSE_1};
+  static const uint8_t extra[] = {0x20, 0x96, 0x01, 0x49, 1, 2, 3,    4,    5,    6,    7,
+                                  8,    0x55, 1,    2,    3, 4, 0x2a, 0x00, 0x32, 0x00, RESPONSE_1};
   assert_int_equal(check(extra, sizeof extra, false, &r, &err), PTS_OK);
   assert_int_equal(r.n_outputs, 2);
   assert_int_equal(r.n_raw, 2);
@@ -196,8 +196,7 @@ static void stream_responses(void **state) {
   assert_non_null(strstr(err.msg, "no infer_response"));
   /* The nested response is checked too. */
   static const uint8_t empty_response[] = {0x12, 0x00};
-  assert_int_equal(check(empty_response, sizeof empty_response, true, &r, &err),
-                   PTS_INVALID_ARG);
+  assert_int_equal(check(empty_response, sizeof empty_response, true, &r, &err), PTS_INVALID_ARG);
   assert_non_null(strstr(err.msg, "no outputs"));
   /* A unary response is not a stream response: its field 1 (model_name)
    * reads as error_message. */

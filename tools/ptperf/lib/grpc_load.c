@@ -40,10 +40,10 @@ struct tag {
 /* One in-flight slot: a unary call, or a stream and its one request. */
 struct slot {
   struct ptperf_grpc_load *l;
-  grpc_channel *ch;   /* borrowed from l->channels */
-  void *method;       /* the method registered on ch */
-  grpc_call *call;    /* NULL while idle */
-  int pending;        /* batches started on call and not completed */
+  grpc_channel *ch; /* borrowed from l->channels */
+  void *method;     /* the method registered on ch */
+  grpc_call *call;  /* NULL while idle */
+  int pending;      /* batches started on call and not completed */
   struct tag t_call, t_send, t_recv, t_status;
   grpc_metadata_array initial_md, trailing_md;
   grpc_byte_buffer *send_bb, *recv_bb;
@@ -83,8 +83,7 @@ static bool stopping(const struct ptperf_grpc_load *l) {
 }
 
 static gpr_timespec deadline_in_ns(uint64_t ns) {
-  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                      gpr_time_from_nanos((int64_t)ns, GPR_TIMESPAN));
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos((int64_t)ns, GPR_TIMESPAN));
 }
 
 static grpc_call *new_call(struct slot *s) {
@@ -137,8 +136,8 @@ static bool start_batch(struct slot *s, const grpc_op *ops, size_t n, struct tag
                         const char *what) {
   grpc_call_error e = grpc_call_start_batch(s->call, ops, n, t, NULL);
   if (e != GRPC_CALL_OK) {
-    ptperf_recorder_error(&s->l->rec, "%s: grpc_call_start_batch failed (grpc_call_error %d)",
-                          what, (int)e);
+    ptperf_recorder_error(&s->l->rec, "%s: grpc_call_start_batch failed (grpc_call_error %d)", what,
+                          (int)e);
     return false;
   }
   s->pending++;
@@ -191,9 +190,8 @@ static void judge_response(struct slot *s, uint64_t lat, const char *what) {
 }
 
 static void status_error(struct slot *s, const char *what, const char *context) {
-  ptperf_recorder_error(&s->l->rec, "%s: %sgRPC status %d %s: %.*s", what, context,
-                        (int)s->status, ptperf_grpc_status_name((int)s->status),
-                        (int)GRPC_SLICE_LENGTH(s->details),
+  ptperf_recorder_error(&s->l->rec, "%s: %sgRPC status %d %s: %.*s", what, context, (int)s->status,
+                        ptperf_grpc_status_name((int)s->status), (int)GRPC_SLICE_LENGTH(s->details),
                         (const char *)GRPC_SLICE_START_PTR(s->details));
 }
 

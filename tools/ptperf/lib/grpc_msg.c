@@ -83,8 +83,8 @@ static bool read_varint(const uint8_t *buf, size_t len, size_t *at, uint64_t *v)
 
 /* The field at *at: 1 and *f filled, 0 at the end, -1 when malformed (why
  * in err). */
-static int next_field(const uint8_t *buf, size_t len, size_t *at, const char *what,
-                      struct field *f, struct pts_error *err) {
+static int next_field(const uint8_t *buf, size_t len, size_t *at, const char *what, struct field *f,
+                      struct pts_error *err) {
   if (*at == len) return 0;
   size_t start = *at;
   uint64_t key, v;
@@ -120,8 +120,7 @@ static int next_field(const uint8_t *buf, size_t len, size_t *at, const char *wh
         pts_error_set(err, PTS_INVALID_ARG,
                       "malformed %s: field %llu at byte %zu: length %llu runs past the end "
                       "(%zu bytes left)",
-                      what, (unsigned long long)f->number, start, (unsigned long long)v,
-                      len - *at);
+                      what, (unsigned long long)f->number, start, (unsigned long long)v, len - *at);
         return -1;
       }
       f->data = buf + *at;
@@ -154,8 +153,7 @@ static enum pts_status check_infer_response(const uint8_t *buf, size_t len,
     if (f.wire == WIRE_LEN && f.number == 6) out->n_raw++;
   }
   if (r < 0) return PTS_INVALID_ARG;
-  if (out->n_outputs == 0)
-    return pts_error_set(err, PTS_INVALID_ARG, "%s has no outputs", what);
+  if (out->n_outputs == 0) return pts_error_set(err, PTS_INVALID_ARG, "%s has no outputs", what);
   if (out->n_raw != out->n_outputs)
     return pts_error_set(err, PTS_INVALID_ARG,
                          "%s has %zu outputs but %zu raw_output_contents entries", what,
@@ -165,8 +163,7 @@ static enum pts_status check_infer_response(const uint8_t *buf, size_t len,
 
 /* ModelStreamInferResponse: error_message = 1, infer_response = 2. */
 static enum pts_status check_stream_response(const uint8_t *buf, size_t len,
-                                             struct ptperf_grpc_reply *out,
-                                             struct pts_error *err) {
+                                             struct ptperf_grpc_reply *out, struct pts_error *err) {
   static const char what[] = "ModelStreamInferResponse";
   size_t at = 0;
   struct field f, resp = {0};
@@ -198,10 +195,23 @@ enum pts_status ptperf_grpc_response_check(const uint8_t *buf, size_t len, bool 
 
 const char *ptperf_grpc_status_name(int code) {
   static const char *const names[] = {
-      "OK",        "CANCELLED",         "UNKNOWN",         "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",  "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+      "OK",
+      "CANCELLED",
+      "UNKNOWN",
+      "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED",
+      "NOT_FOUND",
+      "ALREADY_EXISTS",
+      "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED",
+      "FAILED_PRECONDITION",
+      "ABORTED",
+      "OUT_OF_RANGE",
+      "UNIMPLEMENTED",
+      "INTERNAL",
+      "UNAVAILABLE",
+      "DATA_LOSS",
+      "UNAUTHENTICATED",
   };
   if (code < 0 || (size_t)code >= sizeof names / sizeof names[0]) return "UNKNOWN";
   return names[code];

@@ -110,7 +110,8 @@ static void conn_finish(struct ptperf_load *l, struct conn *c,
     ptperf_recorder_error(&l->rec, "HTTP %d: %.400s", r->status, body ? body : "");
     pts_free(body);
   } else {
-    ptperf_recorder_error(&l->rec, "%zu unexpected bytes after a response", c->rlen - r->message_len);
+    ptperf_recorder_error(&l->rec, "%zu unexpected bytes after a response",
+                          c->rlen - r->message_len);
     conn_close(c);
     return;
   }
