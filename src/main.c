@@ -47,6 +47,7 @@ enum {
   OPT_HTTP_MAX_HEADER_SIZE,
   OPT_HTTP_TIMEOUT_SECS,
   OPT_HTTP_RESTRICTED_API,
+  OPT_GRPC_RESTRICTED_PROTOCOL,
   OPT_EXIT_TIMEOUT_SECS,
   OPT_METRICS_ADDRESS,
   OPT_METRICS_PORT,
@@ -146,7 +147,7 @@ static const struct option long_options[] = {
     {"grpc-max-connection-age", required_argument, NULL, OPT_GRPC_MAX_CONNECTION_AGE},
     {"grpc-max-connection-age-grace", required_argument, NULL,
      OPT_GRPC_MAX_CONNECTION_AGE_GRACE},
-    {"grpc-restricted-protocol", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-restricted-protocol", required_argument, NULL, OPT_GRPC_RESTRICTED_PROTOCOL},
     {"grpc-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
     {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
     {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
@@ -233,6 +234,10 @@ static const char usage_text[] =
     "  --grpc-http2-max-ping-strikes <int>         (default 2; 0 = no limit)\n"
     "  --grpc-max-connection-age <ms>              (default: unlimited)\n"
     "  --grpc-max-connection-age-grace <ms>        (default: unlimited)\n"
+    "  --grpc-restricted-protocol <apis>:<key>=<value>\n"
+    "                               Fail the rpcs of the API groups listed (same groups as\n"
+    "                               --http-restricted-api) with UNAVAILABLE unless the call\n"
+    "                               has the metadata key with the value. Repeatable.\n"
     "  --allow-metrics <bool>       Serve Prometheus metrics on GET /metrics (default true).\n"
     "  --metrics-address <addr>     Address of the metrics listener (default: --http-address).\n"
     "  --metrics-port <int>         Metrics port (default 8002; 0 = any free port).\n"
@@ -270,6 +275,8 @@ struct cli {
    * least one of the PTS_API_COUNT groups and no group twice. */
   const char *restricted[PTS_API_COUNT];
   size_t n_restricted;
+  const char *grpc_restricted[PTS_API_COUNT]; /* --grpc-restricted-protocol, likewise */
+  size_t n_grpc_restricted;
   char **trace; /* owned copies of the --trace-config values */
   size_t n_trace;
 };
@@ -321,6 +328,14 @@ static int add_restricted(struct cli *c, const char *spec) {
   return 0;
 }
 
+static int add_grpc_restricted(struct cli *c, const char *spec) {
+  if (c->n_grpc_restricted == PTS_API_COUNT)
+    return fail("--grpc-restricted-protocol given more than %d times: some API is named twice",
+                PTS_API_COUNT);
+  c->grpc_restricted[c->n_grpc_restricted++] = spec;
+  return 0;
+}
+
 /* --trace-config (and its deprecated spellings, rewritten as "<key>=v"). */
 static int add_trace(struct cli *c, const char *key, const char *v) {
   size_t len = (key ? strlen(key) + 1 : 0) + strlen(v) + 1;
@@ -355,13 +370,19 @@ static int check_trace(struct cli *c) {
 /* The frontend parses these again when it starts; checking them here makes
  * a bad value fail before any model is loaded. */
 static int check_restricted(struct cli *c) {
-  struct pts_http_restrictions r;
+  struct pts_restrictions r;
   struct pts_error err;
   enum pts_status st = pts_http_restrictions_parse(c->restricted, c->n_restricted, &r, &err);
-  pts_http_restrictions_clear(&r);
+  pts_restrictions_clear(&r);
   if (st != PTS_OK) return fail("%s", err.msg);
   c->opts.http_restricted_api = c->restricted;
   c->opts.n_http_restricted_api = c->n_restricted;
+  st = pts_restrictions_parse("--grpc-restricted-protocol", c->grpc_restricted,
+                              c->n_grpc_restricted, &r, &err);
+  pts_restrictions_clear(&r);
+  if (st != PTS_OK) return fail("%s", err.msg);
+  c->opts.grpc_restricted_protocol = c->grpc_restricted;
+  c->opts.n_grpc_restricted_protocol = c->n_grpc_restricted;
   return 0;
 }
 
@@ -476,6 +497,8 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       return 0;
     case OPT_HTTP_RESTRICTED_API:
       return add_restricted(c, v);
+    case OPT_GRPC_RESTRICTED_PROTOCOL:
+      return add_grpc_restricted(c, v);
     case OPT_EXIT_TIMEOUT_SECS:
       if (parse_long(flag, v, 0, 86400, &n) != 0) return -1;
       o->exit_timeout_secs = (unsigned)n;

@@ -213,32 +213,7 @@ static json_t *render_repeated(const ProtobufCMessageDescriptor *d,
   size_t n = *(const size_t *)member(m, f->quantifier_offset);
   const char *arr = *(char *const *)member(m, f->offset);
   if (pts_pbtxt_field_is_map(f)) return render_map(f, (ProtobufCMessage *const *)arr, n);
-  size_t size;
-  switch (f->type) {
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64:
-    case PROTOBUF_C_TYPE_DOUBLE:
-      size = 8;
-      break;
-    case PROTOBUF_C_TYPE_BOOL:
-      size = sizeof(protobuf_c_boolean);
-      break;
-    case PROTOBUF_C_TYPE_ENUM:
-      size = sizeof(int);
-      break;
-    case PROTOBUF_C_TYPE_STRING:
-    case PROTOBUF_C_TYPE_MESSAGE:
-      size = sizeof(void *);
-      break;
-    case PROTOBUF_C_TYPE_BYTES:
-      size = sizeof(ProtobufCBinaryData);
-      break;
-    default:
-      size = 4;
-  }
+  size_t size = pts_pbtxt_value_size(f->type);
   json_t *list = json_array();
   for (size_t i = 0; list && i < n; i++) {
     json_t *v = render_value(d, f, arr + i * size);

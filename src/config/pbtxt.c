@@ -395,7 +395,7 @@ static bool valid_utf8(const unsigned char *s, size_t n) {
 
 static void *member(ProtobufCMessage *m, unsigned offset) { return (char *)m + offset; }
 
-static size_t value_size(ProtobufCType type) {
+size_t pts_pbtxt_value_size(ProtobufCType type) {
   switch (type) {
     case PROTOBUF_C_TYPE_INT32:
     case PROTOBUF_C_TYPE_SINT32:
@@ -454,7 +454,7 @@ static bool holds_default(const ProtobufCFieldDescriptor *f, const void *at) {
     case PROTOBUF_C_TYPE_MESSAGE:
       return *(void *const *)at == NULL;
     default:
-      return memcmp(at, zero, value_size(f->type)) == 0;
+      return memcmp(at, zero, pts_pbtxt_value_size(f->type)) == 0;
   }
 }
 
@@ -471,7 +471,7 @@ static enum pts_status append_value(struct parser *ps, ProtobufCMessage *msg,
                                     const ProtobufCFieldDescriptor *f, const void *value) {
   size_t *n = member(msg, f->quantifier_offset);
   void **arr = member(msg, f->offset);
-  size_t size = value_size(f->type);
+  size_t size = pts_pbtxt_value_size(f->type);
   char *grown = pts_realloc(*arr, (*n + 1) * size);
   if (!grown) return nomem(ps);
   memcpy(grown + *n * size, value, size);
@@ -492,7 +492,7 @@ static void store_singular(ProtobufCMessage *msg, const ProtobufCFieldDescriptor
     uint8_t *old = ((ProtobufCBinaryData *)dst)->data;
     if (old && (!dflt || old != dflt->data)) pts_free(old);
   }
-  memcpy(dst, value, value_size(f->type));
+  memcpy(dst, value, pts_pbtxt_value_size(f->type));
   if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
     *(uint32_t *)member(msg, f->quantifier_offset) = f->id;
   else if (f->label == PROTOBUF_C_LABEL_OPTIONAL && f->type != PROTOBUF_C_TYPE_MESSAGE &&
@@ -533,7 +533,7 @@ static bool keys_equal(const ProtobufCFieldDescriptor *key, ProtobufCMessage *a,
                        ProtobufCMessage *b) {
   void *ka = member(a, key->offset), *kb = member(b, key->offset);
   if (key->type == PROTOBUF_C_TYPE_STRING) return strcmp(*(char **)ka, *(char **)kb) == 0;
-  return memcmp(ka, kb, value_size(key->type)) == 0;
+  return memcmp(ka, kb, pts_pbtxt_value_size(key->type)) == 0;
 }
 
 /* After a map entry is parsed: a missing message value becomes an empty
@@ -643,7 +643,7 @@ static enum pts_status parse_integer(struct parser *ps, const ProtobufCMessageDe
   if (ps->tok.kind != TOK_INT) return expected(ps, &ps->tok, "an integer", f, desc);
   uint64_t mag;
   bool ok = parse_magnitude(&ps->tok, &mag);
-  bool is64 = value_size(f->type) == 8;
+  bool is64 = pts_pbtxt_value_size(f->type) == 8;
   bool is_unsigned = f->type == PROTOBUF_C_TYPE_UINT32 || f->type == PROTOBUF_C_TYPE_FIXED32 ||
                      f->type == PROTOBUF_C_TYPE_UINT64 || f->type == PROTOBUF_C_TYPE_FIXED64;
   uint64_t limit = is_unsigned ? (is64 ? UINT64_MAX : UINT32_MAX)

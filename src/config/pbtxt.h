@@ -37,4 +37,8 @@ enum pts_status pts_pbtxt_parse(const ProtobufCMessageDescriptor *desc, const ch
  * (maps are objects) need to know. */
 bool pts_pbtxt_field_is_map(const ProtobufCFieldDescriptor *field);
 
+/* Bytes one value of `type` takes in a generated message struct: the stride
+ * of a repeated field's array, shared by the parser and the JSON printer. */
+size_t pts_pbtxt_value_size(ProtobufCType type);
+
 #endif

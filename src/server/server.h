@@ -48,6 +48,9 @@ struct pts_server_options {
   bool allow_grpc;                  /* --allow-grpc (default true) */
   const char *grpc_address;         /* --grpc-address (default "0.0.0.0") */
   int grpc_port;                    /* --grpc-port (default 8001; 0 = any free port) */
+  const char *const *grpc_restricted_protocol; /* --grpc-restricted-protocol values, each
+                                       "<api>[,<api>...]:<key>=<value>"; borrowed */
+  size_t n_grpc_restricted_protocol;
   bool reuse_grpc_port;             /* --reuse-grpc-port (default false) */
   int grpc_infer_thread_count;      /* --grpc-infer-thread-count (default 2) */
   int grpc_compression_level;       /* --grpc-infer-response-compression-level:

@@ -12,6 +12,13 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
       .port, .proc, .log() (everything the server printed so far) and .stop().
       Servers still running when a test ends are stopped by the fixture.
 
+  launch_server(bin, repo, log_path, *args, metrics_port=, grpc_port=, ...):
+      the same start-up for a server the caller owns (module-wide servers).
+  assert_clean_exit(server): alive, SIGTERM -> exit 0, no sanitizer report.
+  module_server(launch, log_dir): a module-scoped `server` fixture built on
+      those two.
+  bf16_bytes(values), bytes_encode(items): BF16 and BYTES wire encodings.
+
   ptserve_bin: path of the binary, from $PTSERVE_BIN or build/ptserve.
   model_repo(name): path of a committed test repository tests/e2e/repos/<name>.
   torch_models: path of a repository of generated TorchScript models
@@ -20,10 +27,12 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
 """
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import requests
 
@@ -70,6 +79,23 @@ class Server:
         return self.proc.returncode
 
 
+# Wire encodings shared by the HTTP and gRPC protocol tests (protocol-facts §5).
+
+def bf16_bytes(values):
+    """BF16 = the upper 16 bits of the little-endian float32 (truncation)."""
+    f32 = np.array(values, dtype="<f4").view(np.uint8).reshape(-1, 4)
+    return f32[:, 2:4].tobytes()
+
+
+def bytes_encode(items):
+    """BYTES wire form: 4-byte little-endian length, then the raw bytes."""
+    out = b""
+    for it in items:
+        raw = it.encode() if isinstance(it, str) else it
+        out += struct.pack("<I", len(raw)) + raw
+    return out
+
+
 @pytest.fixture(scope="session")
 def ptserve_bin():
     path = os.environ.get("PTSERVE_BIN", os.path.join(ROOT, "build", "ptserve"))
@@ -77,39 +103,89 @@ def ptserve_bin():
     return path
 
 
+def launch_server(bin_path, repo, log_path, *args, metrics_port, grpc_port, grpc_address=None,
+                  env=None, expect_ready=True, timeout=60):
+    """Starts `ptserve --model-repository <repo> --http-port <free>
+    --http-address 127.0.0.1 --metrics-port <metrics_port> --grpc-port
+    <grpc_port> [--grpc-address <grpc_address>] *args` (port 0: the server
+    picks one the test does not need to know), output to log_path, and waits
+    until /v2/health/ready (or /v2/health/live when not expect_ready)
+    answers 200. env entries are added to this process's environment.
+    Returns the Server; the caller stops it. A server that exits or does not
+    answer in time is stopped and reported with its log."""
+    port = free_port()
+    cmd = [bin_path, "--model-repository", str(repo), "--http-port", str(port),
+           "--http-address", "127.0.0.1", "--metrics-port", str(metrics_port),
+           "--grpc-port", str(grpc_port)]
+    if grpc_address is not None:
+        cmd += ["--grpc-address", grpc_address]
+    cmd += [str(a) for a in args]
+    full_env = None
+    if env is not None:
+        full_env = dict(os.environ)
+        full_env.update(env)
+    with open(log_path, "w") as logf:
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env)
+    server = Server(proc, port, str(log_path), metrics_port, grpc_port)
+    try:
+        wait_until_answering(server, expect_ready, timeout)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def wait_until_answering(server, expect_ready, timeout):
+    path = "/v2/health/ready" if expect_ready else "/v2/health/live"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if server.proc.poll() is not None:
+            raise AssertionError("ptserve exited with %s during start-up:\n%s"
+                                 % (server.proc.returncode, server.log()))
+        try:
+            if requests.get(server.url + path, timeout=1).status_code == 200:
+                return
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("ptserve did not answer %s within %ss:\n%s" % (path, timeout, server.log()))
+
+
+def assert_clean_exit(server):
+    """The server must still be running, stop on SIGTERM with 0, and have
+    logged no sanitizer report (ASan/LSan/UBSan builds run these tests)."""
+    assert server.alive(), "ptserve died during the tests:\n" + server.log()
+    rc = server.stop()
+    log = server.log()
+    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+        assert marker not in log, log
+    assert rc == 0, "exit code %s\n%s" % (rc, log)
+
+
+def module_server(launch, log_dir, repo="identity"):
+    """A module-scoped `server` fixture (assign it to `server` in the test
+    module): launch(ptserve_bin, <tests/e2e/repos/repo>, <log>) once for the
+    module, and assert_clean_exit when the module is done."""
+    @pytest.fixture(scope="module")
+    def server(ptserve_bin, model_repo, tmp_path_factory):
+        log = tmp_path_factory.mktemp(log_dir) / "server.log"
+        s = launch(ptserve_bin, model_repo(repo), log)
+        yield s
+        assert_clean_exit(s)
+    return server
+
+
 @pytest.fixture
 def start_server(ptserve_bin, tmp_path):
     started = []
 
     def start(repo, *args, env=None, expect_ready=True, timeout=60):
-        port = free_port()
-        metrics_port = free_port()
-        grpc_port = free_port()
         log_path = str(tmp_path / ("server-%d.log" % len(started)))
-        cmd = [ptserve_bin, "--model-repository", str(repo), "--http-port", str(port),
-               "--http-address", "127.0.0.1", "--metrics-port", str(metrics_port),
-               "--grpc-port", str(grpc_port)] + \
-            [str(a) for a in args]
-        full_env = dict(os.environ)
-        full_env.update(env or {})
-        with open(log_path, "w") as logf:
-            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env)
-        server = Server(proc, port, log_path, metrics_port, grpc_port)
+        server = launch_server(ptserve_bin, repo, log_path, *args,
+                               metrics_port=free_port(), grpc_port=free_port(), env=env,
+                               expect_ready=expect_ready, timeout=timeout)
         started.append(server)
-        deadline = time.time() + timeout
-        path = "/v2/health/ready" if expect_ready else "/v2/health/live"
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError("ptserve exited with %s during start-up:\n%s"
-                                     % (proc.returncode, server.log()))
-            try:
-                if requests.get(server.url + path, timeout=1).status_code == 200:
-                    return server
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("ptserve did not become %s within %ss:\n%s"
-                             % (path, timeout, server.log()))
+        return server
 
     yield start
     for s in started:

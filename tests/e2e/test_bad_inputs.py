@@ -11,14 +11,12 @@ than wrapped as Triton does).
 import gzip
 import json
 import struct
-import subprocess
-import time
 
 import numpy as np
 import pytest
 import requests
 
-from conftest import Server, free_port
+from conftest import assert_clean_exit, launch_server, module_server
 
 TIMEOUT = 10
 GOOD_FP32 = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
@@ -28,35 +26,8 @@ GOOD_FP32 = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
 # ---------------------------------------------------------------- helpers
 
 def launch(bin_path, repo, log_path, *args, expect_ready=True, timeout=60):
-    port = free_port()
-    cmd = [bin_path, "--model-repository", str(repo), "--http-port", str(port),
-           "--http-address", "127.0.0.1", "--metrics-port", "0", "--grpc-port", "0"] + [str(a) for a in args]
-    with open(log_path, "w") as logf:
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
-    server = Server(proc, port, log_path)
-    path = "/v2/health/ready" if expect_ready else "/v2/health/live"
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError("ptserve exited with %s during start-up:\n%s"
-                                 % (proc.returncode, server.log()))
-        try:
-            if requests.get(server.url + path, timeout=1).status_code == 200:
-                return server
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.05)
-    server.stop()
-    raise AssertionError("ptserve did not answer %s within %ss:\n%s" % (path, timeout, server.log()))
-
-
-def assert_clean_exit(server):
-    assert server.alive(), "ptserve died during the tests:\n" + server.log()
-    rc = server.stop()
-    log = server.log()
-    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-        assert marker not in log, log
-    assert rc == 0, "exit code %s\n%s" % (rc, log)
+    return launch_server(bin_path, repo, log_path, *args, metrics_port=0, grpc_port=0,
+                         expect_ready=expect_ready, timeout=timeout)
 
 
 def assert_serving(server, model="id_fp32"):
@@ -68,12 +39,7 @@ def assert_serving(server, model="id_fp32"):
     assert r.json()["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
 
 
-@pytest.fixture(scope="module")
-def server(ptserve_bin, model_repo, tmp_path_factory):
-    log = tmp_path_factory.mktemp("bad_inputs") / "server.log"
-    s = launch(ptserve_bin, model_repo("identity"), log)
-    yield s
-    assert_clean_exit(s)
+server = module_server(launch, "bad_inputs")
 
 
 @pytest.fixture(autouse=True)

@@ -11,16 +11,13 @@ numpy and the protocol's rules (protocol-facts §1, §5).
 import gzip
 import json
 import socket
-import struct
-import subprocess
-import time
 import zlib
 
 import numpy as np
 import pytest
 import requests
 
-from conftest import Server, free_port
+from conftest import bf16_bytes, bytes_encode, launch_server, module_server
 
 TIMEOUT = 10
 
@@ -47,45 +44,11 @@ JSON_DTYPES = [d for d in DTYPES if d not in ("FP16", "BF16")]
 # ---------------------------------------------------------------- helpers
 
 def launch(bin_path, repo, log_path, *args, expect_ready=True, timeout=60):
-    port = free_port()
-    cmd = [bin_path, "--model-repository", str(repo), "--http-port", str(port),
-           "--http-address", "127.0.0.1", "--metrics-port", "0", "--grpc-port", "0"] + [str(a) for a in args]
-    with open(log_path, "w") as logf:
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
-    server = Server(proc, port, log_path)
-    path = "/v2/health/ready" if expect_ready else "/v2/health/live"
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError("ptserve exited with %s during start-up:\n%s"
-                                 % (proc.returncode, server.log()))
-        try:
-            if requests.get(server.url + path, timeout=1).status_code == 200:
-                return server
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.05)
-    server.stop()
-    raise AssertionError("ptserve did not answer %s within %ss:\n%s" % (path, timeout, server.log()))
+    return launch_server(bin_path, repo, log_path, *args, metrics_port=0, grpc_port=0,
+                         expect_ready=expect_ready, timeout=timeout)
 
 
-def assert_clean_exit(server):
-    """The server must still be running, stop on SIGTERM with 0, and have
-    logged no sanitizer report (ASan/LSan/UBSan builds run these tests)."""
-    assert server.alive(), "ptserve died during the tests:\n" + server.log()
-    rc = server.stop()
-    log = server.log()
-    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-        assert marker not in log, log
-    assert rc == 0, "exit code %s\n%s" % (rc, log)
-
-
-@pytest.fixture(scope="module")
-def server(ptserve_bin, model_repo, tmp_path_factory):
-    log = tmp_path_factory.mktemp("protocol") / "server.log"
-    s = launch(ptserve_bin, model_repo("identity"), log)
-    yield s
-    assert_clean_exit(s)
+server = module_server(launch, "protocol")
 
 
 def get(server, path, **kw):
@@ -106,21 +69,6 @@ def ok_json(r):
     assert r.status_code == 200, (r.status_code, r.text)
     assert r.headers["Content-Type"].startswith("application/json"), r.headers
     return r.json()
-
-
-def bf16_bytes(values):
-    """BF16 = the upper 16 bits of the little-endian float32 (truncation)."""
-    f32 = np.array(values, dtype="<f4").view(np.uint8).reshape(-1, 4)
-    return f32[:, 2:4].tobytes()
-
-
-def bytes_encode(items):
-    """BYTES wire form: 4-byte little-endian length, then the raw bytes."""
-    out = b""
-    for it in items:
-        raw = it.encode() if isinstance(it, str) else it
-        out += struct.pack("<I", len(raw)) + raw
-    return out
 
 
 def raw_bytes(dtype, values):

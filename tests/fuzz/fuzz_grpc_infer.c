@@ -14,6 +14,7 @@
 #include "core/alloc.h"
 #include "frontend/grpc/infer.h"
 #include "fuzz_common.h"
+#include "fuzz_infer.h"
 #include "scheduler/validate.h"
 
 static const char CONFIG[] =
@@ -31,12 +32,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
   fuzz_quiet_log();
-  struct pts_error err;
-  if (pts_model_config_parse(CONFIG, sizeof CONFIG - 1, "fuzz", &config, &err) != PTS_OK ||
-      pts_model_config_complete(config, "/nonexistent/fuzz", "m", &err) != PTS_OK) {
-    fprintf(stderr, "fuzz_grpc_infer: bad built-in config: %s\n", err.msg);
-    abort();
-  }
+  config = fuzz_load_config(CONFIG, sizeof CONFIG - 1, "fuzz_grpc_infer");
   return 0;
 }
 
@@ -52,15 +48,9 @@ static void check_tensors(const struct pts_infer_request *req, const struct pts_
 }
 
 static void encode(const struct pts_infer_request *req, bool stream) {
-  struct pts_infer_response *resp = pts_infer_response_new();
+  struct pts_infer_response *resp = fuzz_identity_response(req);
   if (!resp) return;
-  resp->model_version = 1;
-  resp->outputs = pts_calloc(req->n_inputs ? req->n_inputs : 1, sizeof *resp->outputs);
   struct pts_error err;
-  for (size_t i = 0; resp->outputs && i < req->n_inputs; i++) {
-    if (pts_tensor_copy_view(&resp->outputs[i], &req->inputs[i], &err) != PTS_OK) break;
-    resp->n_outputs++;
-  }
   struct pts_grpc_reply r;
   if (pts_grpc_encode_infer(req, resp, stream, &r, &err) == PTS_OK) {
     size_t total = 0;

@@ -39,11 +39,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } else {
     fuzz_check(err.msg[0] != '\0', "route error without a message");
   }
-  struct pts_http_restrictions rs;
+  struct pts_restrictions rs;
   const char *spec = s;
   if (pts_http_restrictions_parse(&spec, 1, &rs, &err) != PTS_OK)
     fuzz_check(err.msg[0] != '\0', "restriction error without a message");
-  pts_http_restrictions_clear(&rs);
+  pts_restrictions_clear(&rs);
   (void)pts_http_content_encoding(s);
   enum pts_http_encoding e = pts_http_accept_encoding(s);
   fuzz_check(e == PTS_HTTP_ENC_IDENTITY || e == PTS_HTTP_ENC_GZIP || e == PTS_HTTP_ENC_DEFLATE,

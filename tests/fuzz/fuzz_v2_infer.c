@@ -17,6 +17,7 @@
 #include "core/alloc.h"
 #include "frontend/http/v2_json.h"
 #include "fuzz_common.h"
+#include "fuzz_infer.h"
 #include "scheduler/validate.h"
 
 static const char CONFIG[] =
@@ -36,12 +37,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
   fuzz_quiet_log();
-  struct pts_error err;
-  if (pts_model_config_parse(CONFIG, sizeof CONFIG - 1, "fuzz", &config, &err) != PTS_OK ||
-      pts_model_config_complete(config, "/nonexistent/fuzz", "m", &err) != PTS_OK) {
-    fprintf(stderr, "fuzz_v2_infer: bad built-in config: %s\n", err.msg);
-    abort();
-  }
+  config = fuzz_load_config(CONFIG, sizeof CONFIG - 1, "fuzz_v2_infer");
   return 0;
 }
 
@@ -60,26 +56,8 @@ static void check_tensors(const struct pts_infer_request *req, const struct pts_
   }
 }
 
-/* The identity model's answer: output i is a view of input i. */
-static struct pts_infer_response *identity_response(const struct pts_infer_request *req) {
-  struct pts_infer_response *resp = pts_infer_response_new();
-  if (!resp) return NULL;
-  resp->model_version = 1;
-  resp->outputs = pts_calloc(req->n_inputs ? req->n_inputs : 1, sizeof *resp->outputs);
-  if (!resp->outputs) {
-    pts_infer_response_free(resp);
-    return NULL;
-  }
-  struct pts_error err;
-  for (size_t i = 0; i < req->n_inputs; i++) {
-    if (pts_tensor_copy_view(&resp->outputs[i], &req->inputs[i], &err) != PTS_OK) break;
-    resp->n_outputs++;
-  }
-  return resp;
-}
-
 static void encode(const struct pts_infer_request *req) {
-  struct pts_infer_response *resp = identity_response(req);
+  struct pts_infer_response *resp = fuzz_identity_response(req);
   if (!resp) return;
   struct pts_v2_reply r;
   struct pts_error err;

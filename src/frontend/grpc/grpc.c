@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "trace/trace.h"
 #include "frontend/grpc/infer.h"
+#include "frontend/grpc/restrict_grpc.h"
 #include "frontend/grpc/rpc.h"
 
 /* grpc_server_request_call()s kept outstanding on each queue: how many new
@@ -69,6 +70,8 @@ struct pts_grpc {
   pthread_cond_t changed;
   size_t live_calls;  /* guarded by mu: struct calls not yet freed */
   bool shutdown_done; /* guarded by mu */
+  /* --grpc-restricted-protocol; read-only while the queues run */
+  struct pts_restrictions restrictions;
 };
 
 /* A message waiting for the stream's one send slot. */
@@ -341,6 +344,24 @@ static bool start_recv_locked(struct call *c) {
   return start_locked(c, &op, 1, &c->recv_tag);
 }
 
+/* The end of one inference, unary or on a stream: marks GRPC_SEND_START,
+ * then either the encoded response in *reply (caller sends it; the reply
+ * owns its bytes) or err->code != PTS_OK with the message to send instead.
+ * req and resp stay the caller's. */
+static void encode_done(const struct pts_infer_request *req, const struct pts_infer_response *resp,
+                        const struct pts_error *ierr, bool stream, struct pts_grpc_reply *reply,
+                        struct pts_error *err) {
+  pts_error_clear(err);
+  pts_trace_record(req->trace, PTS_TRACE_GRPC_SEND_START, pts_now_ns());
+  if (ierr && ierr->code != PTS_OK)
+    *err = *ierr;
+  else if (!resp)
+    pts_error_set(err, PTS_INTERNAL, "inference on model '%s' returned no response",
+                  req->model_name);
+  else
+    pts_grpc_encode_infer(req, resp, stream, reply, err);
+}
+
 /* ------------------------------------------------------------------ */
 /* unary                                                               */
 
@@ -348,16 +369,8 @@ static void on_unary_done(struct pts_infer_request *req, struct pts_infer_respon
                           const struct pts_error *ierr, void *ctx) {
   struct call *c = ctx;
   struct pts_error err;
-  pts_error_clear(&err);
   struct pts_grpc_reply reply = {0, NULL, 0};
-  pts_trace_record(req->trace, PTS_TRACE_GRPC_SEND_START, pts_now_ns());
-  if (ierr && ierr->code != PTS_OK)
-    err = *ierr;
-  else if (!resp)
-    pts_error_set(&err, PTS_INTERNAL, "inference on model '%s' returned no response",
-                  req->model_name);
-  else
-    pts_grpc_encode_infer(req, resp, false, &reply, &err);
+  encode_done(req, resp, ierr, false, &reply, &err);
   pts_infer_response_free(resp);
   pthread_mutex_lock(&c->mu);
   c->in_flight--;
@@ -514,16 +527,8 @@ static void on_stream_done(struct pts_infer_request *req, struct pts_infer_respo
                            const struct pts_error *ierr, void *ctx) {
   struct call *c = ctx;
   struct pts_error err;
-  pts_error_clear(&err);
   struct pts_grpc_reply reply = {0, NULL, 0};
-  pts_trace_record(req->trace, PTS_TRACE_GRPC_SEND_START, pts_now_ns());
-  if (ierr && ierr->code != PTS_OK)
-    err = *ierr;
-  else if (!resp)
-    pts_error_set(&err, PTS_INTERNAL, "inference on model '%s' returned no response",
-                  req->model_name);
-  else
-    pts_grpc_encode_infer(req, resp, true, &reply, &err);
+  encode_done(req, resp, ierr, true, &reply, &err);
   pthread_mutex_lock(&c->mu);
   c->in_flight--;
   if (err.code == PTS_OK)
@@ -616,6 +621,7 @@ static void on_new_call(struct call *c, bool ok) {
   size_t len = GRPC_SLICE_LENGTH(c->details.method);
   c->rpc = pts_grpc_rpc_find(path, len);
   PTS_LOG_VERBOSE(1, "gRPC: %.*s", (int)len, path);
+  struct pts_error rerr;
   pthread_mutex_lock(&c->mu);
   if (!c->rpc) {
     char msg[256];
@@ -624,6 +630,8 @@ static void on_new_call(struct call *c, bool ok) {
              "grpc.health.v1.Health/Check",
              (int)(len > 120 ? 120 : len), path);
     finish_locked(c, NULL, PTS_UNSUPPORTED, msg, false);
+  } else if (pts_grpc_restriction_check(&g->restrictions, path, len, &c->md, &rerr) != PTS_OK) {
+    finish_locked(c, NULL, rerr.code, rerr.msg, false);
   } else {
     if (c->rpc->kind == PTS_GRPC_STREAM)
       c->status_errors = metadata_is_true(&c->md, "triton_grpc_error");
@@ -775,6 +783,7 @@ static void destroy_queues(struct pts_grpc *g) {
 }
 
 static void grpc_free(struct pts_grpc *g) {
+  pts_restrictions_clear(&g->restrictions);
   pts_free(g->queues);
   pthread_cond_destroy(&g->changed);
   pthread_mutex_destroy(&g->mu);
@@ -796,6 +805,14 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
   if (!g || !g->queues) {
     pts_free(g);
     return pts_error_set(err, PTS_NOMEM, "out of memory starting the gRPC frontend");
+  }
+  enum pts_status rst = pts_grpc_restrictions_parse(
+      o->grpc_restricted_protocol, o->n_grpc_restricted_protocol, &g->restrictions, err);
+  if (rst != PTS_OK) {
+    pts_restrictions_clear(&g->restrictions);
+    pts_free(g->queues);
+    pts_free(g);
+    return rst;
   }
   grpc_init();
   g->server = s;

@@ -103,6 +103,16 @@ enum pts_http_encoding pts_http_accept_encoding(const char *value) {
 /* zlib counts in uInt; feed larger inputs in slices. */
 static uInt slice(size_t n) { return n > UINT_MAX ? UINT_MAX : (uInt)n; }
 
+/* Reallocates *buf to ncap bytes; on failure *buf and *cap stay as they
+ * were (still the caller's to free) and false is returned. */
+static bool grow(unsigned char **buf, size_t *cap, size_t ncap) {
+  unsigned char *nb = pts_realloc(*buf, ncap);
+  if (!nb) return false;
+  *buf = nb;
+  *cap = ncap;
+  return true;
+}
+
 enum pts_status pts_http_inflate(const void *in, size_t in_len, size_t max_out,
                                  enum pts_http_encoding enc, struct pts_buf **out,
                                  struct pts_error *err) {
@@ -130,14 +140,10 @@ enum pts_status pts_http_inflate(const void *in, size_t in_len, size_t max_out,
                            name, max_out);
         goto done;
       }
-      size_t ncap = cap > max_out / 2 ? max_out + 1 : cap * 2;
-      unsigned char *nb = pts_realloc(buf, ncap);
-      if (!nb) {
+      if (!grow(&buf, &cap, cap > max_out / 2 ? max_out + 1 : cap * 2)) {
         st = pts_error_set(err, PTS_NOMEM, "out of memory decompressing a %s request body", name);
         goto done;
       }
-      buf = nb;
-      cap = ncap;
     }
     zs.next_in = (Bytef *)((const unsigned char *)in + consumed);
     zs.avail_in = slice(in_len - consumed);
@@ -217,14 +223,10 @@ enum pts_status pts_http_deflate(enum pts_http_encoding enc, const struct pts_ht
       int r;
       do {
         if (used == cap) {
-          size_t ncap = cap * 2;
-          unsigned char *nb = pts_realloc(buf, ncap);
-          if (!nb) {
+          if (!grow(&buf, &cap, cap * 2)) {
             st = pts_error_set(err, PTS_NOMEM, "out of memory compressing a %s response", name);
             goto done;
           }
-          buf = nb;
-          cap = ncap;
         }
         zs.next_out = buf + used;
         zs.avail_out = slice(cap - used);

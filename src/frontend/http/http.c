@@ -62,7 +62,7 @@ struct loop {
 struct pts_http {
   struct pts_server *server;
   size_t max_input;
-  struct pts_http_restrictions restrictions; /* --http-restricted-api */
+  struct pts_restrictions restrictions; /* --http-restricted-api */
   size_t max_header;   /* --http-max-header-size */
   unsigned timeout_s;  /* --http-timeout-secs, 0 = none */
   int port;
@@ -95,7 +95,7 @@ struct infer_ctx {
 
 static void hub_release(struct pts_http *h) {
   if (atomic_fetch_sub(&h->refs, 1) != 1) return;
-  pts_http_restrictions_clear(&h->restrictions);
+  pts_restrictions_clear(&h->restrictions);
   pthread_mutex_destroy(&h->mu);
   pthread_cond_destroy(&h->drained);
   pts_free(h->loops);
@@ -647,8 +647,8 @@ static enum pts_http_method method_of(struct evhttp_request *req) {
 /* --http-restricted-api: 403 unless the API group's header is present with
  * its value (checked before the method, as tritonserver does). */
 static bool refuse_restricted(struct pts_http *h, struct evhttp_request *req, const char *path) {
-  const struct pts_http_restriction *rs =
-      pts_http_restriction_for(&h->restrictions, pts_http_api_of_path(path));
+  const struct pts_restriction *rs =
+      pts_restriction_for(&h->restrictions, pts_http_api_of_path(path));
   if (!rs) return false;
   const char *v = in_header(req, rs->header);
   if (v && strcmp(v, rs->value) == 0) return false;

@@ -14,7 +14,7 @@ static void groups_of_paths(void **state) {
   (void)state;
   static const struct {
     const char *path;
-    enum pts_http_api api;
+    enum pts_api api;
   } cases[] = {
       {"/v2/health/live", PTS_API_HEALTH},
       {"/v2/health/ready", PTS_API_HEALTH},
@@ -46,7 +46,7 @@ static void groups_of_paths(void **state) {
       {"/v3/health/live", PTS_API_NONE},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    enum pts_http_api got = pts_http_api_of_path(cases[i].path);
+    enum pts_api got = pts_http_api_of_path(cases[i].path);
     if (got != cases[i].api) fail_msg("%s: got %d, want %d", cases[i].path, got, cases[i].api);
   }
   assert_int_equal(pts_http_api_of_path(NULL), PTS_API_NONE);
@@ -55,21 +55,21 @@ static void groups_of_paths(void **state) {
 static void parse_one_and_several(void **state) {
   (void)state;
   const char *specs[] = {"inference,model-config:infer-key=secret", "health:h=v:with:colons"};
-  struct pts_http_restrictions r;
+  struct pts_restrictions r;
   struct pts_error err;
   assert_int_equal(pts_http_restrictions_parse(specs, 2, &r, &err), PTS_OK);
-  const struct pts_http_restriction *inf = pts_http_restriction_for(&r, PTS_API_INFERENCE);
+  const struct pts_restriction *inf = pts_restriction_for(&r, PTS_API_INFERENCE);
   assert_non_null(inf);
   assert_string_equal(inf->header, "infer-key");
   assert_string_equal(inf->value, "secret");
-  assert_ptr_equal(pts_http_restriction_for(&r, PTS_API_MODEL_CONFIG), inf);
-  const struct pts_http_restriction *h = pts_http_restriction_for(&r, PTS_API_HEALTH);
+  assert_ptr_equal(pts_restriction_for(&r, PTS_API_MODEL_CONFIG), inf);
+  const struct pts_restriction *h = pts_restriction_for(&r, PTS_API_HEALTH);
   assert_non_null(h);
   assert_string_equal(h->header, "h");
   assert_string_equal(h->value, "v:with:colons");
-  assert_null(pts_http_restriction_for(&r, PTS_API_METADATA));
-  assert_null(pts_http_restriction_for(&r, PTS_API_NONE));
-  pts_http_restrictions_clear(&r);
+  assert_null(pts_restriction_for(&r, PTS_API_METADATA));
+  assert_null(pts_restriction_for(&r, PTS_API_NONE));
+  pts_restrictions_clear(&r);
 }
 
 static void refusals(void **state) {
@@ -88,29 +88,29 @@ static void refusals(void **state) {
       {"health,health:k=v", "API 'health' is already restricted"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    struct pts_http_restrictions r;
+    struct pts_restrictions r;
     struct pts_error err;
     pts_error_clear(&err);
     const char *spec = cases[i].spec;
     assert_int_equal(pts_http_restrictions_parse(&spec, 1, &r, &err), PTS_INVALID_ARG);
     if (!strstr(err.msg, cases[i].want)) fail_msg("%s: message '%s'", spec, err.msg);
     assert_non_null(strstr(err.msg, spec));
-    pts_http_restrictions_clear(&r);
+    pts_restrictions_clear(&r);
   }
   /* The same group in two flag values. */
   const char *two[] = {"health:a=1", "metadata,health:b=2"};
-  struct pts_http_restrictions r;
+  struct pts_restrictions r;
   struct pts_error err;
   assert_int_equal(pts_http_restrictions_parse(two, 2, &r, &err), PTS_INVALID_ARG);
   assert_non_null(strstr(err.msg, "API 'health' is already restricted"));
-  pts_http_restrictions_clear(&r);
+  pts_restrictions_clear(&r);
 }
 
 static void names(void **state) {
   (void)state;
-  assert_string_equal(pts_http_api_name(PTS_API_SHARED_MEMORY), "shared-memory");
-  assert_string_equal(pts_http_api_name(PTS_API_MODEL_REPOSITORY), "model-repository");
-  assert_string_equal(pts_http_api_name(PTS_API_NONE), "");
+  assert_string_equal(pts_api_name(PTS_API_SHARED_MEMORY), "shared-memory");
+  assert_string_equal(pts_api_name(PTS_API_MODEL_REPOSITORY), "model-repository");
+  assert_string_equal(pts_api_name(PTS_API_NONE), "");
 }
 
 int main(void) {
