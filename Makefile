@@ -11,7 +11,12 @@
 # Every step installs what it needs first (scripts/setup.sh is quiet and quick
 # when nothing is missing). A failing step stops make with a non-zero status.
 
-PYTHON     ?= /usr/bin/python3
+# The project venv (scripts/setup.sh): its torch provides LibTorch, and its
+# interpreter runs the tests and the model generators.
+VENV       ?= $(CURDIR)/.venv
+PYTHON     ?= $(VENV)/bin/python
+export PTS_MODELS_PYTHON := $(PYTHON)
+export PTS_VENV := $(VENV)
 JOBS       ?= 2
 BUILD_DIR  ?= build
 ASAN_DIR   ?= build-asan
@@ -23,7 +28,7 @@ CMAKE_EXTRA ?=
 # PTS_WERROR is sticky in the CMake cache: `make run` keeps whatever the last
 # configure chose, the test targets force it on.
 WERROR ?=
-CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo $(if $(WERROR),-DPTS_WERROR=$(WERROR)) $(CMAKE_EXTRA)
+CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo $(if $(WERROR),-DPTS_WERROR=$(WERROR)) -DPTS_PYTHON=$(PYTHON) $(CMAKE_EXTRA)
 
 # LibTorch is not built with the sanitizers: its ODR-duplicated globals and
 # new/free pairs across its own libraries would be false reports, and the
@@ -66,7 +71,7 @@ e2e: build
 	PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q tests/e2e $(PYTEST_ARGS)
 
 asan-build: setup
-	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DPTS_SANITIZE=ON -DPTS_WERROR=ON $(CMAKE_EXTRA)
+	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DPTS_SANITIZE=ON -DPTS_WERROR=ON -DPTS_PYTHON=$(PYTHON) $(CMAKE_EXTRA)
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 
 asan: asan-build
@@ -81,7 +86,7 @@ fuzz-build: setup
 fuzz: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
-# The example TorchScript files are generated, not committed. Regenerate when
+# The example model files are generated, not committed. Regenerate when
 # the generator changed or a model file is missing.
 models: setup
 	@mkdir -p $(BUILD_DIR)
@@ -95,5 +100,5 @@ bench: setup
 	bench/cpu/run.sh
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) tests/e2e/.cache
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) tests/e2e/.cache  # the venv stays: rm -rf .venv
 	rm -f examples/models/*/[0-9]*/model.pt

@@ -1,28 +1,33 @@
 #!/usr/bin/env bash
 # Installs what ptserve needs to build and test, and nothing else.
 #
-# Debian/Ubuntu: each package is checked with dpkg-query; only the missing
-# ones are installed (apt-get, through sudo when not root). The package
-# lists are refreshed only when an install fails or there are none yet.
-# macOS: Homebrew equivalents (brew skips what is already installed).
+# 1. System packages: the C toolchain and libraries.
+#    Debian/Ubuntu: each package is checked with dpkg-query; only the missing
+#    ones are installed (apt-get, through sudo when not root). The package
+#    lists are refreshed only when an install fails or there are none yet.
+#    macOS: Homebrew equivalents (brew skips what is already installed).
+# 2. The project venv ($PTS_VENV, default .venv): the pinned Python packages
+#    of requirements.txt — torch, whose bundled LibTorch ptserve links;
+#    pytest; NVIDIA's tritonclient — and NVIDIA's perf_analyzer.
 #
 # Idempotent and silent when everything is present, so `make run` and
 # `make test` can call it every time.
 set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${PTS_VENV:-$ROOT/.venv}
 
 DEB_PACKAGES=(
   build-essential cmake pkg-config
   libevent-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
   libcmocka-dev
-  libgrpc-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf  # gRPC
-  libtorch-dev python3-torch
-  python3-numpy python3-pytest python3-requests python3-matplotlib  # matplotlib: bench plots
-  python3-prometheus-client  # tests/e2e/test_stats_metrics.py parses /metrics with it
+  libgrpc-dev protobuf-compiler protobuf-compiler-grpc  # gRPC
+  python3 python3-venv  # the project venv; LibTorch comes from its pip torch
+  libb64-0d             # the one shared library of perf_analyzer not in the venv
   curl
   clang libclang-rt-dev  # the fuzz drivers: clang and its libFuzzer runtime
 )
 
-BREW_PACKAGES=(cmake pkg-config libevent jansson protobuf-c grpc cmocka pytorch)
+BREW_PACKAGES=(cmake pkg-config libevent jansson protobuf-c grpc cmocka python@3.11)
 
 # A package counts as present only when dpkg says "installed" (a removed
 # package whose config files remain is listed by dpkg-query -W too).
@@ -83,14 +88,71 @@ setup_macos() {
   brew install "${missing[@]}"
 }
 
-# The end-to-end tests need numpy, pytest and requests in the interpreter
-# that runs them ($PYTHON, as in the Makefile); Homebrew has no formulae for
-# the last two, so pip installs them for this user, and only when missing.
-setup_macos_python() {
-  local py="${PYTHON:-python3}"
-  "$py" -c 'import numpy, pytest, requests' >/dev/null 2>&1 && return 0
-  echo "setup.sh: installing numpy pytest requests for $py"
-  "$py" -m pip install --user --quiet numpy pytest requests
+# ---- the project venv ----
+
+# perf_analyzer is NVIDIA's C++ load generator. PyPI ships it inside the
+# tritonclient wheels up to 2.60, and as perf-analyzer from 2.58; every build
+# from 2.52 on needs glibc 2.38, newer than Debian 12's 2.36. The
+# tritonclient 2.51.0 wheel (Triton r24.10) carries the newest binary that
+# runs here. It is taken out of that wheel unchanged, with a wrapper that
+# points it at the pip CUDA runtime it links (it runs without a GPU). The
+# Python client library stays the current tritonclient of requirements.txt.
+PERF_ANALYZER_WHEEL=tritonclient==2.51.0
+
+venv_base_python() {
+  if [ -n "${PTS_BASE_PYTHON:-}" ]; then
+    echo "$PTS_BASE_PYTHON"
+  elif [ "$(uname -s)" = Darwin ]; then
+    echo "$(brew --prefix python@3.11)/bin/python3.11"
+  else
+    echo /usr/bin/python3 # Debian's 3.11: the torch wheel on the build machines' disk is cp311
+  fi
+}
+
+# The build machines' pip lists local mirrors that may not exist; its
+# warnings about those are noise.
+quiet_pip() {
+  "$VENV/bin/python" -m pip "$@" 2> >(grep -v "^WARNING: Location" >&2)
+}
+
+setup_perf_analyzer() {
+  [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] || return 0
+  local wheels="$VENV/.wheels" cudart
+  mkdir -p "$wheels" "$VENV/libexec"
+  quiet_pip download --quiet --no-deps --only-binary=:all: -d "$wheels" "$PERF_ANALYZER_WHEEL"
+  "$VENV/bin/python" - "$wheels" "$VENV/libexec/perf_analyzer" <<'PY'
+import glob, os, sys, zipfile
+wheel = sorted(glob.glob(os.path.join(sys.argv[1], "tritonclient-2.51.0-*.whl")))[-1]
+with zipfile.ZipFile(wheel) as z:
+    data = z.read("tritonclient-2.51.0.data/data/bin/perf_analyzer")
+with open(sys.argv[2], "wb") as f:
+    f.write(data)
+os.chmod(sys.argv[2], 0o755)
+PY
+  cudart=$("$VENV/bin/python" -c \
+    'import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], "lib"))')
+  {
+    echo '#!/bin/sh'
+    echo "# perf_analyzer from the $PERF_ANALYZER_WHEEL wheel (scripts/setup.sh)."
+    echo "LD_LIBRARY_PATH=\"$cudart\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\" exec \"$VENV/libexec/perf_analyzer\" \"\$@\""
+  } > "$VENV/bin/perf_analyzer"
+  chmod +x "$VENV/bin/perf_analyzer"
+  "$VENV/bin/perf_analyzer" --version >/dev/null
+}
+
+# Reinstalled only when requirements.txt or the perf_analyzer pin changed
+# since the last install that finished: the venv keeps a stamp of both.
+setup_venv() {
+  local want stamp="$VENV/.ptserve-requirements"
+  want=$(cat "$ROOT/requirements.txt" <(echo "$PERF_ANALYZER_WHEEL") | cksum)
+  if [ -x "$VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  echo "setup.sh: installing requirements.txt into $VENV"
+  [ -x "$VENV/bin/python" ] || "$(venv_base_python)" -m venv "$VENV"
+  quiet_pip install --quiet -r "$ROOT/requirements.txt"
+  setup_perf_analyzer
+  echo "$want" > "$stamp"
 }
 
 case "$(uname -s)" in
@@ -105,10 +167,10 @@ case "$(uname -s)" in
     ;;
   Darwin)
     setup_macos
-    setup_macos_python
     ;;
   *)
     echo "setup.sh: unsupported system $(uname -s)" >&2
     exit 1
     ;;
 esac
+[ "${PTS_SKIP_VENV:-0}" = 1 ] || setup_venv
