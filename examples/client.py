@@ -1,7 +1,6 @@
-#!/usr/bin/python3
 """A minimal KServe v2 HTTP client for the example models (`make run`).
 
-    /usr/bin/python3 examples/client.py [--url http://localhost:8000]
+    .venv/bin/python examples/client.py [--url http://localhost:8000]
 
 Sends add_sub one JSON request and one binary request (the binary tensor
 data extension: a JSON header, then raw little-endian tensor bytes), checks

@@ -1,7 +1,6 @@
-#!/usr/bin/python3
 """Writes the TorchScript files of the example repository (examples/models).
 
-    /usr/bin/python3 examples/gen_models.py [REPOSITORY]
+    .venv/bin/python examples/gen_models.py [REPOSITORY]
 
 `make run` calls this before serving. The config.pbtxt files are committed;
 the model.pt files are generated (and git-ignored) so the repository stays

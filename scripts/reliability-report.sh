@@ -12,7 +12,7 @@
 # docs/reliability.md ("Latest figures"). Fails if any step fails.
 #
 # Environment: FUZZ_DIR (build-fuzz), ASAN_DIR (build-asan), CMAKE_EXTRA
-# (e.g. -DPTS_WITH_TORCH=OFF), PYTHON (/usr/bin/python3), JOBS (2).
+# (e.g. -DPTS_WITH_TORCH=OFF), PYTHON (.venv/bin/python), JOBS (2).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -20,7 +20,7 @@ fuzz_s=${1:-60}
 soak_s=${2:-120}
 FUZZ_DIR=${FUZZ_DIR:-build-fuzz}
 ASAN_DIR=${ASAN_DIR:-build-asan}
-PYTHON=${PYTHON:-/usr/bin/python3}
+PYTHON=${PYTHON:-$PWD/.venv/bin/python}
 JOBS=${JOBS:-2}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

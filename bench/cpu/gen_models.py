@@ -1,7 +1,6 @@
-#!/usr/bin/python3
 """Writes the model repository of the CPU benchmark (bench/cpu/run.sh).
 
-    /usr/bin/python3 bench/cpu/gen_models.py OUTDIR
+    .venv/bin/python bench/cpu/gen_models.py OUTDIR
 
 Models (config.pbtxt + 1/model.pt each, scripted with this interpreter's torch
 so the LibTorch ptserve links can load them):

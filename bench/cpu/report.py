@@ -1,7 +1,6 @@
-#!/usr/bin/python3
 """Turns one bench/cpu/run.sh run into the committed results.
 
-    /usr/bin/python3 bench/cpu/report.py RAW_DIR RESULTS_DIR
+    .venv/bin/python bench/cpu/report.py RAW_DIR RESULTS_DIR
 
 RAW_DIR holds what run.sh measured: meta.txt (machine, load, versions),
 inproc.csv (bench_inproc), ptperf_<protocol>_<model>.csv (ptperf over HTTP,

@@ -34,7 +34,7 @@ MODELS="$ROOT/bench/cpu/models"
 RAW="$ROOT/bench/cpu/raw"
 RESULTS="${BENCH_RESULTS:-$ROOT/bench/cpu/results}"
 INTERVAL_MS="${BENCH_INTERVAL_MS:-2000}"
-PY=/usr/bin/python3
+PY=${PYTHON:-$ROOT/.venv/bin/python}  # the project venv (scripts/setup.sh)
 SERVER_PID=
 
 log() { printf '== %s\n' "$*" >&2; }

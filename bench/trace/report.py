@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """bench/trace/report.py RAW OUT — the tracing-cost table from ptperf's CSVs.
 
 RAW holds <mode>.<round>.csv (ptperf -f) and meta.txt (bench/trace/run.sh).

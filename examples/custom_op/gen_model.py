@@ -1,7 +1,6 @@
-#!/usr/bin/python3
 """Writes a model repository entry that calls the softshrink custom operator.
 
-    /usr/bin/python3 examples/custom_op/gen_model.py LIB REPO [--name NAME]
+    .venv/bin/python examples/custom_op/gen_model.py LIB REPO [--name NAME]
         [--model-operations]
 
 LIB is the built libsoftshrink.so (build/examples/custom_op/libsoftshrink.so);
@@ -15,8 +14,8 @@ REPO the model repository to write into. The result:
 
 The TorchScript model is scripted here, so this Python must load the
 library: use the torch whose LibTorch the server and the library were built
-against (Debian's /usr/bin/python3 for the Debian build, the wheel's python
-on a GPU host).
+against (the project venv's .venv/bin/python for a `make build`, the
+host's own python on a GPU host).
 """
 import argparse
 import os

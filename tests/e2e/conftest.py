@@ -23,7 +23,8 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
   model_repo(name): path of a committed test repository tests/e2e/repos/<name>.
   torch_models: path of a repository of generated TorchScript models
       (tests/models/gen_models.py, generated once per session into
-      tests/e2e/.cache/torch_models with Debian's /usr/bin/python3).
+      tests/e2e/.cache/torch_models with $PTS_MODELS_PYTHON, default the
+      interpreter running pytest: the project venv).
 """
 import os
 import socket
@@ -205,7 +206,7 @@ def model_repo():
 def models_python():
     """The interpreter that writes TorchScript models: Debian's, which has
     python3-torch, unless the host names another (a GPU host's pip torch)."""
-    return os.environ.get("PTS_MODELS_PYTHON", "/usr/bin/python3")
+    return os.environ.get("PTS_MODELS_PYTHON", sys.executable)
 
 
 @pytest.fixture(scope="session")

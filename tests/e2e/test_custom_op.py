@@ -8,6 +8,7 @@ leaving the model directory and a missing operator each make only that model
 UNAVAILABLE, with the reason, while the server goes on.
 """
 import os
+import sys
 import subprocess
 
 import numpy as np
@@ -29,7 +30,7 @@ def library(ptserve_bin):
 
 
 def generate(library, repo, name, *extra):
-    subprocess.run([os.environ.get("PTS_MODELS_PYTHON", "/usr/bin/python3"), GEN, library, str(repo), "--name", name] + list(extra),
+    subprocess.run([os.environ.get("PTS_MODELS_PYTHON", sys.executable), GEN, library, str(repo), "--name", name] + list(extra),
                    check=True, capture_output=True)
     return repo / name
 

@@ -10,6 +10,7 @@ per execution (2 Linear layers: 2 aten::linear), times N.
 import csv
 import json
 import os
+import sys
 import subprocess
 import shutil
 import time
@@ -31,7 +32,7 @@ def _example_mlp(tmp_path_factory):
     global MLP
     repo = tmp_path_factory.mktemp("examples")
     shutil.copytree(os.path.join(ROOT, "examples", "models"), str(repo), dirs_exist_ok=True)
-    python = os.environ.get("PTS_MODELS_PYTHON", "/usr/bin/python3")  # as conftest.models_python
+    python = os.environ.get("PTS_MODELS_PYTHON", sys.executable)  # as conftest.models_python
     subprocess.run([python, os.path.join(ROOT, "examples", "gen_models.py"), str(repo)],
                    check=True, stdout=subprocess.DEVNULL)
     MLP = os.path.join(str(repo), "mlp_classifier")

@@ -8,6 +8,7 @@ with torch from the same model.pt files.
 """
 import concurrent.futures
 import os
+import sys
 import subprocess
 
 import pytest
@@ -21,7 +22,7 @@ TIMEOUT = 60
 @pytest.fixture(scope="module")
 def fault_models(tmp_path_factory):
     out = tmp_path_factory.mktemp("fault_models")
-    python = os.environ.get("PTS_MODELS_PYTHON", "/usr/bin/python3")  # as conftest.models_python
+    python = os.environ.get("PTS_MODELS_PYTHON", sys.executable)  # as conftest.models_python
     subprocess.run([python, os.path.join(ROOT, "tests", "models", "gen_fault_models.py"), str(out)],
                    check=True)
     return out

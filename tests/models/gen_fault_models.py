@@ -1,7 +1,6 @@
-#!/usr/bin/python3
 """Writes TorchScript models that misbehave, for the model-fault tests.
 
-    /usr/bin/python3 tests/models/gen_fault_models.py OUTDIR
+    .venv/bin/python tests/models/gen_fault_models.py OUTDIR
 
 Each model gets OUTDIR/<name>/config.pbtxt and OUTDIR/<name>/1/model.pt:
 
@@ -14,7 +13,7 @@ Each model gets OUTDIR/<name>/config.pbtxt and OUTDIR/<name>/1/model.pt:
   truncated     model.pt cut in half: torch.jit.load throws at load time
   not_a_model   model.pt is a text file: torch.jit.load throws at load time
 
-Scripted with the interpreter's torch (Debian's 1.13 in CI).
+Scripted with the interpreter's torch (the project venv's in CI).
 """
 import os
 import sys

@@ -1,12 +1,11 @@
-#!/usr/bin/python3
 """Writes a model repository of TorchScript test models for ptserve.
 
-    /usr/bin/python3 tests/models/gen_models.py OUTDIR [MODEL ...]
+    .venv/bin/python tests/models/gen_models.py OUTDIR [MODEL ...]
 
 Each model gets OUTDIR/<name>/config.pbtxt and OUTDIR/<name>/1/model.pt;
 with MODEL names, only those are written. Models are scripted with the
-interpreter's torch (Debian's 1.13 in CI) so every LibTorch ptserve links
-can load them. Tests compute expected values by torch.jit.load-ing the same
+interpreter's torch (the project venv's 2.13 in CI; the GPU host's own
+torch there), the same release as the LibTorch ptserve links. Tests compute expected values by torch.jit.load-ing the same
 model.pt, independently of ptserve.
 """
 import os
