@@ -7,8 +7,9 @@
 #
 # DEST (created, must not exist or be empty) receives
 #   /usr/bin/ptserve            BINARY, stripped of debug information
-#   /usr/bin/tritonserver       a link to it: KServe runtimes and scripts that
-#                               start `tritonserver --model-store=...` work as is
+#   /usr/bin/tritonserver       a link to it: a pod `command: [tritonserver]` or
+#                               a script that starts `tritonserver --model-store=...`
+#                               by name runs ptserve
 #   /usr/lib/x86_64-linux-gnu/  every shared library ptserve loads, as ldd
 #   (or the host's multiarch    resolves them: glibc and the loader, libevent,
 #    directory)                 jansson, protobuf-c, gRPC, zlib, libstdc++,

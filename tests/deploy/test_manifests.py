@@ -194,6 +194,10 @@ def test_kserve_runtime_and_services_agree_with_ptserve():
         assert pred["model"]["modelFormat"]["name"] in formats
         assert pred["model"]["protocolVersion"] in spec["protocolVersions"]
         check_container(c, pred["terminationGracePeriodSeconds"], int(flag(c["args"], "http-port")))
+        # Knative (KServe's Serverless mode) refuses lifecycle hooks.
+        if "lifecycle" in c:
+            mode = isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"]
+            assert mode == "RawDeployment", isvc["metadata"]["name"]
         res = pred["model"]["resources"]
         gpu = isvc["metadata"]["name"].endswith("-gpu")
         assert ("nvidia.com/gpu" in res["limits"]) == gpu
