@@ -26,11 +26,11 @@ the committed one.
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -149,8 +149,7 @@ def cluster(ptserve_bin, tmp_path):
     """Namespaces, three replicas and HAProxy; everything removed afterwards."""
     needs_root()
     for tool in ("ip", "haproxy"):
-        assert subprocess.run(["which", tool], capture_output=True).returncode == 0, \
-            "%s missing: scripts/setup.sh installs iproute2 and haproxy" % tool
+        assert shutil.which(tool), "%s missing: scripts/setup.sh installs iproute2 and haproxy" % tool
     net = Namespaces("pts%d" % (os.getpid() % 100000))
     repo = tmp_path / "repo"
     (repo / "slow" / "1").mkdir(parents=True)
