@@ -2,12 +2,14 @@
 #
 #   make run    serve examples/models on :8000 (extra flags: ARGS="--log-verbose 1")
 #   make test   everything CI runs: -Werror build, unit and end-to-end tests,
-#               then the same again under AddressSanitizer + UBSan, then a
-#               short fuzz run (10 s per driver)
+#               the deployment tests (tests/deploy: manifests, the image's
+#               runtime tree, a rolling restart behind HAProxy; as root),
+#               then unit and e2e again under AddressSanitizer + UBSan, then
+#               a short fuzz run (10 s per driver)
 #   make fuzz   every libFuzzer driver for FUZZ_SECONDS each (default 60)
 #   make bench  the CPU benchmark (bench/cpu/run.sh → bench/cpu/results/)
 #
-# Smaller steps: build, unit, e2e, asan, models, clean.
+# Smaller steps: build, unit, e2e, deploy-test, asan, models, clean.
 # Every step installs what it needs first (scripts/setup.sh is quiet and quick
 # when nothing is missing). A failing step stops make with a non-zero status.
 
@@ -45,7 +47,7 @@ FUZZ_SECONDS ?= 60
 
 # Steps share build directories and the two CPU cores cmake already uses.
 .NOTPARALLEL:
-.PHONY: run test setup build unit e2e asan asan-build fuzz fuzz-build models bench clean
+.PHONY: run test setup build unit e2e deploy-test asan asan-build fuzz fuzz-build models bench clean
 
 run: build models
 	exec $(BUILD_DIR)/ptserve --model-repository examples/models $(ARGS)
@@ -53,7 +55,7 @@ run: build models
 test: WERROR = ON
 test: FUZZ_SECONDS = 10
 # Apple's clang has no libFuzzer: the short fuzz run is a Linux step.
-test: unit e2e asan $(if $(filter Linux,$(shell uname -s)),fuzz)
+test: unit e2e deploy-test asan $(if $(filter Linux,$(shell uname -s)),fuzz)
 
 setup:
 	@scripts/setup.sh
@@ -69,6 +71,10 @@ unit: build
 e2e: WERROR = ON
 e2e: build
 	PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q tests/e2e $(PYTEST_ARGS)
+
+deploy-test: WERROR = ON
+deploy-test: build
+	PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q tests/deploy $(PYTEST_ARGS)
 
 asan-build: setup
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DPTS_SANITIZE=ON -DPTS_WERROR=ON -DPTS_PYTHON=$(PYTHON) $(CMAKE_EXTRA)

@@ -25,6 +25,10 @@ DEB_PACKAGES=(
   libb64-0d             # the one shared library of perf_analyzer not in the venv
   curl
   clang libclang-rt-dev  # the fuzz drivers: clang and its libFuzzer runtime
+  # tests/deploy: the runtime tree (scripts/rootfs.sh: busybox for the image's
+  # health check, binutils' strip), the rolling restart behind HAProxy in
+  # network namespaces (iproute2), the systemd unit check (systemd-analyze)
+  busybox-static binutils haproxy iproute2 util-linux systemd
 )
 
 BREW_PACKAGES=(cmake pkg-config libevent jansson protobuf-c grpc cmocka python@3.11)

@@ -49,6 +49,7 @@ enum {
   OPT_HTTP_RESTRICTED_API,
   OPT_GRPC_RESTRICTED_PROTOCOL,
   OPT_EXIT_TIMEOUT_SECS,
+  OPT_EXIT_DRAIN_SECS,
   OPT_METRICS_ADDRESS,
   OPT_METRICS_PORT,
   OPT_METRICS_INTERVAL_MS,
@@ -104,6 +105,7 @@ static const struct option long_options[] = {
     {"http-timeout-secs", required_argument, NULL, OPT_HTTP_TIMEOUT_SECS},
     {"http-restricted-api", required_argument, NULL, OPT_HTTP_RESTRICTED_API},
     {"exit-timeout-secs", required_argument, NULL, OPT_EXIT_TIMEOUT_SECS},
+    {"exit-drain-secs", required_argument, NULL, OPT_EXIT_DRAIN_SECS},
     {"model-control-mode", required_argument, NULL, OPT_MODEL_CONTROL_MODE},
     {"allow-grpc", required_argument, NULL, OPT_ALLOW_GRPC},
     {"allow-metrics", required_argument, NULL, OPT_ALLOW_METRICS},
@@ -216,6 +218,10 @@ static const char usage_text[] =
     "                               header with the value. Repeatable.\n"
     "  --exit-timeout-secs <int>    On SIGTERM/SIGINT, wait this long for accepted requests\n"
     "                               (default 30).\n"
+    "  --exit-drain-secs <int>      On SIGTERM/SIGINT, first fail readiness and go on serving\n"
+    "                               inference this long, so a load balancer can take the\n"
+    "                               server out; a second signal ends it (default 0;\n"
+    "                               ptserve only).\n"
     "  --allow-grpc <bool>          Serve KServe v2 gRPC (default true).\n"
     "  --grpc-address <addr>        gRPC address to bind (default 0.0.0.0).\n"
     "  --grpc-port <int>            gRPC port (default 8001; 0 = any free port).\n"
@@ -502,6 +508,10 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
     case OPT_EXIT_TIMEOUT_SECS:
       if (parse_long(flag, v, 0, 86400, &n) != 0) return -1;
       o->exit_timeout_secs = (unsigned)n;
+      return 0;
+    case OPT_EXIT_DRAIN_SECS:
+      if (parse_long(flag, v, 0, 3600, &n) != 0) return -1;
+      o->exit_drain_secs = (unsigned)n;
       return 0;
     case OPT_MODEL_CONTROL_MODE:
       return accept_only(flag, v, "none", "ptserve loads every model at start-up");

@@ -1,7 +1,9 @@
 /* server/run.c — pts_server_run: starts the frontends, sleeps until
  * pts_server_stop, then shuts down in the order that keeps every in-flight
- * request answerable: stop accepting inference, drain the queues, then stop
- * the frontends. Kept apart from server.c so the core links without HTTP. */
+ * request answerable: fail readiness (and keep serving for
+ * --exit-drain-secs, so a load balancer can take the replica out first),
+ * stop accepting inference, drain the queues, then stop the frontends.
+ * Kept apart from server.c so the core links without HTTP. */
 #include <errno.h>
 #include <poll.h>
 #include <unistd.h>
@@ -12,16 +14,19 @@
 #include "metrics/metrics.h"
 #include "server/server_impl.h"
 
-static void wait_for_stop(struct pts_server *s) {
+/* Waits for pts_server_stop (timeout_ms < 0: for ever) and empties the
+ * pipe. Returns whether a stop came. A signal that interrupts poll restarts
+ * the full timeout: harmless, since every stop also writes to the pipe. */
+static bool wait_for_stop(struct pts_server *s, int timeout_ms) {
   struct pollfd p = {.fd = s->stop_pipe[0], .events = POLLIN};
-  for (;;) {
-    int rc = poll(&p, 1, -1);
-    if (rc > 0) break;
-    if (rc < 0 && errno != EINTR) break;
-  }
+  int rc;
+  do rc = poll(&p, 1, timeout_ms);
+  while (rc < 0 && errno == EINTR);
+  if (rc <= 0) return false;
   char buf[16];
   while (read(s->stop_pipe[0], buf, sizeof buf) > 0) {
   }
+  return true;
 }
 
 enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
@@ -55,7 +60,18 @@ enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
     }
     PTS_LOG_INFO("Started HTTPService at %s:%d", s->opts.http_address, pts_http_port(http));
   }
-  wait_for_stop(s);
+  wait_for_stop(s, -1);
+  /* Readiness fails first, so health checks take the replica out of its
+   * load balancer while requests are still answered. */
+  atomic_store(&s->ready_state, false);
+  atomic_store(&s->shutting_down, true);
+  unsigned drain_s = s->opts.exit_drain_secs;
+  if (drain_s > 0) {
+    PTS_LOG_INFO("Draining: not ready, still serving inference for %u s (--exit-drain-secs); "
+                 "a second signal ends the wait",
+                 drain_s);
+    if (wait_for_stop(s, (int)drain_s * 1000)) PTS_LOG_INFO("Drain ended by a second signal.");
+  }
   PTS_LOG_INFO("Waiting for in-flight requests to complete.");
   /* --exit-timeout-secs bounds the wait for accepted requests. */
   unsigned timeout_s = s->opts.exit_timeout_secs;

@@ -26,6 +26,7 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->http_thread_count = 8;
   o->http_max_input_size = 64u * 1024 * 1024;
   o->exit_timeout_secs = 30;
+  o->exit_drain_secs = 0; /* tritonserver's behaviour: refuse new inference at once */
   o->http_max_header_size = 64u * 1024;
   o->http_timeout_secs = 60;
   o->allow_grpc = true;
@@ -228,6 +229,7 @@ enum pts_status pts_server_create(const struct pts_server_options *o, struct pts
   if (!s) return pts_error_set(err, PTS_NOMEM, "out of memory creating the server");
   s->stop_pipe[0] = s->stop_pipe[1] = -1;
   atomic_init(&s->ready_state, false);
+  atomic_init(&s->shutting_down, false);
   atomic_init(&s->stopping, false);
   atomic_init(&s->entering, 0);
   enum pts_status st = copy_options(s, o, err);
@@ -295,6 +297,10 @@ void pts_server_destroy(struct pts_server *s) {
 /* --------------------------------------------------------------- health */
 
 bool pts_server_is_live(struct pts_server *s) { return s != NULL; }
+
+bool pts_server_is_shutting_down(struct pts_server *s) {
+  return s && atomic_load(&s->shutting_down);
+}
 
 bool pts_server_is_ready(struct pts_server *s) {
   if (!s || !atomic_load(&s->ready_state)) return false;

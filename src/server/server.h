@@ -36,6 +36,9 @@ struct pts_server_options {
   size_t http_max_input_size;       /* --http-max-input-size (default 64 MiB) */
   unsigned exit_timeout_secs;       /* --exit-timeout-secs (default 30): how long a stop
                                        waits for accepted requests */
+  unsigned exit_drain_secs;         /* --exit-drain-secs (ptserve; default 0): how long a
+                                       stop keeps serving, not ready, before it refuses new
+                                       inference (docs/deploy.md) */
   size_t http_max_header_size;      /* --http-max-header-size (ptserve; default 64 KiB):
                                        request line plus headers */
   unsigned http_timeout_secs;       /* --http-timeout-secs (ptserve; default 60, 0 = none):
@@ -86,8 +89,11 @@ void pts_server_options_default(struct pts_server_options *o);
  * exit_on_error is set. */
 enum pts_status pts_server_create(const struct pts_server_options *o, struct pts_server **out,
                                   struct pts_error *err);
-/* Starts the frontends and blocks until pts_server_stop(), then waits up to
- * exit_timeout_secs for accepted requests. DEADLINE when some are still
+/* Starts the frontends and blocks until pts_server_stop(). Then the server
+ * is no longer ready; for exit_drain_secs (or until a second
+ * pts_server_stop) it still serves inference, so a load balancer sees the
+ * failed readiness before anything is refused; then it refuses new inference
+ * and waits up to exit_timeout_secs for accepted requests. DEADLINE when some are still
  * running then: the frontends are left as they are and the caller should
  * exit without pts_server_destroy (which would wait for them). */
 enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err);
@@ -101,6 +107,10 @@ void pts_server_destroy(struct pts_server *s);
 bool pts_server_is_live(struct pts_server *s);
 /* Ready = started and (with strict readiness) every model READY. */
 bool pts_server_is_ready(struct pts_server *s);
+/* True from the moment a stop was asked for (drain included): frontends
+ * close each connection after its reply, so keep-alive clients reconnect,
+ * through their load balancer, to a replica that stays. */
+bool pts_server_is_shutting_down(struct pts_server *s);
 /* "0.1.0" etc. */
 const char *pts_server_version(void);
 

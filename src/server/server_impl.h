@@ -21,6 +21,7 @@ struct pts_server {
   struct pts_repository *repo;
   int stop_pipe[2];        /* pts_server_stop writes a byte; run waits on it */
   atomic_bool ready_state; /* models loaded and not shutting down */
+  atomic_bool shutting_down; /* a stop was asked for: draining, then stopping */
   atomic_bool stopping;    /* no new inference requests */
   atomic_int entering;     /* infer_async calls between the stopping check and enqueue */
   bool owns_trace;         /* this server started the process-wide tracer (trace/trace.h) */

@@ -151,3 +151,79 @@ def test_idle_server_exits_0_on_sigint_and_sigterm(start_server, tmp_path):
         t0 = time.time()
         assert server.stop(sig) == 0
         assert time.time() - t0 < 5
+
+
+# ------------------------------------------------ --exit-drain-secs (ptserve)
+#
+# With a drain, a stop first fails readiness and goes on serving inference on
+# old and new connections, so a load balancer's health check takes the
+# replica out before anything is refused (docs/deploy.md). Every reply then
+# carries "Connection: close". A second signal ends the drain.
+
+def wait_not_ready(server, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = requests.get(server.url + "/v2/health/ready", timeout=5)
+        if r.status_code != 200:
+            return r
+        time.sleep(0.05)
+    raise AssertionError("still ready %ss after SIGTERM\n%s" % (timeout, server.log()))
+
+
+def test_drain_fails_readiness_and_keeps_serving(start_server, tmp_path):
+    import tritonclient.grpc as grpcclient  # requirements.txt
+    server = start_server(slow_repo(tmp_path, delay_ms=0), "--exit-drain-secs", 600)
+    keepalive = requests.Session()
+    before = keepalive.post(server.url + "/v2/models/slow/infer", json=body([7, 8]), timeout=10)
+    check_answer(before, [7, 8])
+    assert before.headers.get("Connection", "").lower() != "close"
+    gc = grpcclient.InferenceServerClient(server.grpc_target)
+    assert gc.is_server_ready()
+
+    server.proc.send_signal(signal.SIGTERM)
+    not_ready = wait_not_ready(server)
+    assert not_ready.status_code == 400  # tritonserver's "not ready" (protocol-facts §1.3)
+    assert requests.get(server.url + "/v2/health/live", timeout=5).status_code == 200
+
+    # The connection opened before the signal still gets answers, and is
+    # told to close after each one.
+    old = keepalive.post(server.url + "/v2/models/slow/infer", json=body([1, 2, 3]), timeout=10)
+    check_answer(old, [1, 2, 3])
+    assert old.headers.get("Connection", "").lower() == "close"
+    # So does a new connection.
+    new = post(server, [4, 5, 6], timeout=10)
+    check_answer(new, [4, 5, 6])
+    assert new.headers.get("Connection", "").lower() == "close"
+    # gRPC: not ready (ServerReady and grpc.health.v1), inference answered.
+    assert gc.is_server_ready() is False
+    x = np.array([11, -12, 13], dtype=np.int64)
+    inp = grpcclient.InferInput("INPUT0", [3], "INT64")
+    inp.set_data_from_numpy(x)
+    out = gc.infer("slow", [inp]).as_numpy("OUTPUT0")
+    assert out.tolist() == x.tolist()
+    gc.close()
+    assert server.alive()
+
+    # A second signal ends the drain; the server then stops as usual.
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=30) == 0
+    log = server.log()
+    assert "Draining: not ready, still serving inference for 600 s" in log
+    assert "Drain ended by a second signal." in log
+    assert "Waiting for in-flight requests to complete." in log
+
+
+def test_drain_ends_by_itself_and_answers_in_flight(start_server, tmp_path):
+    server = start_server(slow_repo(tmp_path, delay_ms=1500), "--exit-drain-secs", 1)
+    inputs = [list(range(k, k + 3)) for k in range(4)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(post, server, v) for v in inputs]
+        time.sleep(0.5)  # all 4 are inside the model (1.5 s each)
+        server.proc.send_signal(signal.SIGTERM)
+        for f, v in zip(futures, inputs):
+            check_answer(f.result(), v)
+    assert server.proc.wait(timeout=30) == 0
+    log = server.log()
+    assert "Draining: not ready, still serving inference for 1 s" in log
+    assert "Drain ended by a second signal." not in log
+    assert "Exit timeout expired" not in log

@@ -676,6 +676,11 @@ static void on_request(struct evhttp_request *req, void *arg) {
   struct loop *lp = arg;
   struct pts_http *h = lp->h;
   set_nodelay(req);
+  /* Once a stop was asked for, each reply ends its connection (libevent
+   * closes after a response that says so): a keep-alive client, or a load
+   * balancer's pooled connection, moves to a replica that stays. */
+  if (pts_server_is_shutting_down(h->server))
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
   const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
   const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
   struct pts_http_route r;

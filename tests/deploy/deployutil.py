@@ -1,0 +1,39 @@
+"""Helpers of tests/deploy (a module of its own, not conftest.py, so that the
+e2e suite's `from conftest import ...` never meets this one).
+
+  ROOT             the repository root
+  needs_root()     these tests make chroots, mounts and network namespaces: they
+                   run as root (CI does); elsewhere they are skipped, saying why
+  free_port()      a free TCP port on 127.0.0.1
+  wait_for(pred, timeout, what, log=None)
+                   polls pred() until it is true; fails naming `what` (and
+                   printing `log()`) when it is not within timeout seconds
+"""
+import os
+import socket
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def needs_root():
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("needs root on Linux (chroot, mount and network namespaces); CI runs as root")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout, what, log=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError("%s: not within %ss%s" % (what, timeout, "\n" + log() if log else ""))
