@@ -100,6 +100,37 @@ enum pts_status pts_model_config_load(const char *model_dir, const char *model_n
   return PTS_OK;
 }
 
+enum pts_status pts_model_config_from_json(const char *json, size_t len, const char *model_dir,
+                                           const char *model_name, Inference__ModelConfig **out,
+                                           struct pts_error *err) {
+  *out = NULL;
+  if (len > CONFIG_MAX_BYTES)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "load config of model '%s' is %zu bytes, more than the %u allowed",
+                         model_name, len, CONFIG_MAX_BYTES);
+  json_error_t je;
+  json_t *root = json_loadb(json ? json : "", len, JSON_REJECT_DUPLICATES, &je);
+  if (!root)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "load config of model '%s' is not valid JSON: %s at line %d column %d",
+                         model_name, je.text, je.line, je.column);
+  ProtobufCMessage *msg = NULL;
+  enum pts_status s = pts_pbjson_parse(&inference__model_config__descriptor, root, &msg, err);
+  json_decref(root);
+  if (s != PTS_OK) {
+    pts_error_prefix(err, "load config of model '%s'", model_name);
+    return s;
+  }
+  Inference__ModelConfig *cfg = (Inference__ModelConfig *)msg;
+  s = pts_model_config_complete(cfg, model_dir, model_name, err);
+  if (s != PTS_OK) {
+    pts_model_config_free(cfg);
+    return s;
+  }
+  *out = cfg;
+  return PTS_OK;
+}
+
 void pts_model_config_free(Inference__ModelConfig *cfg) {
   if (cfg) protobuf_c_message_free_unpacked(&cfg->base, NULL);
 }

@@ -27,6 +27,15 @@ enum pts_status pts_model_config_parse(const char *text, size_t len, const char 
 enum pts_status pts_model_config_load(const char *model_dir, const char *model_name,
                                       Inference__ModelConfig **out, struct pts_error *err);
 
+/* A config given as JSON text (the `config` parameter of a repository load,
+ * protocol-facts §1.12: protobuf's JSON mapping, pbjson.h), then completed
+ * and validated like a config.pbtxt read from `model_dir` for `model_name`.
+ * Errors name the parameter and the field ("load config of model 'm': field
+ * 'max_batch_size': ..."). Caller frees *out with pts_model_config_free. */
+enum pts_status pts_model_config_from_json(const char *json, size_t len, const char *model_dir,
+                                           const char *model_name, Inference__ModelConfig **out,
+                                           struct pts_error *err);
+
 /* Triton's core autofill and normalization (protocol-facts §4.1, §4.3): name,
  * backend/platform/default_model_filename, version_policy, instance_group,
  * dynamic-batching preferred sizes, pinned-memory flags; then validation

@@ -1,0 +1,91 @@
+/* tests/unit/core/base64_test.c — RFC 4648 §10 test vectors, the URL-safe
+ * alphabet, unpadded input, and every kind of malformed input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/alloc.h"
+#include "core/base64.h"
+
+static void decodes(const char *text, const char *want, size_t want_len) {
+  uint8_t *out = NULL;
+  size_t n = 0;
+  struct pts_error err;
+  assert_int_equal(pts_base64_decode(text, strlen(text), "t", &out, &n, &err), PTS_OK);
+  assert_int_equal(n, want_len);
+  assert_memory_equal(out, want, want_len);
+  assert_int_equal(out[n], 0);
+  pts_free(out);
+}
+
+static void rfc4648_vectors(void **state) {
+  (void)state;
+  /* RFC 4648 §10. */
+  decodes("", "", 0);
+  decodes("Zg==", "f", 1);
+  decodes("Zm8=", "fo", 2);
+  decodes("Zm9v", "foo", 3);
+  decodes("Zm9vYg==", "foob", 4);
+  decodes("Zm9vYmE=", "fooba", 5);
+  decodes("Zm9vYmFy", "foobar", 6);
+  /* Unpadded, as protobuf's JSON parser accepts. */
+  decodes("Zg", "f", 1);
+  decodes("Zm9vYmE", "fooba", 5);
+}
+
+static void both_alphabets(void **state) {
+  (void)state;
+  /* 0xfb 0xff 0xbf: "+/+/" standard, "-_-_" URL-safe. */
+  decodes("+/+/", "\xfb\xff\xbf", 3);
+  decodes("-_-_", "\xfb\xff\xbf", 3);
+  decodes("AAECAw==", "\x00\x01\x02\x03", 4);
+}
+
+static void refuses(const char *text, const char *needle) {
+  uint8_t *out = (uint8_t *)"sentinel";
+  size_t n = 7;
+  struct pts_error err;
+  assert_int_equal(pts_base64_decode(text, strlen(text), "parameter 'file:1/m'", &out, &n, &err),
+                   PTS_INVALID_ARG);
+  assert_null(out);
+  assert_int_equal(n, 0);
+  assert_non_null(strstr(err.msg, "parameter 'file:1/m' is not valid base64"));
+  if (!strstr(err.msg, needle)) fail_msg("'%s': message '%s' lacks '%s'", text, err.msg, needle);
+}
+
+static void malformed(void **state) {
+  (void)state;
+  refuses("Zm9v!", "character 4 (0x21)");
+  refuses("Zm 9v", "character 2 (0x20)");
+  refuses("Z", "can not encode whole bytes");
+  refuses("Zm9vY", "can not encode whole bytes");
+  refuses("Zg=", "not a multiple of 4");
+  refuses("Zg=a", "character 2 (0x3d)"); /* padding in the middle */
+  refuses("Zh==", "bits set beyond the data");
+  refuses("Zm9=", "bits set beyond the data");
+}
+
+static void allocation_failure(void **state) {
+  (void)state;
+  uint8_t *out = NULL;
+  size_t n = 0;
+  struct pts_error err;
+  pts_alloc_fail_after(0);
+  enum pts_status st = pts_base64_decode("Zm9v", 4, "t", &out, &n, &err);
+  pts_alloc_fail_after(-1);
+  assert_int_equal(st, PTS_NOMEM);
+  assert_null(out);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(rfc4648_vectors),
+      cmocka_unit_test(both_alphabets),
+      cmocka_unit_test(malformed),
+      cmocka_unit_test(allocation_failure),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
