@@ -1,19 +1,25 @@
-/* repository/repository.h — the model repositories on disk and the models
- * loaded from them.
+/* repository/repository.h — the model repositories on disk and the table of
+ * model versions loaded from them: the routing table every request goes
+ * through, and the operations that change it (load, reload, unload, poll).
  *
- * pts_repository_create scans every --model-repository directory, picks the
- * versions each model's version_policy selects, and loads them: config,
- * backend, instances, scheduler. A model that fails anywhere becomes
- * UNAVAILABLE with the reason kept (Triton's "<Code>: <message>" form) and
- * the others load regardless. Models (struct pts_model, declared in
- * server/server.h) are reference counted: the repository holds one reference
- * per version, every request and every frontend lookup holds its own.
+ * The table has one entry per model name the repositories hold (or a load
+ * brought in with file overrides). Each entry keeps one record per version
+ * it has seen (struct pts_model, declared in server/server.h): READY
+ * versions serve; LOADING, UNLOADING and UNAVAILABLE ones are there for the
+ * index and for clear errors. A load builds the new versions beside the
+ * ones serving and swaps them in under the table lock, so a model never
+ * goes without a READY version while a reload succeeds; a failed load
+ * changes nothing that serves. Rules and states follow Triton
+ * (docs/internals/repository.md).
  *
- * Threading: create and destroy run on the main thread (which is the load
- * thread: backends see model_load/instance_create there). After create the
- * set of models is fixed, so every lookup below is lock-free and may be
- * called from any thread; model states are atomic. (Explicit load/unload, a
- * later issue, will add a lock around the table.)
+ * Threading: lookups (get, versions, snapshot, index, all_ready) may be
+ * called from any thread; they take the table lock for a few pointer reads
+ * and never block on a model or read a file. create, rescan, load, unload,
+ * poll and destroy read the file system and may wait for requests: they
+ * run on server threads (the main thread at start-up and shutdown, the
+ * load and repository threads in between), never on an event loop. Loads
+ * and unloads of one model are serialised; different models proceed in
+ * parallel.
  */
 #ifndef PTS_REPOSITORY_REPOSITORY_H
 #define PTS_REPOSITORY_REPOSITORY_H
@@ -28,42 +34,96 @@
 
 struct pts_repository;
 
-/* One model name: its versions ascending. A model whose config failed, that
- * has no version under its policy, or that appears in two repositories has a
- * single UNAVAILABLE entry with version -1 (or, for a bad config, the
- * version the default policy would have served). */
-struct pts_repository_model {
-  const char *name;            /* borrowed from the repository */
-  size_t n_versions;           /* >= 1 */
-  struct pts_model **versions; /* the repository's references; borrowed */
-};
-
-/* Scans and loads. Fails only when a repository directory can not be read;
- * model failures are kept in the models' states. Caller frees *out with
- * pts_repository_destroy. */
+/* Copies the paths and scans them for model directories; loads nothing.
+ * Fails only when a repository directory can not be read. Caller frees *out
+ * with pts_repository_destroy. */
 enum pts_status pts_repository_create(const char *const *paths, size_t n_paths,
                                       struct pts_repository **out, struct pts_error *err);
 
-/* Unloads every model (each scheduler finishes what is queued first) and
- * drops the repository's references. NULL-safe. */
+/* Unloads every version (each scheduler finishes what is queued first) and
+ * frees the table. No load or unload may be running. NULL-safe. */
 void pts_repository_destroy(struct pts_repository *r);
 
-/* Models sorted by name. Borrowed until pts_repository_destroy. */
-size_t pts_repository_count(const struct pts_repository *r);
-const struct pts_repository_model *pts_repository_at(const struct pts_repository *r, size_t i);
-/* NULL when no model has this name. */
-const struct pts_repository_model *pts_repository_find(const struct pts_repository *r,
-                                                       const char *name);
+/* Re-reads which model directories the repositories hold: new ones join
+ * the table, vanished ones are marked absent (they keep serving until
+ * unloaded). */
+enum pts_status pts_repository_rescan(struct pts_repository *r, struct pts_error *err);
 
-/* Whether any model or version failed to load. */
-bool pts_repository_any_failed(const struct pts_repository *r);
+/* The names of the models found on disk, in name order (for loading every
+ * model at start-up). Caller frees each and the array with pts_free. */
+enum pts_status pts_repository_names(struct pts_repository *r, char ***names, size_t *n,
+                                     struct pts_error *err);
+
+/* ---- operations (server threads only) ---- */
+
+/* Loads `name`, or reloads it. `params` (borrowed; NULL = none) may replace
+ * config.pbtxt and supply the files. Looks for the model's directory again
+ * first, so a model added after start-up can be loaded. Errors: NOT_FOUND
+ * when no repository holds the model (and no files are given); otherwise
+ * the load's failure as Triton words it ("load failed for model 'm':
+ * version 1 is at UNAVAILABLE state: ..."). */
+enum pts_status pts_repository_load(struct pts_repository *r, const char *name,
+                                    const struct pts_load_params *params, struct pts_error *err);
+
+/* Takes every version of `name` out of the routing table, waits for the
+ * requests they accepted, and unloads them (UNAVAILABLE "unloaded").
+ * NOT_FOUND when the name is unknown; a model that is not loaded is OK. */
+enum pts_status pts_repository_unload(struct pts_repository *r, const char *name,
+                                      struct pts_error *err);
+
+/* What a poll of the repositories asks for. */
+enum pts_repository_action_kind { PTS_REPOSITORY_LOAD, PTS_REPOSITORY_UNLOAD };
+struct pts_repository_action {
+  enum pts_repository_action_kind kind;
+  char *name; /* owned (pts_free) */
+};
+
+/* Poll mode: rescans, then compares each model's files (names, sizes and
+ * modification times of everything under its directory) with what its last
+ * load saw. A new or changed model is to be (re)loaded, a vanished one that
+ * still serves unloaded. A model with an action already queued is skipped
+ * until its load or unload starts. Caller frees with
+ * pts_repository_actions_free. */
+enum pts_status pts_repository_poll(struct pts_repository *r,
+                                    struct pts_repository_action **actions, size_t *n,
+                                    struct pts_error *err);
+void pts_repository_actions_free(struct pts_repository_action *a, size_t n);
+
+/* ---- lookups (any thread) ---- */
+
+/* A model version to serve (version < 0: the latest READY one), with the
+ * messages of pts_server_model_get (server.h). Caller releases *out. */
+enum pts_status pts_repository_get(struct pts_repository *r, const char *name, int64_t version,
+                                   bool any_state, struct pts_model **out, struct pts_error *err);
+
+/* READY versions of `name`, ascending, into a new array (pts_free). */
+enum pts_status pts_repository_ready_versions(struct pts_repository *r, const char *name,
+                                              int64_t **versions, size_t *n,
+                                              struct pts_error *err);
+
+/* References to the version records of `name` (NULL: every model), in name
+ * then version order; only READY ones when ready_only. NOT_FOUND for an
+ * unknown name. Caller frees with pts_repository_snapshot_free. */
+enum pts_status pts_repository_snapshot(struct pts_repository *r, const char *name,
+                                        bool ready_only, struct pts_model ***models, size_t *n,
+                                        struct pts_error *err);
+void pts_repository_snapshot_free(struct pts_model **models, size_t n);
+
+/* The index (server.h, struct pts_index_entry) from the table as it is. */
+enum pts_status pts_repository_index(struct pts_repository *r, bool ready_only,
+                                     struct pts_index_entry **entries, size_t *n,
+                                     struct pts_error *err);
+
+/* Strict readiness: no version is LOADING or failed (versions that were
+ * unloaded, or are being unloaded, do not count). */
+bool pts_repository_all_ready(struct pts_repository *r);
 
 /* ---- model internals the server core needs (not for frontends) ---- */
 
 /* Adds a reference; returns m. */
 struct pts_model *pts_model_retain(struct pts_model *m);
-/* The model's scheduler; NULL unless READY. Borrowed while a reference is held
- * and the model has not been unloaded. */
+/* The model's scheduler; NULL unless loaded. Borrowed while a reference is
+ * held: an unload waits for every reference before it destroys it. */
 struct pts_scheduler *pts_model_scheduler(const struct pts_model *m);
 
 #endif

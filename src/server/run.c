@@ -72,6 +72,10 @@ enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
                  drain_s);
     if (wait_for_stop(s, (int)drain_s * 1000)) PTS_LOG_INFO("Drain ended by a second signal.");
   }
+  /* No load, unload or poll may change the models while they drain; one
+   * that runs now finishes first (its requester is answered while the
+   * frontends still exist). */
+  pts_control_stop(s);
   PTS_LOG_INFO("Waiting for in-flight requests to complete.");
   /* --exit-timeout-secs bounds the wait for accepted requests. */
   unsigned timeout_s = s->opts.exit_timeout_secs;

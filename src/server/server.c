@@ -44,6 +44,9 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->allow_cpu_metrics = true;
   o->metrics_port = 8002;
   o->metrics_interval_ms = 2000;
+  o->model_control_mode = PTS_MODEL_CONTROL_NONE;
+  o->repository_poll_secs = 15;
+  o->model_load_thread_count = 4;
 }
 
 const char *pts_server_version(void) { return PTS_VERSION; }
@@ -126,30 +129,40 @@ static void log_lines(const char *s) {
 }
 
 /* tritonserver's start-up table: every model version and its state, column
- * widths fitted to the content. */
-static void print_model_table(const struct pts_repository *repo) {
+ * widths fitted to the content. Models never loaded (explicit mode) are not
+ * rows, as in tritonserver's. */
+static void print_model_table(struct pts_server *s) {
+  struct pts_index_entry *idx = NULL;
+  size_t n_idx = 0;
+  struct pts_error err;
+  if (pts_repository_index(s->repo, false, &idx, &n_idx, &err) != PTS_OK) {
+    PTS_LOG_ERROR("%s", err.msg);
+    return;
+  }
+  struct table_row *rows = pts_calloc(n_idx + 1, sizeof *rows);
+  if (!rows) {
+    pts_server_index_free(idx, n_idx);
+    return;
+  }
   size_t n = 0;
-  for (size_t i = 0; i < pts_repository_count(repo); i++)
-    n += pts_repository_at(repo, i)->n_versions;
-  struct table_row *rows = pts_calloc(n ? n : 1, sizeof *rows);
-  if (!rows) return;
-  size_t w[3] = {strlen("Model"), strlen("Version"), strlen("Status")}, k = 0;
-  for (size_t i = 0; i < pts_repository_count(repo); i++) {
-    const struct pts_repository_model *rm = pts_repository_at(repo, i);
-    for (size_t v = 0; v < rm->n_versions; v++, k++) {
-      const struct pts_model *m = rm->versions[v];
-      struct table_row *r = &rows[k];
-      r->name = rm->name;
-      if (pts_model_version(m) >= 0)
-        snprintf(r->version, sizeof r->version, "%lld", (long long)pts_model_version(m));
-      else
-        snprintf(r->version, sizeof r->version, "-");
-      r->state = pts_model_state_name(pts_model_state(m));
-      r->reason = pts_model_state(m) == PTS_MODEL_READY ? "" : pts_model_reason(m);
-      if (strlen(r->name) > w[0]) w[0] = strlen(r->name);
-      if (strlen(r->version) > w[1]) w[1] = strlen(r->version);
-      if (row_status_len(r) > w[2]) w[2] = row_status_len(r);
-    }
+  for (size_t i = 0; i < n_idx; i++) {
+    const struct pts_index_entry *e = &idx[i];
+    if (e->version < 0 && e->state == PTS_MODEL_UNKNOWN) continue;
+    struct table_row *r = &rows[n++];
+    r->name = e->name;
+    if (e->version >= 0)
+      snprintf(r->version, sizeof r->version, "%lld", (long long)e->version);
+    else
+      snprintf(r->version, sizeof r->version, "-");
+    r->state = pts_model_state_name(e->state);
+    r->reason = e->state == PTS_MODEL_READY ? "" : e->reason;
+  }
+  size_t w[3] = {strlen("Model"), strlen("Version"), strlen("Status")};
+  for (size_t i = 0; i < n; i++) {
+    const struct table_row *r = &rows[i];
+    if (strlen(r->name) > w[0]) w[0] = strlen(r->name);
+    if (strlen(r->version) > w[1]) w[1] = strlen(r->version);
+    if (row_status_len(r) > w[2]) w[2] = row_status_len(r);
   }
   struct text t = {0};
   text_rule(&t, w);
@@ -166,6 +179,7 @@ static void print_model_table(const struct pts_repository *repo) {
   if (!t.failed && t.s) log_lines(t.s);
   pts_free(t.s);
   pts_free(rows);
+  pts_server_index_free(idx, n_idx);
 }
 
 /* ----------------------------------------------------- create / destroy */
@@ -232,17 +246,21 @@ enum pts_status pts_server_create(const struct pts_server_options *o, struct pts
   atomic_init(&s->shutting_down, false);
   atomic_init(&s->stopping, false);
   atomic_init(&s->entering, 0);
+  atomic_init(&s->control_stopping, false);
   enum pts_status st = copy_options(s, o, err);
   if (st == PTS_OK) st = open_stop_pipe(s, err);
   if (st == PTS_OK) st = start_tracing(s, o, err); /* before models: PROFILE_EXECUTIONS arms */
   if (st == PTS_OK)
     st = pts_repository_create((const char *const *)s->repo_paths, o->n_model_repositories,
                                &s->repo, err);
+  size_t failed = 0;
+  if (st == PTS_OK) st = pts_control_start(s, o, &failed, err);
   if (st == PTS_OK) {
-    print_model_table(s->repo);
-    if (o->exit_on_error && pts_repository_any_failed(s->repo))
+    print_model_table(s);
+    if (o->exit_on_error && failed)
       st = pts_error_set(err, PTS_UNAVAILABLE, "failed to load all models");
   }
+  if (st == PTS_OK) st = pts_control_start_polling(s, err);
   if (st != PTS_OK) {
     pts_server_destroy(s);
     return st;
@@ -270,18 +288,21 @@ size_t pts_server_drain(struct pts_server *s, unsigned timeout_s) {
   }
   uint64_t deadline = pts_now_ns() + (uint64_t)timeout_s * 1000000000u;
   size_t left = 0;
-  for (size_t i = 0; s->repo && i < pts_repository_count(s->repo); i++) {
-    const struct pts_repository_model *rm = pts_repository_at(s->repo, i);
-    for (size_t v = 0; v < rm->n_versions; v++) {
-      struct pts_scheduler *sched = pts_model_scheduler(rm->versions[v]);
+  struct pts_model **models = NULL;
+  size_t n = 0;
+  if (s->repo && pts_repository_snapshot(s->repo, NULL, false, &models, &n, NULL) == PTS_OK) {
+    for (size_t i = 0; i < n; i++) {
+      struct pts_scheduler *sched = pts_model_scheduler(models[i]);
       if (sched) left += pts_scheduler_wait_idle(sched, deadline);
     }
+    pts_repository_snapshot_free(models, n);
   }
   return left;
 }
 
 void pts_server_destroy(struct pts_server *s) {
   if (!s) return;
+  pts_control_stop(s); /* no load or unload runs past this point */
   if (s->repo) pts_server_drain(s, s->opts.exit_timeout_secs);
   pts_repository_destroy(s->repo);
   for (int i = 0; i < 2; i++)
@@ -305,21 +326,10 @@ bool pts_server_is_shutting_down(struct pts_server *s) {
 bool pts_server_is_ready(struct pts_server *s) {
   if (!s || !atomic_load(&s->ready_state)) return false;
   if (!s->opts.strict_readiness) return true;
-  for (size_t i = 0; i < pts_repository_count(s->repo); i++) {
-    const struct pts_repository_model *rm = pts_repository_at(s->repo, i);
-    for (size_t v = 0; v < rm->n_versions; v++)
-      if (pts_model_state(rm->versions[v]) != PTS_MODEL_READY) return false;
-  }
-  return true;
+  return pts_repository_all_ready(s->repo);
 }
 
 /* --------------------------------------------------------------- models */
-
-static struct pts_model *latest(const struct pts_repository_model *rm, bool any_state) {
-  for (size_t v = rm->n_versions; v-- > 0;)
-    if (pts_model_state(rm->versions[v]) == PTS_MODEL_READY) return rm->versions[v];
-  return any_state ? rm->versions[rm->n_versions - 1] : NULL;
-}
 
 enum pts_status pts_server_model_get(struct pts_server *s, const char *name, int64_t version,
                                      bool any_state, struct pts_model **out,
@@ -329,82 +339,18 @@ enum pts_status pts_server_model_get(struct pts_server *s, const char *name, int
   /* Every frontend comes through here: a name with '/' or '..' is refused
    * before it is looked up (an empty one is simply unknown). */
   if (n[0] && pts_name_check("model name", n, err) != PTS_OK) return PTS_INVALID_ARG;
-  const struct pts_repository_model *rm = pts_repository_find(s->repo, n);
-  if (!rm)
-    return pts_error_set(err, PTS_NOT_FOUND, "Request for unknown model: '%s' is not found", n);
-  struct pts_model *m = NULL;
-  if (version < 0) {
-    m = latest(rm, any_state);
-    if (!m)
-      return pts_error_set(err, PTS_NOT_FOUND,
-                           "Request for unknown model: '%s' has no available versions", n);
-  } else {
-    for (size_t v = 0; v < rm->n_versions && !m; v++)
-      if (pts_model_version(rm->versions[v]) == version) m = rm->versions[v];
-    if (!m)
-      return pts_error_set(err, PTS_NOT_FOUND,
-                           "Request for unknown model: '%s' version %lld is not found", n,
-                           (long long)version);
-    if (!any_state && pts_model_state(m) != PTS_MODEL_READY)
-      return pts_error_set(err, PTS_UNAVAILABLE,
-                           "Request for unknown model: '%s' version %lld is not at ready state", n,
-                           (long long)version);
-  }
-  *out = pts_model_retain(m);
-  return PTS_OK;
+  return pts_repository_get(s->repo, n, version, any_state, out, err);
 }
 
 enum pts_status pts_server_model_versions(struct pts_server *s, const char *name,
                                           int64_t **versions, size_t *n, struct pts_error *err) {
-  *versions = NULL;
-  *n = 0;
-  const struct pts_repository_model *rm = pts_repository_find(s->repo, name);
-  if (!rm)
-    return pts_error_set(err, PTS_NOT_FOUND, "Request for unknown model: '%s' is not found",
-                         name ? name : "");
-  int64_t *out = pts_calloc(rm->n_versions, sizeof *out);
-  if (!out) return pts_error_set(err, PTS_NOMEM, "out of memory listing versions of '%s'", name);
-  size_t k = 0;
-  for (size_t v = 0; v < rm->n_versions; v++)
-    if (pts_model_state(rm->versions[v]) == PTS_MODEL_READY)
-      out[k++] = pts_model_version(rm->versions[v]);
-  *versions = out;
-  *n = k;
-  return PTS_OK;
+  return pts_repository_ready_versions(s->repo, name ? name : "", versions, n, err);
 }
 
 enum pts_status pts_server_index(struct pts_server *s, bool ready_only,
                                  struct pts_index_entry **entries, size_t *n,
                                  struct pts_error *err) {
-  *entries = NULL;
-  *n = 0;
-  size_t total = 0;
-  for (size_t i = 0; i < pts_repository_count(s->repo); i++)
-    total += pts_repository_at(s->repo, i)->n_versions;
-  struct pts_index_entry *out = pts_calloc(total ? total : 1, sizeof *out);
-  if (!out) return pts_error_set(err, PTS_NOMEM, "out of memory building the repository index");
-  size_t k = 0;
-  for (size_t i = 0; i < pts_repository_count(s->repo); i++) {
-    const struct pts_repository_model *rm = pts_repository_at(s->repo, i);
-    for (size_t v = 0; v < rm->n_versions; v++) {
-      const struct pts_model *m = rm->versions[v];
-      enum pts_model_state state = pts_model_state(m);
-      if (ready_only && state != PTS_MODEL_READY) continue;
-      struct pts_index_entry *e = &out[k];
-      e->name = pts_strdup(rm->name);
-      e->reason = pts_strdup(state == PTS_MODEL_READY ? "" : pts_model_reason(m));
-      e->version = pts_model_version(m);
-      e->state = state;
-      k++;
-      if (!e->name || !e->reason) {
-        pts_server_index_free(out, k);
-        return pts_error_set(err, PTS_NOMEM, "out of memory building the repository index");
-      }
-    }
-  }
-  *entries = out;
-  *n = k;
-  return PTS_OK;
+  return pts_repository_index(s->repo, ready_only, entries, n, err);
 }
 
 void pts_server_index_free(struct pts_index_entry *entries, size_t n) {

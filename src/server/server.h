@@ -23,10 +23,24 @@
 
 struct pts_server;
 
+/* --model-control-mode (docs/configuration.md, internals/server.md). */
+enum pts_model_control_mode {
+  PTS_MODEL_CONTROL_NONE,     /* every model loads at start-up; no load/unload API */
+  PTS_MODEL_CONTROL_POLL,     /* as NONE, then the repositories are re-read every
+                                 --repository-poll-secs and changes applied */
+  PTS_MODEL_CONTROL_EXPLICIT, /* --load-model at start-up, then the load/unload API */
+};
+
 /* Command-line settings (tritonserver's flag names; src/main.c fills them). */
 struct pts_server_options {
   const char **model_repositories;  /* borrowed, n_model_repositories entries */
   size_t n_model_repositories;
+  enum pts_model_control_mode model_control_mode; /* default NONE */
+  const char *const *load_models;   /* --load-model values (explicit mode; "*" = every
+                                       model); borrowed, must outlive pts_server_create */
+  size_t n_load_models;
+  unsigned repository_poll_secs;    /* --repository-poll-secs (default 15; 0 = no polling) */
+  int model_load_thread_count;      /* --model-load-thread-count (default 4) */
   bool strict_readiness;            /* --strict-readiness (default true) */
   bool exit_on_error;               /* --exit-on-error (default true) */
   bool allow_http;                  /* --allow-http (default true) */
@@ -141,7 +155,9 @@ void pts_model_release(struct pts_model *m); /* NULL-safe */
 const char *pts_model_name(const struct pts_model *m);
 int64_t pts_model_version(const struct pts_model *m);
 enum pts_model_state pts_model_state(const struct pts_model *m);
-const char *pts_model_reason(const struct pts_model *m); /* "" when none */
+/* Copies the state's reason ("" when none) into buf, truncated to `size`;
+ * returns its full length. A copy, because a load thread may change it. */
+size_t pts_model_reason(const struct pts_model *m, char *buf, size_t size);
 /* The completed config; borrowed while the reference is held. NULL only for
  * a model whose config failed to load. */
 const Inference__ModelConfig *pts_model_config(const struct pts_model *m);
@@ -150,17 +166,81 @@ const Inference__ModelConfig *pts_model_config(const struct pts_model *m);
 enum pts_status pts_server_model_versions(struct pts_server *s, const char *name,
                                           int64_t **versions, size_t *n, struct pts_error *err);
 
-/* The repository index (model_repository extension). */
+/* The repository index (model_repository extension, protocol-facts §1.12):
+ * one entry per known version of every model, and one entry with version -1
+ * and state UNKNOWN (rendered as just the name) for a model of the
+ * repositories that has never been loaded (left out when ready_only). */
 struct pts_index_entry {
   char *name;                 /* owned */
   int64_t version;            /* -1 when no version is known */
   enum pts_model_state state;
   char *reason;               /* owned, "" when none */
 };
+/* The index as the server knows it now (no file is read). Caller frees
+ * with pts_server_index_free. */
 enum pts_status pts_server_index(struct pts_server *s, bool ready_only,
                                  struct pts_index_entry **entries, size_t *n,
                                  struct pts_error *err);
 void pts_server_index_free(struct pts_index_entry *entries, size_t n);
+
+/* ---- model control (model_repository extension, protocol-facts §1.12) ----
+ *
+ * Load, unload and a fresh index need the file system, so they run on the
+ * server's own threads, never on a frontend's: the *_async functions check
+ * what they can at once (an error then is returned and `done` is never
+ * called), queue the work and return; `done` is called exactly once, from a
+ * server thread, when it has finished. */
+
+/* A `file:<version>/<name>` parameter of a load: one model file. */
+struct pts_load_file {
+  char *path;    /* owned; "<version>/<name>", relative to the model directory */
+  uint8_t *data; /* owned (pts_free) */
+  size_t size;
+};
+
+/* The parameters of a load request. */
+struct pts_load_params {
+  char *config;       /* owned; a ModelConfig as JSON that replaces config.pbtxt; NULL = none */
+  size_t config_len;
+  struct pts_load_file *files; /* owned; n_files entries */
+  size_t n_files;
+};
+/* Adds a file (takes `data`, copies `path`); NOMEM leaves `data` freed. */
+enum pts_status pts_load_params_add_file(struct pts_load_params *p, const char *path,
+                                         uint8_t *data, size_t size, struct pts_error *err);
+/* Frees everything and zeroes *p. NULL-safe. */
+void pts_load_params_clear(struct pts_load_params *p);
+
+/* err->code is PTS_OK on success. Called on a server thread. */
+typedef void (*pts_server_control_done_fn)(const struct pts_error *err, void *ctx);
+/* Takes ownership of the index entries (free with pts_server_index_free);
+ * on error entries is NULL. */
+typedef void (*pts_server_index_done_fn)(struct pts_index_entry *entries, size_t n,
+                                         const struct pts_error *err, void *ctx);
+
+/* Loads `name`, or reloads it when loaded: the versions its version policy
+ * selects become READY before the versions they replace stop taking
+ * requests; a load that fails leaves what was serving in place and says
+ * why (in err and in the index). Only in explicit mode: otherwise
+ * UNAVAILABLE "explicit model load / unload is not allowed if polling is
+ * enabled", as tritonserver. The server takes *params (left zeroed)
+ * whatever the result. */
+enum pts_status pts_server_model_load_async(struct pts_server *s, const char *name,
+                                            struct pts_load_params *params,
+                                            pts_server_control_done_fn done, void *ctx,
+                                            struct pts_error *err);
+/* Unloads every version of `name`: they leave the routing table at once
+ * (new requests get a 4xx naming the state), requests already accepted
+ * finish, then the versions are freed and `done` runs. unload_dependents
+ * is accepted for compatibility (ptserve has no ensembles). */
+enum pts_status pts_server_model_unload_async(struct pts_server *s, const char *name,
+                                              bool unload_dependents,
+                                              pts_server_control_done_fn done, void *ctx,
+                                              struct pts_error *err);
+/* The index after re-reading which models the repositories hold. */
+enum pts_status pts_server_index_async(struct pts_server *s, bool ready_only,
+                                       pts_server_index_done_fn done, void *ctx,
+                                       struct pts_error *err);
 
 /* ---- inference ---- */
 

@@ -2,8 +2,8 @@
  * inference, health) and run.c (frontends and the stop signal). Private to
  * src/server/: frontends see only server.h.
  *
- * Threading: `opts`, `repo` and the pipe are fixed after create; the flags
- * are atomics read from any thread.
+ * Threading: `opts`, `repo`, the queues and the pipe are fixed after
+ * create; the flags are atomics read from any thread.
  */
 #ifndef PTS_SERVER_SERVER_IMPL_H
 #define PTS_SERVER_SERVER_IMPL_H
@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "core/workq.h"
 #include "repository/repository.h"
 #include "server/server.h"
 
@@ -25,7 +26,24 @@ struct pts_server {
   atomic_bool stopping;    /* no new inference requests */
   atomic_int entering;     /* infer_async calls between the stopping check and enqueue */
   bool owns_trace;         /* this server started the process-wide tracer (trace/trace.h) */
+  /* model control (control.c) */
+  struct pts_workq *load_q; /* --model-load-thread-count threads: loads and unloads */
+  struct pts_workq *repo_q; /* one thread: index refreshes and, in poll mode, the poll */
+  atomic_bool control_stopping; /* load/unload/index requests are refused */
 };
+
+/* Model control (control.c). Start creates the load threads and loads the
+ * start-up models (all of them, or --load-model's in explicit mode), in
+ * parallel, and waits; *failed counts the models that failed. */
+enum pts_status pts_control_start(struct pts_server *s, const struct pts_server_options *o,
+                                  size_t *failed, struct pts_error *err);
+/* Starts the repository thread (and its poll in poll mode): after the
+ * start-up table, so a poll never races the start-up loads. */
+enum pts_status pts_control_start_polling(struct pts_server *s, struct pts_error *err);
+/* Refuses new requests, cancels queued ones (their callers get
+ * UNAVAILABLE), waits for running loads and unloads, stops the threads.
+ * Idempotent; main thread. */
+void pts_control_stop(struct pts_server *s);
 
 /* Stops accepting inference, then waits (up to timeout_s seconds) for every
  * queued or running request to be answered, so frontends can be stopped

@@ -5,12 +5,20 @@
  * the inputs (same buffer, one more reference), so this also exercises the
  * zero-copy path end to end.
  *
+ * Test hooks (config parameters; tests only): execute_delay_ms and
+ * execute_delay_ms_per_item keep requests in flight; load_gate_file makes
+ * model_load wait until that file exists (so a test can watch a model in
+ * LOADING, or several loading at once, without timing anything);
+ * fail_load_versions ("2,3") makes those versions fail to load.
+ *
  * Threading: as backend.h; execute keeps no state, so instances of one model
  * may run concurrently.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "config/model_config.h"
@@ -45,9 +53,55 @@ static enum pts_status check_pairs(const char *name, const Inference__ModelConfi
   return PTS_OK;
 }
 
+/* parameters.load_gate_file: wait (up to load_gate_timeout_ms, default a
+ * minute) until the file exists. */
+static enum pts_status wait_for_gate(const struct pts_backend_model_desc *desc,
+                                     struct pts_error *err) {
+  const char *gate = pts_model_config_param(desc->config, "load_gate_file");
+  if (!gate || !*gate) return PTS_OK;
+  long timeout_ms = 60000;
+  enum pts_status st =
+      pts_model_config_param_int(desc->config, "load_gate_timeout_ms", 60000, &timeout_ms, err);
+  if (st != PTS_OK) return st;
+  for (long waited = 0; access(gate, F_OK) != 0; waited += 5) {
+    if (waited >= timeout_ms)
+      return pts_error_set(err, PTS_UNAVAILABLE,
+                           "identity backend: model '%s': load_gate_file '%s' did not appear "
+                           "within %ld ms",
+                           desc->name, gate, timeout_ms);
+    struct timespec ts = {0, 5000000L};
+    nanosleep(&ts, NULL);
+  }
+  return PTS_OK;
+}
+
+/* parameters.fail_load_versions: a comma-separated list of versions. */
+static enum pts_status check_fail_versions(const struct pts_backend_model_desc *desc,
+                                           struct pts_error *err) {
+  const char *list = pts_model_config_param(desc->config, "fail_load_versions");
+  for (const char *p = list; p && *p;) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "identity backend: model '%s': parameter fail_load_versions must be "
+                           "a comma-separated list of versions, got '%s'",
+                           desc->name, list);
+    if (v == (long long)desc->version)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "identity backend: model '%s' version %lld fails to load, as "
+                           "parameters.fail_load_versions asks",
+                           desc->name, v);
+    p = *end == ',' ? end + 1 : end;
+  }
+  return PTS_OK;
+}
+
 static enum pts_status identity_model_load(const struct pts_backend_model_desc *desc,
                                            void **model_state, struct pts_error *err) {
   enum pts_status st = check_pairs(desc->name, desc->config, err);
+  if (st == PTS_OK) st = wait_for_gate(desc, err);
+  if (st == PTS_OK) st = check_fail_versions(desc, err);
   if (st != PTS_OK) return st;
   long delay_ms = 0;
   st = pts_model_config_param_int(desc->config, "execute_delay_ms", 0, &delay_ms, err);

@@ -1,16 +1,23 @@
 /* tests/unit/repository/repository_test.c — scanning, version directories,
- * version policies, failure states and model lifetime, on temporary
- * repositories of identity models. Expected versions and states follow
- * Triton's rules (protocol-facts §3.3 ModelVersionPolicy, §1.12), worked out
- * by hand for each directory layout. Includes repository.c to reach the
- * instance planner. */
+ * version policies, failure states, reloads, unloads, polls, file
+ * overrides and model lifetime, on temporary repositories of identity
+ * models. Expected versions and states follow Triton's rules
+ * (protocol-facts §3.3 ModelVersionPolicy, §1.12; triton-anchor §2.5),
+ * worked out by hand for each directory layout. Includes model.c to reach
+ * the instance planner. No test waits on a clock: where a test needs a
+ * load or unload in progress, it holds a reference (as a request in flight
+ * does) or a load gate file, and waits for a state. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
+#include <sched.h>
+#include <dirent.h>
 
-#include "repository/repository.c"
+#include "repository/model.c"
+#include "repository/repository.h"
 #include "server/fs_helpers.h"
 
 struct fixture {
@@ -35,33 +42,84 @@ static int teardown(void **state) {
   return 0;
 }
 
-static void load(struct fixture *f) {
+static void create(struct fixture *f) {
   struct pts_error err;
   pts_error_clear(&err);
   const char *paths[] = {f->root};
   assert_int_equal(pts_repository_create(paths, 1, &f->repo, &err), PTS_OK);
 }
 
-/* The versions of `name` as "1:READY,5:UNAVAILABLE". */
-static void versions_of(struct fixture *f, const char *name, char *out, size_t size) {
-  const struct pts_repository_model *rm = pts_repository_find(f->repo, name);
-  assert_non_null(rm);
-  size_t used = 0;
-  out[0] = '\0';
-  for (size_t v = 0; v < rm->n_versions; v++) {
-    const struct pts_model *m = rm->versions[v];
-    used +=
-        (size_t)snprintf(out + used, size - used, "%s%lld:%s", v ? "," : "",
-                         (long long)pts_model_version(m), pts_model_state_name(pts_model_state(m)));
-  }
+static enum pts_status load(struct fixture *f, const char *name, struct pts_error *err) {
+  pts_error_clear(err);
+  return pts_repository_load(f->repo, name, NULL, err);
 }
 
-static const char *reason_of(struct fixture *f, const char *name, size_t v) {
-  const struct pts_repository_model *rm = pts_repository_find(f->repo, name);
-  assert_non_null(rm);
-  assert_true(v < rm->n_versions);
-  return pts_model_reason(rm->versions[v]);
+static void load_ok(struct fixture *f, const char *name) {
+  struct pts_error err;
+  if (load(f, name, &err) != PTS_OK) fail_msg("load of '%s' failed: %s", name, err.msg);
 }
+
+/* The version records of `name` as "1:READY,5:UNAVAILABLE". */
+static void versions_of(struct fixture *f, const char *name, char *out, size_t size) {
+  struct pts_model **ms = NULL;
+  size_t n = 0;
+  struct pts_error err;
+  assert_int_equal(pts_repository_snapshot(f->repo, name, false, &ms, &n, &err), PTS_OK);
+  size_t used = 0;
+  out[0] = '\0';
+  for (size_t v = 0; v < n; v++)
+    used += (size_t)snprintf(out + used, size - used, "%s%lld:%s", v ? "," : "",
+                             (long long)pts_model_version(ms[v]),
+                             pts_model_state_name(pts_model_state(ms[v])));
+  pts_repository_snapshot_free(ms, n);
+}
+
+static void assert_versions(struct fixture *f, const char *name, const char *want) {
+  char got[256];
+  versions_of(f, name, got, sizeof got);
+  if (strcmp(got, want) != 0) fail_msg("'%s': versions %s, want %s", name, got, want);
+}
+
+/* The reason of record `i` of `name`. */
+static const char *reason_of(struct fixture *f, const char *name, size_t i) {
+  static char buf[1024];
+  struct pts_model **ms = NULL;
+  size_t n = 0;
+  struct pts_error err;
+  assert_int_equal(pts_repository_snapshot(f->repo, name, false, &ms, &n, &err), PTS_OK);
+  assert_true(i < n);
+  pts_model_reason(ms[i], buf, sizeof buf);
+  pts_repository_snapshot_free(ms, n);
+  return buf;
+}
+
+static void assert_contains(const char *text, const char *needle) {
+  if (!strstr(text, needle)) fail_msg("'%s' lacks '%s'", text, needle);
+}
+
+/* The one index entry of (name, version); fails when absent. */
+static void index_entry(struct fixture *f, const char *name, int64_t version, char *state,
+                        char *reason) {
+  struct pts_index_entry *idx = NULL;
+  size_t n = 0;
+  struct pts_error err;
+  assert_int_equal(pts_repository_index(f->repo, false, &idx, &n, &err), PTS_OK);
+  bool found = false;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(idx[i].name, name) != 0 || idx[i].version != version) continue;
+    strcpy(state, pts_model_state_name(idx[i].state));
+    snprintf(reason, 1024, "%s", idx[i].reason);
+    found = true;
+  }
+  for (size_t i = 0; i < n; i++) {
+    free(idx[i].name);
+    free(idx[i].reason);
+  }
+  free(idx);
+  if (!found) fail_msg("no index entry for '%s' version %lld", name, (long long)version);
+}
+
+/* ---------------------------------------------------- scanning, policy */
 
 static void default_policy_serves_highest_numeric_version(void **state) {
   struct fixture *f = *state;
@@ -72,11 +130,11 @@ static void default_policy_serves_highest_numeric_version(void **state) {
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
     assert_int_equal(fs_mkdirs(f->root, dirs[i]), 0);
   assert_int_equal(fs_write(f->root, "a/20", "not a directory"), 0);
-  load(f);
-  char got[256];
-  versions_of(f, "a", got, sizeof got);
-  assert_string_equal(got, "10:READY");
-  assert_false(pts_repository_any_failed(f->repo));
+  create(f);
+  assert_versions(f, "a", ""); /* scanned, not loaded */
+  load_ok(f, "a");
+  assert_versions(f, "a", "10:READY");
+  assert_true(pts_repository_all_ready(f->repo));
 }
 
 static void policy_all_and_latest_n(void **state) {
@@ -87,12 +145,11 @@ static void policy_all_and_latest_n(void **state) {
   const char *dirs[] = {"all/3", "all/1", "all/2", "two/1", "two/2", "two/3"};
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
     assert_int_equal(fs_mkdirs(f->root, dirs[i]), 0);
-  load(f);
-  char got[256];
-  versions_of(f, "all", got, sizeof got);
-  assert_string_equal(got, "1:READY,2:READY,3:READY");
-  versions_of(f, "two", got, sizeof got);
-  assert_string_equal(got, "2:READY,3:READY");
+  create(f);
+  load_ok(f, "all");
+  load_ok(f, "two");
+  assert_versions(f, "all", "1:READY,2:READY,3:READY");
+  assert_versions(f, "two", "2:READY,3:READY");
 }
 
 static void specific_policy_missing_version_is_unavailable(void **state) {
@@ -101,13 +158,13 @@ static void specific_policy_missing_version_is_unavailable(void **state) {
       fs_identity_model(f->root, "s", 8, "version_policy { specific { versions: [ 5, 1 ] } }"), 0);
   assert_int_equal(fs_mkdirs(f->root, "s/1"), 0);
   assert_int_equal(fs_mkdirs(f->root, "s/2"), 0);
-  load(f);
-  char got[256];
-  versions_of(f, "s", got, sizeof got);
-  assert_string_equal(got, "1:READY,5:UNAVAILABLE");
-  assert_non_null(strstr(reason_of(f, "s", 1), "version 5"));
-  assert_non_null(strstr(reason_of(f, "s", 1), "not present"));
-  assert_true(pts_repository_any_failed(f->repo));
+  create(f);
+  load_ok(f, "s"); /* Triton loads the listed versions that exist */
+  assert_versions(f, "s", "1:READY,5:UNAVAILABLE");
+  assert_contains(reason_of(f, "s", 1), "version 5");
+  assert_contains(reason_of(f, "s", 1), "not present");
+  /* A version that is not there is not a failure to wait for. */
+  assert_true(pts_repository_all_ready(f->repo));
 }
 
 static void only_model_directories_are_models(void **state) {
@@ -118,12 +175,19 @@ static void only_model_directories_are_models(void **state) {
   assert_int_equal(fs_identity_model(f->root, ".hidden", 0, NULL), 0);
   assert_int_equal(fs_write(f->root, "README", "text"), 0);
   assert_int_equal(fs_mkdirs(f->root, "only_version/1"), 0); /* a model without config */
-  load(f);
-  assert_int_equal(pts_repository_count(f->repo), 2);
-  assert_string_equal(pts_repository_at(f->repo, 0)->name, "b");
-  assert_string_equal(pts_repository_at(f->repo, 1)->name, "only_version");
-  assert_null(pts_repository_find(f->repo, "notes"));
-  assert_null(pts_repository_find(f->repo, ".hidden"));
+  create(f);
+  char **names = NULL;
+  size_t n = 0;
+  struct pts_error err;
+  assert_int_equal(pts_repository_names(f->repo, &names, &n, &err), PTS_OK);
+  assert_int_equal(n, 2);
+  assert_string_equal(names[0], "b");
+  assert_string_equal(names[1], "only_version");
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+  assert_int_equal(load(f, "notes", &err), PTS_NOT_FOUND);
+  assert_contains(err.msg, "no model repository holds a model named 'notes'");
+  assert_int_equal(load(f, ".hidden", &err), PTS_NOT_FOUND);
 }
 
 static void broken_models_do_not_stop_the_others(void **state) {
@@ -148,31 +212,35 @@ static void broken_models_do_not_stop_the_others(void **state) {
                             "input [ { name: \"A\" data_type: TYPE_FP32 dims: [ 1 ] } ]\n"
                             "output [ { name: \"C\" data_type: TYPE_FP32 dims: [ 1 ] } ]\n"),
                    0);
-  load(f);
-  char got[256];
-  versions_of(f, "good", got, sizeof got);
-  assert_string_equal(got, "1:READY");
-  versions_of(f, "syntax", got, sizeof got);
-  assert_string_equal(got, "1:UNAVAILABLE");
+  create(f);
+  struct pts_error err;
+  assert_int_equal(load(f, "syntax", &err), PTS_INVALID_ARG);
+  assert_contains(err.msg, "load failed for model 'syntax': ");
+  assert_int_equal(load(f, "uneven", &err), PTS_INVALID_ARG);
+  /* Triton's words for a version that failed. */
+  assert_contains(err.msg, "load failed for model 'uneven': version 1 is at UNAVAILABLE state: "
+                           "Invalid argument: identity backend");
+  assert_int_equal(load(f, "nobackend", &err), PTS_INVALID_ARG);
+  load_ok(f, "good");
+  assert_versions(f, "good", "1:READY");
+  assert_versions(f, "syntax", "1:UNAVAILABLE");
   assert_true(strlen(reason_of(f, "syntax", 0)) > 0);
-  versions_of(f, "uneven", got, sizeof got);
-  assert_string_equal(got, "1:UNAVAILABLE");
-  assert_non_null(strstr(reason_of(f, "uneven", 0), "Invalid argument: identity backend"));
-  assert_non_null(strstr(reason_of(f, "uneven", 0), "2 inputs and 1 outputs"));
-  versions_of(f, "nobackend", got, sizeof got);
-  assert_string_equal(got, "1:UNAVAILABLE");
-  assert_non_null(strstr(reason_of(f, "nobackend", 0), "'no_such'"));
-  assert_true(pts_repository_any_failed(f->repo));
+  assert_versions(f, "uneven", "1:UNAVAILABLE");
+  assert_contains(reason_of(f, "uneven", 0), "Invalid argument: identity backend");
+  assert_contains(reason_of(f, "uneven", 0), "2 inputs and 1 outputs");
+  assert_versions(f, "nobackend", "1:UNAVAILABLE");
+  assert_contains(reason_of(f, "nobackend", 0), "'no_such'");
+  assert_false(pts_repository_all_ready(f->repo));
 }
 
 static void no_version_under_policy(void **state) {
   struct fixture *f = *state;
   assert_int_equal(fs_identity_model(f->root, "empty", 8, NULL), 0);
-  load(f);
-  char got[256];
-  versions_of(f, "empty", got, sizeof got);
-  assert_string_equal(got, "-1:UNAVAILABLE");
-  assert_non_null(strstr(reason_of(f, "empty", 0), "at least one version must be available"));
+  create(f);
+  struct pts_error err;
+  assert_int_equal(load(f, "empty", &err), PTS_INVALID_ARG);
+  assert_versions(f, "empty", "-1:UNAVAILABLE");
+  assert_contains(reason_of(f, "empty", 0), "at least one version must be available");
 }
 
 static void same_model_in_two_repositories(void **state) {
@@ -188,12 +256,12 @@ static void same_model_in_two_repositories(void **state) {
   struct pts_error err;
   const char *paths[] = {f->root, other};
   assert_int_equal(pts_repository_create(paths, 2, &f->repo, &err), PTS_OK);
-  char got[256];
-  versions_of(f, "dup", got, sizeof got);
-  assert_string_equal(got, "-1:UNAVAILABLE");
-  assert_non_null(strstr(reason_of(f, "dup", 0), "more than one model repository"));
-  versions_of(f, "solo", got, sizeof got);
-  assert_string_equal(got, "1:READY");
+  assert_int_equal(load(f, "dup", &err), PTS_INVALID_ARG);
+  assert_contains(err.msg, "more than one model repository");
+  load_ok(f, "solo");
+  assert_versions(f, "dup", "-1:UNAVAILABLE");
+  assert_contains(reason_of(f, "dup", 0), "more than one model repository");
+  assert_versions(f, "solo", "1:READY");
   fs_rmtree(other);
 }
 
@@ -206,7 +274,7 @@ static void unreadable_repository_fails(void **state) {
   pts_error_clear(&err);
   assert_int_equal(pts_repository_create(paths, 1, &f->repo, &err), PTS_INVALID_ARG);
   assert_null(f->repo);
-  assert_non_null(strstr(err.msg, missing));
+  assert_contains(err.msg, missing);
 }
 
 static void instance_plan_follows_groups(void **state) {
@@ -242,16 +310,25 @@ static void zero_count_group_is_rejected(void **state) {
   assert_int_equal(pts_model_config_parse(text, sizeof text - 1, "t", &cfg, &err), PTS_OK);
   struct instance_plan plan;
   assert_int_equal(plan_instances("m", cfg, &plan, &err), PTS_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "instance group 'z' of model 'm'"));
+  assert_contains(err.msg, "instance group 'z' of model 'm'");
   pts_model_config_free(cfg);
+}
+
+static struct pts_model *get(struct fixture *f, const char *name, int64_t version) {
+  struct pts_model *m = NULL;
+  struct pts_error err;
+  if (pts_repository_get(f->repo, name, version, false, &m, &err) != PTS_OK)
+    fail_msg("get '%s' %lld: %s", name, (long long)version, err.msg);
+  return m;
 }
 
 static void model_outlives_repository_while_referenced(void **state) {
   struct fixture *f = *state;
   assert_int_equal(fs_identity_model(f->root, "kept", 8, NULL), 0);
   assert_int_equal(fs_mkdirs(f->root, "kept/4"), 0);
-  load(f);
-  struct pts_model *m = pts_model_retain(pts_repository_find(f->repo, "kept")->versions[0]);
+  create(f);
+  load_ok(f, "kept");
+  struct pts_model *m = get(f, "kept", -1);
   assert_int_equal(atomic_load(&m->refs), 2);
   pts_repository_destroy(f->repo);
   f->repo = NULL;
@@ -260,11 +337,390 @@ static void model_outlives_repository_while_referenced(void **state) {
   assert_string_equal(pts_model_name(m), "kept");
   assert_int_equal(pts_model_version(m), 4);
   assert_int_equal(pts_model_state(m), PTS_MODEL_UNAVAILABLE);
-  assert_string_equal(pts_model_reason(m), "unloaded");
+  char reason[64];
+  pts_model_reason(m, reason, sizeof reason);
+  assert_string_equal(reason, "unloaded");
   assert_non_null(pts_model_config(m));
   assert_int_equal(pts_model_config(m)->max_batch_size, 8);
   assert_null(pts_model_scheduler(m));
   pts_model_release(m); /* frees it: LeakSanitizer checks */
+}
+
+/* ----------------------------------------------------------- reloading */
+
+struct op {
+  struct fixture *f;
+  const char *name;
+  bool unload;
+  const struct pts_load_params *params;
+  enum pts_status st;
+  struct pts_error err;
+  pthread_t thread;
+};
+
+static void *op_main(void *arg) {
+  struct op *o = arg;
+  pts_error_clear(&o->err);
+  o->st = o->unload ? pts_repository_unload(o->f->repo, o->name, &o->err)
+                    : pts_repository_load(o->f->repo, o->name, o->params, &o->err);
+  return NULL;
+}
+
+static void op_start(struct op *o) { assert_int_equal(pthread_create(&o->thread, NULL, op_main, o), 0); }
+
+static void op_join(struct op *o) { pthread_join(o->thread, NULL); }
+
+static void wait_state(struct pts_model *m, enum pts_model_state s) {
+  while (pts_model_state(m) != s) sched_yield();
+}
+
+/* The version in flight (a held reference, as a request holds it) keeps
+ * serving while the new one takes over: the new one is READY before the
+ * old one leaves the routing table, and the old one is only unloaded when
+ * its last request is done. */
+static void reload_swaps_in_the_new_version_first(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(fs_identity_model(f->root, "r", 8, NULL), 0);
+  assert_int_equal(fs_mkdirs(f->root, "r/1"), 0);
+  create(f);
+  load_ok(f, "r");
+  struct pts_model *old = get(f, "r", -1);
+  assert_int_equal(pts_model_version(old), 1);
+  assert_int_equal(fs_mkdirs(f->root, "r/2"), 0);
+  struct op o = {.f = f, .name = "r"};
+  op_start(&o);
+  wait_state(old, PTS_MODEL_UNLOADING);
+  /* Version 2 serves; version 1 is on its way out but still has its
+   * scheduler for the request that holds it. */
+  struct pts_model *now = get(f, "r", -1);
+  assert_int_equal(pts_model_version(now), 2);
+  assert_int_equal(pts_model_state(now), PTS_MODEL_READY);
+  pts_model_release(now);
+  assert_non_null(pts_model_scheduler(old));
+  struct pts_model *m = NULL;
+  struct pts_error err;
+  assert_int_equal(pts_repository_get(f->repo, "r", 1, false, &m, &err), PTS_NOT_FOUND);
+  assert_string_equal(err.msg, "Request for unknown model: 'r' version 1 is not at ready state "
+                               "(version 1 is UNLOADING)");
+  pts_model_release(old); /* the request is done */
+  op_join(&o);
+  assert_int_equal(o.st, PTS_OK);
+  assert_versions(f, "r", "1:UNAVAILABLE,2:READY");
+  assert_string_equal(reason_of(f, "r", 0), "unloaded");
+  assert_true(pts_repository_all_ready(f->repo));
+}
+
+static void reload_of_the_same_version_picks_up_the_config(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(fs_identity_model(f->root, "c", 8, NULL), 0);
+  assert_int_equal(fs_mkdirs(f->root, "c/1"), 0);
+  create(f);
+  load_ok(f, "c");
+  struct pts_model *old = get(f, "c", 1);
+  assert_int_equal(pts_model_config(old)->max_batch_size, 8);
+  pts_model_release(old); /* keep no reference: the reload then does not wait */
+  assert_int_equal(fs_identity_model(f->root, "c", 4, NULL), 0);
+  load_ok(f, "c");
+  struct pts_model *now = get(f, "c", 1);
+  assert_int_equal(pts_model_config(now)->max_batch_size, 4); /* the new config */
+  pts_model_release(now);
+  assert_versions(f, "c", "1:READY");
+}
+
+static void failed_reload_keeps_what_serves(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(fs_identity_model(f->root, "k", 8, NULL), 0);
+  assert_int_equal(fs_mkdirs(f->root, "k/1"), 0);
+  create(f);
+  load_ok(f, "k");
+  struct pts_model *before = get(f, "k", -1);
+  pts_model_release(before);
+  /* A half-written config. */
+  assert_int_equal(fs_write(f->root, "k/config.pbtxt", "name: \"k\"\nbackend: \"ident"), 0);
+  struct pts_error err;
+  assert_int_equal(load(f, "k", &err), PTS_INVALID_ARG);
+  assert_contains(err.msg, "load failed for model 'k': ");
+  struct pts_model *after = get(f, "k", -1);
+  assert_ptr_equal(after, before); /* the same version still serves */
+  pts_model_release(after);
+  char st[32], reason[1024];
+  index_entry(f, "k", 1, st, reason);
+  assert_string_equal(st, "READY");
+  assert_contains(reason, "the last load failed, the previously loaded versions still serve");
+  assert_true(pts_repository_all_ready(f->repo));
+  /* Once the file is whole, the reload goes through and the note goes. */
+  assert_int_equal(fs_identity_model(f->root, "k", 2, NULL), 0);
+  load_ok(f, "k");
+  index_entry(f, "k", 1, st, reason);
+  assert_string_equal(st, "READY");
+  assert_string_equal(reason, "");
+}
+
+/* A load is all or nothing (as Triton's): one version failing leaves the
+ * versions that served before, and the versions that loaded with it are not
+ * served either. */
+static void a_failed_version_fails_the_whole_load(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(fs_identity_model(f->root, "v", 8, "version_policy: { all {} }"), 0);
+  assert_int_equal(fs_mkdirs(f->root, "v/1"), 0);
+  assert_int_equal(fs_mkdirs(f->root, "v/2"), 0);
+  create(f);
+  load_ok(f, "v");
+  struct pts_model *v1 = get(f, "v", 1), *v2 = get(f, "v", 2);
+  pts_model_release(v1);
+  pts_model_release(v2);
+  assert_int_equal(fs_identity_model(f->root, "v", 8,
+                                     "version_policy: { all {} }\n"
+                                     "parameters { key: \"fail_load_versions\" value { "
+                                     "string_value: \"2\" } }"),
+                   0);
+  struct pts_error err;
+  assert_int_equal(load(f, "v", &err), PTS_INVALID_ARG);
+  assert_contains(err.msg, "load failed for model 'v': version 2 is at UNAVAILABLE state: "
+                           "Invalid argument: identity backend: model 'v' version 2 fails");
+  struct pts_model *a = get(f, "v", 1), *b = get(f, "v", 2);
+  assert_ptr_equal(a, v1);
+  assert_ptr_equal(b, v2);
+  pts_model_release(a);
+  pts_model_release(b);
+  assert_versions(f, "v", "1:READY,2:READY");
+
+  /* A model that never served: both versions end UNAVAILABLE, each with
+   * its reason. */
+  assert_int_equal(fs_identity_model(f->root, "w", 8,
+                                     "version_policy: { all {} }\n"
+                                     "parameters { key: \"fail_load_versions\" value { "
+                                     "string_value: \"2\" } }"),
+                   0);
+  assert_int_equal(fs_mkdirs(f->root, "w/1"), 0);
+  assert_int_equal(fs_mkdirs(f->root, "w/2"), 0);
+  assert_int_equal(load(f, "w", &err), PTS_INVALID_ARG);
+  assert_versions(f, "w", "1:UNAVAILABLE,2:UNAVAILABLE");
+  assert_contains(reason_of(f, "w", 0), "unloaded: version 2 of the same load failed");
+  assert_contains(reason_of(f, "w", 1), "version 2 fails to load");
+  assert_false(pts_repository_all_ready(f->repo));
+  struct pts_model *m = NULL;
+  assert_int_equal(pts_repository_get(f->repo, "w", -1, false, &m, &err), PTS_NOT_FOUND);
+  assert_contains(err.msg, "Request for unknown model: 'w' has no available versions (version 2 "
+                           "is UNAVAILABLE: Invalid argument: identity backend");
+}
+
+/* The policy applies on every load: a specific policy that names a new
+ * version swaps versions over. */
+static void version_policy_applies_on_reload(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(
+      fs_identity_model(f->root, "p", 8, "version_policy { specific { versions: [ 1 ] } }"), 0);
+  for (int v = 1; v <= 3; v++) {
+    char rel[16];
+    snprintf(rel, sizeof rel, "p/%d", v);
+    assert_int_equal(fs_mkdirs(f->root, rel), 0);
+  }
+  create(f);
+  load_ok(f, "p");
+  assert_versions(f, "p", "1:READY");
+  assert_int_equal(
+      fs_identity_model(f->root, "p", 8, "version_policy { specific { versions: [ 2, 3 ] } }"), 0);
+  load_ok(f, "p");
+  assert_versions(f, "p", "1:UNAVAILABLE,2:READY,3:READY");
+  assert_int_equal(fs_identity_model(f->root, "p", 8, "version_policy { latest { num_versions: "
+                                                      "1 } }"),
+                   0);
+  load_ok(f, "p");
+  assert_versions(f, "p", "1:UNAVAILABLE,2:UNAVAILABLE,3:READY");
+}
+
+/* ----------------------------------------------------------- unloading */
+
+static void unload_waits_for_requests_in_flight(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(fs_identity_model(f->root, "u", 8, NULL), 0);
+  assert_int_equal(fs_mkdirs(f->root, "u/1"), 0);
+  create(f);
+  load_ok(f, "u");
+  struct pts_model *inflight = get(f, "u", -1);
+  struct op o = {.f = f, .name = "u", .unload = true};
+  op_start(&o);
+  wait_state(inflight, PTS_MODEL_UNLOADING);
+  struct pts_model *m = NULL;
+  struct pts_error err;
+  assert_int_equal(pts_repository_get(f->repo, "u", -1, false, &m, &err), PTS_NOT_FOUND);
+  assert_string_equal(err.msg, "Request for unknown model: 'u' has no available versions "
+                               "(version 1 is UNLOADING)");
+  assert_non_null(pts_model_scheduler(inflight)); /* still there for the request */
+  pts_model_release(inflight);
+  op_join(&o);
+  assert_int_equal(o.st, PTS_OK);
+  assert_versions(f, "u", "1:UNAVAILABLE");
+  assert_string_equal(reason_of(f, "u", 0), "unloaded");
+  assert_true(pts_repository_all_ready(f->repo));
+  assert_int_equal(pts_repository_get(f->repo, "u", -1, false, &m, &err), PTS_NOT_FOUND);
+  assert_string_equal(err.msg, "Request for unknown model: 'u' has no available versions "
+                               "(version 1 is UNAVAILABLE: unloaded)");
+  /* Unloading again, or a model never loaded, is fine; an unknown one is
+   * not. */
+  assert_int_equal(pts_repository_unload(f->repo, "u", &err), PTS_OK);
+  assert_int_equal(pts_repository_unload(f->repo, "nope", &err), PTS_NOT_FOUND);
+  assert_contains(err.msg, "failed to unload 'nope'");
+  /* And it loads again. */
+  load_ok(f, "u");
+  assert_versions(f, "u", "1:READY");
+}
+
+/* A model LOADING for the first time is in the index as LOADING and
+ * refused with its state; readiness waits for it. */
+static void a_first_load_shows_loading(void **state) {
+  struct fixture *f = *state;
+  char gate[128], extra[512];
+  snprintf(gate, sizeof gate, "%s/gate", f->root);
+  snprintf(extra, sizeof extra,
+           "parameters { key: \"load_gate_file\" value { string_value: \"%s\" } }", gate);
+  assert_int_equal(fs_identity_model(f->root, "g", 8, extra), 0);
+  assert_int_equal(fs_mkdirs(f->root, "g/1"), 0);
+  create(f);
+  char st[32], reason[1024];
+  index_entry(f, "g", -1, st, reason); /* known, never loaded */
+  assert_string_equal(st, "UNKNOWN");
+  struct op o = {.f = f, .name = "g"};
+  op_start(&o);
+  for (;;) {
+    char got[64];
+    versions_of(f, "g", got, sizeof got);
+    if (strcmp(got, "1:LOADING") == 0) break;
+    sched_yield();
+  }
+  assert_false(pts_repository_all_ready(f->repo));
+  struct pts_model *m = NULL;
+  struct pts_error err;
+  assert_int_equal(pts_repository_get(f->repo, "g", 1, false, &m, &err), PTS_NOT_FOUND);
+  assert_contains(err.msg, "(version 1 is LOADING)");
+  assert_int_equal(fs_write(f->root, "gate", ""), 0);
+  op_join(&o);
+  assert_int_equal(o.st, PTS_OK);
+  assert_versions(f, "g", "1:READY");
+  assert_true(pts_repository_all_ready(f->repo));
+}
+
+/* ---------------------------------------------------------------- poll */
+
+static void poll_sees_changes(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(fs_identity_model(f->root, "a", 8, NULL), 0);
+  assert_int_equal(fs_mkdirs(f->root, "a/1"), 0);
+  create(f);
+  load_ok(f, "a");
+  struct pts_repository_action *acts = NULL;
+  size_t n = 0;
+  struct pts_error err;
+  assert_int_equal(pts_repository_poll(f->repo, &acts, &n, &err), PTS_OK);
+  assert_int_equal(n, 0); /* nothing changed since the load */
+  pts_repository_actions_free(acts, n);
+
+  /* A new version, a new model. */
+  assert_int_equal(fs_mkdirs(f->root, "a/2"), 0);
+  assert_int_equal(fs_identity_model(f->root, "b", 8, NULL), 0);
+  assert_int_equal(fs_mkdirs(f->root, "b/1"), 0);
+  assert_int_equal(pts_repository_poll(f->repo, &acts, &n, &err), PTS_OK);
+  assert_int_equal(n, 2);
+  assert_string_equal(acts[0].name, "a");
+  assert_int_equal(acts[0].kind, PTS_REPOSITORY_LOAD);
+  assert_string_equal(acts[1].name, "b");
+  assert_int_equal(acts[1].kind, PTS_REPOSITORY_LOAD);
+  pts_repository_actions_free(acts, n);
+  /* Queued and not yet started: not asked for twice. */
+  assert_int_equal(pts_repository_poll(f->repo, &acts, &n, &err), PTS_OK);
+  assert_int_equal(n, 0);
+  pts_repository_actions_free(acts, n);
+  load_ok(f, "a");
+  load_ok(f, "b");
+  assert_versions(f, "a", "1:UNAVAILABLE,2:READY");
+
+  /* A changed file below a version directory. */
+  assert_int_equal(fs_write(f->root, "b/1/weights", "w"), 0);
+  assert_int_equal(pts_repository_poll(f->repo, &acts, &n, &err), PTS_OK);
+  assert_int_equal(n, 1);
+  assert_string_equal(acts[0].name, "b");
+  pts_repository_actions_free(acts, n);
+  load_ok(f, "b");
+
+  /* A removed model is unloaded, then gone from the index. */
+  char a_dir[128];
+  snprintf(a_dir, sizeof a_dir, "%s/a", f->root);
+  fs_rmtree(a_dir);
+  assert_int_equal(pts_repository_poll(f->repo, &acts, &n, &err), PTS_OK);
+  bool unload_a = false;
+  for (size_t i = 0; i < n; i++)
+    unload_a = unload_a || (strcmp(acts[i].name, "a") == 0 && acts[i].kind == PTS_REPOSITORY_UNLOAD);
+  assert_true(unload_a);
+  pts_repository_actions_free(acts, n);
+  assert_int_equal(pts_repository_unload(f->repo, "a", &err), PTS_OK);
+  struct pts_index_entry *idx = NULL;
+  assert_int_equal(pts_repository_index(f->repo, false, &idx, &n, &err), PTS_OK);
+  for (size_t i = 0; i < n; i++) {
+    assert_string_not_equal(idx[i].name, "a");
+    free(idx[i].name);
+    free(idx[i].reason);
+  }
+  free(idx);
+}
+
+/* ------------------------------------------------------------ overrides */
+
+static size_t count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  size_t n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+static void file_overrides_load_from_a_private_directory(void **state) {
+  struct fixture *f = *state;
+  char tmp[128];
+  snprintf(tmp, sizeof tmp, "%s/tmp", f->root);
+  assert_int_equal(fs_mkdirs(f->root, "tmp"), 0);
+  assert_int_equal(fs_mkdirs(f->root, "repo"), 0);
+  setenv("TMPDIR", tmp, 1);
+  char repo[128];
+  snprintf(repo, sizeof repo, "%s/repo", f->root);
+  const char *paths[] = {repo};
+  struct pts_error err;
+  assert_int_equal(pts_repository_create(paths, 1, &f->repo, &err), PTS_OK);
+  static const char cfg[] =
+      "{\"backend\": \"identity\", \"max_batch_size\": 2,"
+      " \"input\": [{\"name\": \"I\", \"data_type\": \"TYPE_FP32\", \"dims\": [1]}],"
+      " \"output\": [{\"name\": \"O\", \"data_type\": \"TYPE_FP32\", \"dims\": [1]}]}";
+  struct pts_load_params p = {0};
+  p.config = strdup(cfg);
+  p.config_len = strlen(cfg);
+  assert_int_equal(pts_load_params_add_file(&p, "3/model.pt", (uint8_t *)strdup("bytes"), 5, &err),
+                   PTS_OK);
+  assert_int_equal(pts_repository_load(f->repo, "fresh", &p, &err), PTS_OK);
+  assert_versions(f, "fresh", "3:READY");
+  assert_int_equal(count_entries(tmp), 1); /* the private directory lives with the model */
+  assert_int_equal(pts_repository_unload(f->repo, "fresh", &err), PTS_OK);
+  assert_int_equal(count_entries(tmp), 0); /* and goes with it */
+
+  /* Paths that leave the directory are refused. */
+  pts_load_params_clear(&p);
+  p.config = strdup(cfg);
+  p.config_len = strlen(cfg);
+  assert_int_equal(pts_load_params_add_file(&p, "1/../../x", (uint8_t *)strdup("x"), 1, &err),
+                   PTS_OK);
+  assert_int_equal(pts_repository_load(f->repo, "fresh", &p, &err), PTS_INVALID_ARG);
+  assert_contains(err.msg, "may not contain '..'");
+  pts_load_params_clear(&p);
+  p.config = strdup(cfg);
+  p.config_len = strlen(cfg);
+  assert_int_equal(pts_load_params_add_file(&p, "/etc/x", (uint8_t *)strdup("x"), 1, &err),
+                   PTS_OK);
+  assert_int_equal(pts_repository_load(f->repo, "fresh", &p, &err), PTS_INVALID_ARG);
+  assert_contains(err.msg, "must be a relative path");
+  pts_load_params_clear(&p);
+  assert_int_equal(count_entries(tmp), 0);
+  unsetenv("TMPDIR");
 }
 
 int main(void) {
@@ -282,6 +738,17 @@ int main(void) {
       cmocka_unit_test(instance_plan_follows_groups),
       cmocka_unit_test(zero_count_group_is_rejected),
       cmocka_unit_test_setup_teardown(model_outlives_repository_while_referenced, setup, teardown),
+      cmocka_unit_test_setup_teardown(reload_swaps_in_the_new_version_first, setup, teardown),
+      cmocka_unit_test_setup_teardown(reload_of_the_same_version_picks_up_the_config, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(failed_reload_keeps_what_serves, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_failed_version_fails_the_whole_load, setup, teardown),
+      cmocka_unit_test_setup_teardown(version_policy_applies_on_reload, setup, teardown),
+      cmocka_unit_test_setup_teardown(unload_waits_for_requests_in_flight, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_first_load_shows_loading, setup, teardown),
+      cmocka_unit_test_setup_teardown(poll_sees_changes, setup, teardown),
+      cmocka_unit_test_setup_teardown(file_overrides_load_from_a_private_directory, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include "core/alloc.h"
 #include "core/log.h"
@@ -176,17 +177,22 @@ static void model_lookup_messages(void **state) {
   assert_string_equal(err.msg, "Request for unknown model: 'nope' is not found");
   assert_null(m);
 
+  /* Triton's words, then the state (a 4xx either way: protocol-facts §1.2
+   * has UNAVAILABLE for the second; ptserve names the state instead). */
+  char reason[PTS_ERROR_MSG_MAX];
   assert_int_equal(pts_server_model_get(f->s, "broken", -1, false, &m, &err), PTS_NOT_FOUND);
-  assert_string_equal(err.msg, "Request for unknown model: 'broken' has no available versions");
+  assert_non_null(strstr(err.msg, "Request for unknown model: 'broken' has no available versions "
+                                  "(version 1 is UNAVAILABLE: Invalid argument: "));
 
-  assert_int_equal(pts_server_model_get(f->s, "broken", 1, false, &m, &err), PTS_UNAVAILABLE);
-  assert_string_equal(err.msg,
-                      "Request for unknown model: 'broken' version 1 is not at ready state");
+  assert_int_equal(pts_server_model_get(f->s, "broken", 1, false, &m, &err), PTS_NOT_FOUND);
+  assert_non_null(strstr(err.msg, "Request for unknown model: 'broken' version 1 is not at ready "
+                                  "state (version 1 is UNAVAILABLE: Invalid argument: "));
 
   assert_int_equal(pts_server_model_get(f->s, "broken", -1, true, &m, &err), PTS_OK);
   assert_int_equal(pts_model_state(m), PTS_MODEL_UNAVAILABLE);
   assert_null(pts_model_config(m));
-  assert_non_null(strstr(pts_model_reason(m), "Invalid argument: "));
+  pts_model_reason(m, reason, sizeof reason);
+  assert_non_null(strstr(reason, "Invalid argument: "));
   pts_model_release(m);
 
   assert_int_equal(pts_server_model_get(f->s, "id", 1, false, &m, &err), PTS_NOT_FOUND);
@@ -196,7 +202,8 @@ static void model_lookup_messages(void **state) {
   assert_string_equal(pts_model_name(m), "all");
   assert_int_equal(pts_model_version(m), 3);
   assert_string_equal(pts_model_state_name(pts_model_state(m)), "READY");
-  assert_string_equal(pts_model_reason(m), "");
+  pts_model_reason(m, reason, sizeof reason);
+  assert_string_equal(reason, "");
   assert_int_equal(pts_model_config(m)->max_batch_size, 4);
   pts_model_release(m);
 
@@ -380,6 +387,229 @@ static void destroy_answers_in_flight_requests(void **state) {
   box_free(&box);
 }
 
+/* -------------------------------------------------------- model control */
+
+struct ctl_box {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int calls;
+  enum pts_status code;
+  char msg[PTS_ERROR_MSG_MAX];
+  struct pts_index_entry *entries;
+  size_t n;
+};
+
+static void on_ctl(const struct pts_error *err, void *ctx) {
+  struct ctl_box *b = ctx;
+  pthread_mutex_lock(&b->lock);
+  b->calls++;
+  b->code = err->code;
+  snprintf(b->msg, sizeof b->msg, "%s", err->msg);
+  pthread_cond_broadcast(&b->cond);
+  pthread_mutex_unlock(&b->lock);
+}
+
+static void on_index(struct pts_index_entry *entries, size_t n, const struct pts_error *err,
+                     void *ctx) {
+  struct ctl_box *b = ctx;
+  pthread_mutex_lock(&b->lock);
+  b->calls++;
+  b->code = err->code;
+  pts_server_index_free(b->entries, b->n);
+  b->entries = entries;
+  b->n = n;
+  pthread_cond_broadcast(&b->cond);
+  pthread_mutex_unlock(&b->lock);
+}
+
+static void ctl_wait(struct ctl_box *b, int calls) {
+  pthread_mutex_lock(&b->lock);
+  while (b->calls < calls) pthread_cond_wait(&b->cond, &b->lock);
+  pthread_mutex_unlock(&b->lock);
+}
+
+static enum pts_status create_mode(struct fixture *f, enum pts_model_control_mode mode,
+                                   const char *const *load_models, size_t n_load, int threads,
+                                   bool exit_on_error, struct pts_error *err) {
+  struct pts_server_options o;
+  pts_server_options_default(&o);
+  const char *repos[] = {f->root};
+  o.model_repositories = repos;
+  o.n_model_repositories = 1;
+  o.model_control_mode = mode;
+  o.load_models = load_models;
+  o.n_load_models = n_load;
+  o.model_load_thread_count = threads;
+  o.exit_on_error = exit_on_error;
+  pts_error_clear(err);
+  return pts_server_create(&o, &f->s, err);
+}
+
+/* "name:version:STATE" of every index entry, comma-separated. */
+static void index_text(struct ctl_box *b, char *out, size_t size) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < b->n; i++)
+    used += (size_t)snprintf(out + used, size - used, "%s%s:%lld:%s", i ? "," : "",
+                             b->entries[i].name, (long long)b->entries[i].version,
+                             pts_model_state_name(b->entries[i].state));
+}
+
+static void explicit_mode_loads_what_it_is_asked(void **state) {
+  struct fixture *f = *state;
+  make_repo(f->root, false);
+  const char *startup[] = {"nb"};
+  struct pts_error err;
+  assert_int_equal(create_mode(f, PTS_MODEL_CONTROL_EXPLICIT, startup, 1, 2, true, &err), PTS_OK);
+  assert_true(pts_server_is_ready(f->s)); /* models never loaded do not count */
+  struct ctl_box b = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+  char text[512];
+  /* The index lists every model of the repository, loaded or not. */
+  assert_int_equal(pts_server_index_async(f->s, false, on_index, &b, &err), PTS_OK);
+  ctl_wait(&b, 1);
+  index_text(&b, text, sizeof text);
+  assert_string_equal(text, "all:-1:UNKNOWN,id:-1:UNKNOWN,nb:1:READY");
+  struct pts_model *m = NULL;
+  assert_int_equal(pts_server_model_get(f->s, "id", -1, false, &m, &err), PTS_NOT_FOUND);
+  assert_string_equal(err.msg, "Request for unknown model: 'id' is not found (it is in the model "
+                               "repository but not loaded)");
+
+  assert_int_equal(pts_server_model_load_async(f->s, "id", NULL, on_ctl, &b, &err), PTS_OK);
+  ctl_wait(&b, 2);
+  assert_int_equal(b.code, PTS_OK);
+  assert_int_equal(pts_server_model_get(f->s, "id", -1, false, &m, &err), PTS_OK);
+  assert_int_equal(pts_model_version(m), 2);
+  pts_model_release(m);
+
+  assert_int_equal(pts_server_model_unload_async(f->s, "id", false, on_ctl, &b, &err), PTS_OK);
+  ctl_wait(&b, 3);
+  assert_int_equal(b.code, PTS_OK);
+  assert_int_equal(pts_server_model_get(f->s, "id", -1, false, &m, &err), PTS_NOT_FOUND);
+  assert_string_equal(err.msg, "Request for unknown model: 'id' has no available versions "
+                               "(version 2 is UNAVAILABLE: unloaded)");
+  assert_true(pts_server_is_ready(f->s));
+
+  /* A model added after start-up shows in the index and loads. */
+  assert_int_equal(fs_identity_model(f->root, "late", 0, NULL), 0);
+  assert_int_equal(fs_mkdirs(f->root, "late/7"), 0);
+  assert_int_equal(pts_server_index_async(f->s, true, on_index, &b, &err), PTS_OK);
+  ctl_wait(&b, 4);
+  index_text(&b, text, sizeof text);
+  assert_string_equal(text, "nb:1:READY"); /* ready only */
+  assert_int_equal(pts_server_index_async(f->s, false, on_index, &b, &err), PTS_OK);
+  ctl_wait(&b, 5);
+  index_text(&b, text, sizeof text);
+  assert_string_equal(text, "all:-1:UNKNOWN,id:2:UNAVAILABLE,late:-1:UNKNOWN,nb:1:READY");
+  assert_int_equal(pts_server_model_load_async(f->s, "late", NULL, on_ctl, &b, &err), PTS_OK);
+  ctl_wait(&b, 6);
+  assert_int_equal(b.code, PTS_OK);
+
+  /* Errors: at once for a bad request, through done for a failed load. */
+  assert_int_equal(pts_server_model_load_async(f->s, "ghost", NULL, on_ctl, &b, &err), PTS_OK);
+  ctl_wait(&b, 7);
+  assert_int_equal(b.code, PTS_NOT_FOUND);
+  assert_string_equal(b.msg, "failed to load 'ghost': no model repository holds a model named "
+                             "'ghost'");
+  assert_int_equal(pts_server_model_load_async(f->s, "../x", NULL, on_ctl, &b, &err),
+                   PTS_INVALID_ARG);
+  struct pts_load_params p = {0};
+  assert_int_equal(pts_load_params_add_file(&p, "1/model.pt", pts_malloc(1), 1, &err), PTS_OK);
+  assert_int_equal(pts_server_model_load_async(f->s, "id", &p, on_ctl, &b, &err), PTS_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "file overrides ('file:' parameters) need the 'config' "
+                                  "parameter too"));
+  assert_int_equal(p.n_files, 0); /* taken, whatever the result */
+  assert_int_equal(b.calls, 7);
+  pts_server_index_free(b.entries, b.n);
+}
+
+static void explicit_startup_models(void **state) {
+  struct fixture *f = *state;
+  make_repo(f->root, false);
+  const char *all[] = {"*"}, *ghost[] = {"ghost", "nb"};
+  struct pts_error err;
+  assert_int_equal(create_mode(f, PTS_MODEL_CONTROL_EXPLICIT, all, 1, 4, true, &err), PTS_OK);
+  struct pts_model *m = NULL;
+  assert_int_equal(pts_server_model_get(f->s, "all", 3, false, &m, &err), PTS_OK);
+  pts_model_release(m);
+  pts_server_destroy(f->s);
+  f->s = NULL;
+  /* An unknown start-up model is a failed load: start-up fails with
+   * --exit-on-error, and goes on without it. */
+  assert_int_equal(create_mode(f, PTS_MODEL_CONTROL_EXPLICIT, ghost, 2, 4, true, &err),
+                   PTS_UNAVAILABLE);
+  assert_string_equal(err.msg, "failed to load all models");
+  assert_non_null(strstr(read_log(f), "failed to load 'ghost': no model repository holds"));
+  assert_int_equal(create_mode(f, PTS_MODEL_CONTROL_EXPLICIT, ghost, 2, 4, false, &err), PTS_OK);
+  assert_int_equal(pts_server_model_get(f->s, "nb", -1, false, &m, &err), PTS_OK);
+  pts_model_release(m);
+}
+
+static void none_and_poll_refuse_load_and_unload(void **state) {
+  struct fixture *f = *state;
+  make_repo(f->root, false);
+  struct pts_error err;
+  struct ctl_box b = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+  for (int mode = 0; mode < 2; mode++) {
+    assert_int_equal(create_mode(f, mode ? PTS_MODEL_CONTROL_POLL : PTS_MODEL_CONTROL_NONE, NULL,
+                                 0, 1, true, &err),
+                     PTS_OK);
+    /* tritonserver's code and text (protocol-facts §1.12), then how to fix it. */
+    assert_int_equal(pts_server_model_load_async(f->s, "id", NULL, on_ctl, &b, &err),
+                     PTS_UNAVAILABLE);
+    assert_non_null(strstr(err.msg, "explicit model load / unload is not allowed if polling is "
+                                    "enabled"));
+    assert_non_null(strstr(err.msg, mode ? "mode is POLL" : "mode is NONE"));
+    assert_int_equal(pts_server_model_unload_async(f->s, "id", true, on_ctl, &b, &err),
+                     PTS_UNAVAILABLE);
+    /* Every model loaded at start-up; the index still works. */
+    assert_int_equal(pts_server_index_async(f->s, false, on_index, &b, &err), PTS_OK);
+    ctl_wait(&b, 1 + mode);
+    char text[512];
+    index_text(&b, text, sizeof text);
+    assert_string_equal(text, "all:1:READY,all:2:READY,all:3:READY,id:2:READY,nb:1:READY");
+    pts_server_destroy(f->s);
+    f->s = NULL;
+  }
+  pts_server_index_free(b.entries, b.n);
+}
+
+/* Two models whose loads wait for one gate file can both be LOADING only
+ * when two load threads run them at once. */
+static void models_load_in_parallel(void **state) {
+  struct fixture *f = *state;
+  char gate[128], extra[512];
+  snprintf(gate, sizeof gate, "%s.gate", f->root);
+  snprintf(extra, sizeof extra,
+           "parameters { key: \"load_gate_file\" value { string_value: \"%s\" } }", gate);
+  assert_int_equal(fs_identity_model(f->root, "g1", 0, extra), 0);
+  assert_int_equal(fs_mkdirs(f->root, "g1/1"), 0);
+  assert_int_equal(fs_identity_model(f->root, "g2", 0, extra), 0);
+  assert_int_equal(fs_mkdirs(f->root, "g2/1"), 0);
+  struct pts_error err;
+  assert_int_equal(create_mode(f, PTS_MODEL_CONTROL_EXPLICIT, NULL, 0, 2, true, &err), PTS_OK);
+  struct ctl_box b = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+  assert_int_equal(pts_server_model_load_async(f->s, "g1", NULL, on_ctl, &b, &err), PTS_OK);
+  assert_int_equal(pts_server_model_load_async(f->s, "g2", NULL, on_ctl, &b, &err), PTS_OK);
+  for (;;) {
+    struct pts_index_entry *e;
+    size_t n;
+    assert_int_equal(pts_server_index(f->s, false, &e, &n, &err), PTS_OK);
+    int loading = 0;
+    for (size_t i = 0; i < n; i++) loading += e[i].state == PTS_MODEL_LOADING;
+    pts_server_index_free(e, n);
+    if (loading == 2) break;
+    sched_yield();
+  }
+  assert_false(pts_server_is_ready(f->s)); /* a first load in progress */
+  FILE *g = fopen(gate, "w");
+  assert_non_null(g);
+  fclose(g);
+  ctl_wait(&b, 2);
+  assert_int_equal(b.code, PTS_OK);
+  assert_true(pts_server_is_ready(f->s));
+  remove(gate);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(startup_table, setup, teardown),
@@ -391,6 +621,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(infer_identity_round_trip, setup, teardown),
       cmocka_unit_test_setup_teardown(infer_errors_are_synchronous, setup, teardown),
       cmocka_unit_test_setup_teardown(destroy_answers_in_flight_requests, setup, teardown),
+      cmocka_unit_test_setup_teardown(explicit_mode_loads_what_it_is_asked, setup, teardown),
+      cmocka_unit_test_setup_teardown(explicit_startup_models, setup, teardown),
+      cmocka_unit_test_setup_teardown(none_and_poll_refuse_load_and_unload, setup, teardown),
+      cmocka_unit_test_setup_teardown(models_load_in_parallel, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,319 @@
+/* server/control.c — model control: --model-control-mode, the start-up
+ * loads, the load/unload/index requests of the model repository extension,
+ * and the repository poll.
+ *
+ * Two work queues (core/workq.h): the load queue, with
+ * --model-load-thread-count threads, runs loads and unloads, so models load
+ * in parallel (one model's operations are serialised by the repository);
+ * the repository queue, with one thread, refreshes the index and runs the
+ * poll, so an index request or a poll never waits behind a long load.
+ * Frontends only queue work and get their answer through a callback.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/log.h"
+#include "core/name.h"
+#include "server/server_impl.h"
+
+/* ------------------------------------------------------- load parameters */
+
+enum pts_status pts_load_params_add_file(struct pts_load_params *p, const char *path,
+                                         uint8_t *data, size_t size, struct pts_error *err) {
+  struct pts_load_file *grown = pts_realloc(p->files, (p->n_files + 1) * sizeof *grown);
+  char *copy = grown ? pts_strdup(path) : NULL;
+  if (!copy) {
+    if (grown) p->files = grown;
+    pts_free(data);
+    return pts_error_set(err, PTS_NOMEM, "out of memory reading file override '%s'", path);
+  }
+  p->files = grown;
+  p->files[p->n_files++] = (struct pts_load_file){.path = copy, .data = data, .size = size};
+  return PTS_OK;
+}
+
+void pts_load_params_clear(struct pts_load_params *p) {
+  if (!p) return;
+  for (size_t i = 0; i < p->n_files; i++) {
+    pts_free(p->files[i].path);
+    pts_free(p->files[i].data);
+  }
+  pts_free(p->files);
+  pts_free(p->config);
+  memset(p, 0, sizeof *p);
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+enum job_kind { JOB_LOAD, JOB_UNLOAD, JOB_INDEX, JOB_STARTUP };
+
+/* How the start-up loads report back to pts_control_start. */
+struct startup {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  size_t left, failed;
+};
+
+struct job {
+  enum job_kind kind;
+  struct pts_server *s;
+  char *name;
+  struct pts_load_params params;
+  bool ready_only;
+  pts_server_control_done_fn done;
+  pts_server_index_done_fn index_done;
+  void *ctx;
+  struct startup *startup;
+};
+
+static void job_free(struct job *j) {
+  pts_free(j->name);
+  pts_load_params_clear(&j->params);
+  pts_free(j);
+}
+
+static void run_job(void *arg, bool cancelled) {
+  struct job *j = arg;
+  struct pts_error err;
+  pts_error_clear(&err);
+  if (cancelled) {
+    pts_error_set(&err, PTS_UNAVAILABLE,
+                  "the server is shutting down: the %s of '%s' was not started",
+                  j->kind == JOB_UNLOAD ? "unload" : j->kind == JOB_INDEX ? "index" : "load",
+                  j->name ? j->name : "the repository");
+  } else if (j->kind == JOB_UNLOAD) {
+    pts_repository_unload(j->s->repo, j->name, &err);
+  } else if (j->kind == JOB_LOAD || j->kind == JOB_STARTUP) {
+    pts_repository_load(j->s->repo, j->name,
+                        j->params.config || j->params.n_files ? &j->params : NULL, &err);
+  }
+  switch (j->kind) {
+    case JOB_STARTUP:
+      if (err.code != PTS_OK) PTS_LOG_ERROR("%s", err.msg);
+      pthread_mutex_lock(&j->startup->mu);
+      j->startup->failed += err.code != PTS_OK;
+      j->startup->left--;
+      pthread_cond_broadcast(&j->startup->cv);
+      pthread_mutex_unlock(&j->startup->mu);
+      break;
+    case JOB_INDEX: {
+      struct pts_index_entry *entries = NULL;
+      size_t n = 0;
+      if (err.code == PTS_OK && pts_repository_rescan(j->s->repo, &err) == PTS_OK)
+        pts_repository_index(j->s->repo, j->ready_only, &entries, &n, &err);
+      j->index_done(entries, n, &err, j->ctx);
+      break;
+    }
+    default:
+      if (j->done)
+        j->done(&err, j->ctx);
+      else if (err.code != PTS_OK)
+        PTS_LOG_ERROR("repository poll: %s", err.msg);
+      break;
+  }
+  job_free(j);
+}
+
+static struct job *job_new(struct pts_server *s, enum job_kind kind, const char *name,
+                           struct pts_error *err) {
+  struct job *j = pts_calloc(1, sizeof *j);
+  if (j && name && !(j->name = pts_strdup(name))) {
+    pts_free(j);
+    j = NULL;
+  }
+  if (!j) {
+    pts_error_set(err, PTS_NOMEM, "out of memory queueing a repository request");
+    return NULL;
+  }
+  j->kind = kind;
+  j->s = s;
+  return j;
+}
+
+/* Queues j on q; on error j is freed and nothing will be called. */
+static enum pts_status submit(struct pts_server *s, struct pts_workq *q, struct job *j,
+                              struct pts_error *err) {
+  if (atomic_load(&s->control_stopping) || !q) {
+    job_free(j);
+    return pts_error_set(err, PTS_UNAVAILABLE, "the server is shutting down");
+  }
+  enum pts_status st = pts_workq_submit(q, run_job, j, err);
+  if (st != PTS_OK) job_free(j);
+  return st;
+}
+
+/* ---------------------------------------------------------------- start */
+
+static enum pts_status startup_names(struct pts_server *s, const struct pts_server_options *o,
+                                     char ***names, size_t *n, struct pts_error *err) {
+  bool all = o->model_control_mode != PTS_MODEL_CONTROL_EXPLICIT;
+  for (size_t i = 0; i < o->n_load_models; i++) all = all || strcmp(o->load_models[i], "*") == 0;
+  if (all) return pts_repository_names(s->repo, names, n, err);
+  *names = pts_calloc(o->n_load_models + 1, sizeof **names);
+  *n = 0;
+  if (!*names) return pts_error_set(err, PTS_NOMEM, "out of memory listing the start-up models");
+  for (size_t i = 0; i < o->n_load_models; i++) {
+    bool dup = false;
+    for (size_t k = 0; k < *n; k++) dup = dup || strcmp((*names)[k], o->load_models[i]) == 0;
+    if (dup) continue;
+    if (!((*names)[*n] = pts_strdup(o->load_models[i])))
+      return pts_error_set(err, PTS_NOMEM, "out of memory listing the start-up models");
+    (*n)++;
+  }
+  return PTS_OK;
+}
+
+enum pts_status pts_control_start(struct pts_server *s, const struct pts_server_options *o,
+                                  size_t *failed, struct pts_error *err) {
+  *failed = 0;
+  size_t threads = o->model_load_thread_count > 0 ? (size_t)o->model_load_thread_count : 1;
+  enum pts_status st = pts_workq_create("model load", threads, 0, NULL, NULL, &s->load_q, err);
+  if (st != PTS_OK) return st;
+  char **names = NULL;
+  size_t n = 0;
+  st = startup_names(s, o, &names, &n, err);
+  struct startup su = {.left = 0};
+  pthread_mutex_init(&su.mu, NULL);
+  pthread_cond_init(&su.cv, NULL);
+  for (size_t i = 0; st == PTS_OK && i < n; i++) {
+    if (pts_name_check("model name", names[i], err) != PTS_OK) {
+      PTS_LOG_ERROR("--load-model: %s", err->msg);
+      su.failed++;
+      continue;
+    }
+    struct job *j = job_new(s, JOB_STARTUP, names[i], err);
+    if (!j) {
+      st = err->code;
+      break;
+    }
+    j->startup = &su;
+    pthread_mutex_lock(&su.mu);
+    su.left++;
+    pthread_mutex_unlock(&su.mu);
+    st = pts_workq_submit(s->load_q, run_job, j, err);
+    if (st != PTS_OK) {
+      job_free(j);
+      pthread_mutex_lock(&su.mu);
+      su.left--;
+      pthread_mutex_unlock(&su.mu);
+    }
+  }
+  /* Wait for what was queued, even after an error: the jobs point at su. */
+  pthread_mutex_lock(&su.mu);
+  while (su.left > 0) pthread_cond_wait(&su.cv, &su.mu);
+  pthread_mutex_unlock(&su.mu);
+  pthread_mutex_destroy(&su.mu);
+  pthread_cond_destroy(&su.cv);
+  for (size_t i = 0; names && i < n; i++) pts_free(names[i]);
+  pts_free(names);
+  *failed = su.failed;
+  return st;
+}
+
+/* The repository thread's tick in poll mode: queue a load for every new or
+ * changed model and an unload for every vanished one. */
+static void poll_tick(void *ctx) {
+  struct pts_server *s = ctx;
+  struct pts_repository_action *acts = NULL;
+  size_t n = 0;
+  struct pts_error err;
+  if (pts_repository_poll(s->repo, &acts, &n, &err) != PTS_OK) {
+    PTS_LOG_ERROR("repository poll: %s", err.msg);
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    bool load = acts[i].kind == PTS_REPOSITORY_LOAD;
+    PTS_LOG_VERBOSE(1, "repository poll: %s '%s'", load ? "loading" : "unloading", acts[i].name);
+    struct job *j = job_new(s, load ? JOB_LOAD : JOB_UNLOAD, acts[i].name, &err);
+    if (!j || submit(s, s->load_q, j, &err) != PTS_OK)
+      PTS_LOG_WARN("repository poll: '%s' not queued: %s", acts[i].name, err.msg);
+  }
+  pts_repository_actions_free(acts, n);
+}
+
+enum pts_status pts_control_start_polling(struct pts_server *s, struct pts_error *err) {
+  bool poll = s->opts.model_control_mode == PTS_MODEL_CONTROL_POLL;
+  unsigned secs = s->opts.repository_poll_secs;
+  if (poll && secs == 0)
+    PTS_LOG_INFO("--repository-poll-secs=0: the repositories are not polled");
+  unsigned tick_ms = poll && secs ? (secs > 4000000u ? 4000000000u : secs * 1000u) : 0;
+  return pts_workq_create("repository", 1, tick_ms, tick_ms ? poll_tick : NULL, s, &s->repo_q,
+                          err);
+}
+
+void pts_control_stop(struct pts_server *s) {
+  atomic_store(&s->control_stopping, true);
+  /* The repository thread first: a poll may still queue loads. */
+  pts_workq_destroy(s->repo_q);
+  s->repo_q = NULL;
+  pts_workq_destroy(s->load_q);
+  s->load_q = NULL;
+}
+
+/* ------------------------------------------------------------- requests */
+
+/* Triton refuses load and unload unless the mode is explicit, with this
+ * text (and UNAVAILABLE) for both NONE and POLL. */
+static enum pts_status check_explicit(struct pts_server *s, struct pts_error *err) {
+  if (s->opts.model_control_mode == PTS_MODEL_CONTROL_EXPLICIT) return PTS_OK;
+  return pts_error_set(err, PTS_UNAVAILABLE,
+                       "explicit model load / unload is not allowed if polling is enabled (the "
+                       "model control mode is %s; start ptserve with "
+                       "--model-control-mode=explicit)",
+                       s->opts.model_control_mode == PTS_MODEL_CONTROL_POLL ? "POLL" : "NONE");
+}
+
+enum pts_status pts_server_model_load_async(struct pts_server *s, const char *name,
+                                            struct pts_load_params *params,
+                                            pts_server_control_done_fn done, void *ctx,
+                                            struct pts_error *err) {
+  const char *n = name ? name : "";
+  enum pts_status st = check_explicit(s, err);
+  if (st == PTS_OK) st = pts_name_check("model name", n, err);
+  if (st == PTS_OK && params && params->n_files && !params->config)
+    st = pts_error_set(err, PTS_INVALID_ARG,
+                       "failed to load '%s': file overrides ('file:' parameters) need the "
+                       "'config' parameter too",
+                       n);
+  struct job *j = st == PTS_OK ? job_new(s, JOB_LOAD, n, err) : NULL;
+  if (!j) {
+    pts_load_params_clear(params);
+    return err->code;
+  }
+  if (params) {
+    j->params = *params;
+    memset(params, 0, sizeof *params);
+  }
+  j->done = done;
+  j->ctx = ctx;
+  st = submit(s, s->load_q, j, err);
+  return st;
+}
+
+enum pts_status pts_server_model_unload_async(struct pts_server *s, const char *name,
+                                              bool unload_dependents,
+                                              pts_server_control_done_fn done, void *ctx,
+                                              struct pts_error *err) {
+  (void)unload_dependents; /* no ensembles: a model has no dependents */
+  const char *n = name ? name : "";
+  enum pts_status st = check_explicit(s, err);
+  if (st == PTS_OK) st = pts_name_check("model name", n, err);
+  if (st != PTS_OK) return st;
+  struct job *j = job_new(s, JOB_UNLOAD, n, err);
+  if (!j) return err->code;
+  j->done = done;
+  j->ctx = ctx;
+  return submit(s, s->load_q, j, err);
+}
+
+enum pts_status pts_server_index_async(struct pts_server *s, bool ready_only,
+                                       pts_server_index_done_fn done, void *ctx,
+                                       struct pts_error *err) {
+  struct job *j = job_new(s, JOB_INDEX, NULL, err);
+  if (!j) return err->code;
+  j->ready_only = ready_only;
+  j->index_done = done;
+  j->ctx = ctx;
+  return submit(s, s->repo_q, j, err);
+}
