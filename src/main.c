@@ -73,8 +73,11 @@ enum {
   OPT_TRACE_COUNT,
   OPT_TRACE_LOG_FREQUENCY,
   OPT_PROFILE_DIR,
-  /* tritonserver flags accepted only with the value that matches ptserve */
   OPT_MODEL_CONTROL_MODE,
+  OPT_LOAD_MODEL,
+  OPT_REPOSITORY_POLL_SECS,
+  OPT_MODEL_LOAD_THREAD_COUNT,
+  /* tritonserver flags accepted only with the value that matches ptserve */
   OPT_ALLOW_GRPC,
   OPT_ALLOW_METRICS,
   OPT_ALLOW_GPU_METRICS,
@@ -113,12 +116,12 @@ static const struct option long_options[] = {
     {"allow-cpu-metrics", required_argument, NULL, OPT_ALLOW_CPU_METRICS},
     /* The rest of tritonserver's flags, so that each gets a clear refusal
      * rather than "unrecognized option". */
-    {"load-model", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"repository-poll-secs", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"load-model", required_argument, NULL, OPT_LOAD_MODEL},
+    {"repository-poll-secs", required_argument, NULL, OPT_REPOSITORY_POLL_SECS},
     {"model-config-name", optional_argument, NULL, OPT_UNSUPPORTED},
     {"disable-auto-complete-config", optional_argument, NULL, OPT_UNSUPPORTED},
     {"strict-model-config", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"model-load-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"model-load-thread-count", required_argument, NULL, OPT_MODEL_LOAD_THREAD_COUNT},
     {"model-load-retry-count", optional_argument, NULL, OPT_UNSUPPORTED},
     {"model-namespacing", optional_argument, NULL, OPT_UNSUPPORTED},
     {"enable-peer-access", optional_argument, NULL, OPT_UNSUPPORTED},
@@ -200,7 +203,17 @@ static const char usage_text[] =
     "  --strict-readiness <bool>    Ready only when every model is READY (default true).\n"
     "  --exit-on-error <bool>       Fail start-up when any model fails to load\n"
     "                               (default true).\n"
-    "  --model-control-mode <mode>  Only 'none' (default): every model loads at start-up.\n"
+    "  --model-control-mode <mode>  none (default): every model loads at start-up and\n"
+    "                               stays; poll: the same, then the repositories are\n"
+    "                               re-read every --repository-poll-secs and changes\n"
+    "                               applied; explicit: --load-model at start-up, then\n"
+    "                               the repository load/unload API.\n"
+    "  --load-model <name>          Explicit mode: load this model at start-up; repeat\n"
+    "                               for several, or give '*' alone for every model.\n"
+    "  --repository-poll-secs <int> Poll mode: seconds between polls (default 15; 0 =\n"
+    "                               never).\n"
+    "  --model-load-thread-count <int>\n"
+    "                               Models that load at once (default 4).\n"
     "  --allow-http <bool>          Serve HTTP/REST (default true).\n"
     "  --http-address <addr>        Address to bind (default 0.0.0.0).\n"
     "  --http-port <int>            Port (default 8000; 0 = any free port).\n"
@@ -285,6 +298,8 @@ struct cli {
   size_t n_grpc_restricted;
   char **trace; /* owned copies of the --trace-config values */
   size_t n_trace;
+  const char **load_models; /* --load-model values (argv strings, borrowed) */
+  size_t n_load_models;
 };
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -324,6 +339,39 @@ static int add_repository(struct cli *c, const char *path) {
   c->repos = grown;
   c->repos[c->n_repos++] = path;
   return 0;
+}
+
+static int add_load_model(struct cli *c, const char *name) {
+  if (!*name) return fail("--load-model needs a model name, got an empty value");
+  const char **grown = pts_realloc(c->load_models, (c->n_load_models + 1) * sizeof *grown);
+  if (!grown) return fail("out of memory parsing the command line");
+  c->load_models = grown;
+  c->load_models[c->n_load_models++] = name;
+  return 0;
+}
+
+/* tritonserver's rules for --load-model, with its words. */
+static int check_load_models(struct cli *c) {
+  if (c->n_load_models && c->opts.model_control_mode != PTS_MODEL_CONTROL_EXPLICIT)
+    return fail("Use of '--load-model' requires setting '--model-control-mode=explicit' as well.");
+  for (size_t i = 0; i < c->n_load_models; i++)
+    if (strcmp(c->load_models[i], "*") == 0 && c->n_load_models > 1)
+      return fail("Wildcard model name '*' must be the ONLY --load-model argument.");
+  c->opts.load_models = c->load_models;
+  c->opts.n_load_models = c->n_load_models;
+  return 0;
+}
+
+static int parse_control_mode(const char *v, enum pts_model_control_mode *out) {
+  static const struct {
+    const char *name;
+    enum pts_model_control_mode mode;
+  } modes[] = {{"none", PTS_MODEL_CONTROL_NONE},
+               {"poll", PTS_MODEL_CONTROL_POLL},
+               {"explicit", PTS_MODEL_CONTROL_EXPLICIT}};
+  for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+    if (strcasecmp(v, modes[i].name) == 0) return *out = modes[i].mode, 0;
+  return fail("invalid value '%s' for --model-control-mode: expected none, poll or explicit", v);
 }
 
 static int add_restricted(struct cli *c, const char *spec) {
@@ -514,7 +562,17 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       o->exit_drain_secs = (unsigned)n;
       return 0;
     case OPT_MODEL_CONTROL_MODE:
-      return accept_only(flag, v, "none", "ptserve loads every model at start-up");
+      return parse_control_mode(v, &o->model_control_mode);
+    case OPT_LOAD_MODEL:
+      return add_load_model(c, v);
+    case OPT_REPOSITORY_POLL_SECS:
+      if (parse_long(flag, v, 0, INT_MAX, &n) != 0) return -1;
+      o->repository_poll_secs = (unsigned)n;
+      return 0;
+    case OPT_MODEL_LOAD_THREAD_COUNT:
+      if (parse_long(flag, v, 1, 1024, &n) != 0) return -1;
+      o->model_load_thread_count = (int)n;
+      return 0;
     case OPT_ALLOW_GRPC:
       return parse_bool(flag, v, &o->allow_grpc);
     case OPT_GRPC_PORT:
@@ -607,7 +665,7 @@ static int parse_args(int argc, char **argv, struct cli *c) {
   }
   c->opts.model_repositories = c->repos;
   c->opts.n_model_repositories = c->n_repos;
-  return check_restricted(c) == 0 && check_trace(c) == 0 ? 0 : 1;
+  return check_restricted(c) == 0 && check_trace(c) == 0 && check_load_models(c) == 0 ? 0 : 1;
 }
 
 /* ------------------------------------------------------------- signals */
@@ -671,6 +729,7 @@ int main(int argc, char **argv) {
   int rc = parse_args(argc, argv, &c);
   if (rc != 0) {
     pts_free(c.repos);
+    pts_free(c.load_models);
     free_trace(&c);
     return rc == 2 ? 0 : 1;
   }
@@ -678,12 +737,14 @@ int main(int argc, char **argv) {
   if (c.log_file && pts_log_set_file(c.log_file) != 0) {
     fail("failed to open --log-file '%s': %s", c.log_file, strerror(errno));
     pts_free(c.repos);
+    pts_free(c.load_models);
     free_trace(&c);
     return 1;
   }
   install_signals();
   rc = serve(&c);
   pts_free(c.repos);
+  pts_free(c.load_models);
   free_trace(&c);
   pts_log_set_file(NULL);
   return rc;

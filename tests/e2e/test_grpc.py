@@ -250,13 +250,16 @@ def test_repository_index(stub, pb):
         assert ("2", "READY") in got["id_versions"]
 
 
-def test_repository_load_unload_unimplemented(stub, pb):
+def test_repository_load_unload_refused_in_none_mode(stub, pb):
+    # tritonserver's answer outside explicit mode (protocol-facts §1.12):
+    # UNAVAILABLE, "explicit model load / unload is not allowed ...".
+    words = ["explicit model load / unload is not allowed", "NONE"]
     expect_code(lambda: stub.RepositoryModelLoad(
         pb.svc.RepositoryModelLoadRequest(model_name="id_fp32"), timeout=TIMEOUT),
-        grpc.StatusCode.UNIMPLEMENTED, ["NONE"])
+        grpc.StatusCode.UNAVAILABLE, words)
     expect_code(lambda: stub.RepositoryModelUnload(
         pb.svc.RepositoryModelUnloadRequest(model_name="id_fp32"), timeout=TIMEOUT),
-        grpc.StatusCode.UNIMPLEMENTED, ["NONE"])
+        grpc.StatusCode.UNAVAILABLE, words)
     expect_code(lambda: stub.RepositoryModelLoad(
         pb.svc.RepositoryModelLoadRequest(repository_name="other", model_name="id_fp32"),
         timeout=TIMEOUT), grpc.StatusCode.UNIMPLEMENTED, ["repository_name"])

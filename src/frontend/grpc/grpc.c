@@ -182,7 +182,8 @@ static size_t add_initial_md(struct call *c, grpc_op *op) {
   if (c->md_sent) return 0;
   memset(op, 0, sizeof *op);
   op->op = GRPC_OP_SEND_INITIAL_METADATA;
-  if (c->g->compression_level > 0 && c->rpc && c->rpc->kind != PTS_GRPC_UNARY) {
+  if (c->g->compression_level > 0 && c->rpc &&
+      (c->rpc->kind == PTS_GRPC_INFER || c->rpc->kind == PTS_GRPC_STREAM)) {
     op->data.send_initial_metadata.maybe_compression_level.is_set = 1;
     op->data.send_initial_metadata.maybe_compression_level.level =
         (grpc_compression_level)c->g->compression_level;
@@ -426,9 +427,35 @@ static enum pts_status submit(struct call *c, struct pts_infer_request *req,
   return err->code;
 }
 
+/* A server thread answers an async rpc; the call's reference taken in
+ * unary_received is dropped here. */
+static void on_async_done(struct pts_grpc_reply *reply, const struct pts_error *err, void *arg) {
+  struct call *c = arg;
+  pthread_mutex_lock(&c->mu);
+  finish_locked(c, reply, err->code, err->msg, true);
+  pthread_mutex_unlock(&c->mu);
+  call_unref(c);
+}
+
 static void unary_received(struct call *c, grpc_byte_buffer *bb) {
   struct pts_error err;
   pts_error_clear(&err);
+  if (c->rpc->kind == PTS_GRPC_ASYNC) {
+    struct pts_buf *msg = NULL;
+    if (message_buf(bb, &msg, &err) == PTS_OK) {
+      pthread_mutex_lock(&c->mu);
+      c->refs++; /* until on_async_done */
+      pthread_mutex_unlock(&c->mu);
+      if (c->rpc->start(c->g->server, msg, on_async_done, c, &err) != PTS_OK) {
+        pthread_mutex_lock(&c->mu);
+        c->refs--; /* the call's own batch reference keeps it alive here */
+        pthread_mutex_unlock(&c->mu);
+      }
+    }
+    pts_buf_release(msg);
+    if (err.code != PTS_OK) finish(c, NULL, err.code, err.msg);
+    return;
+  }
   if (c->rpc->kind == PTS_GRPC_INFER) {
     struct pts_infer_request *req = decode_request(c, bb, on_unary_done, &err);
     if (req && submit(c, req, &err) == PTS_OK) return;

@@ -13,9 +13,13 @@
 
 /* The HTTP frontend's list plus "logging", which the gRPC frontend serves
  * through LogSettings (a test checks that HTTP's list stays included). */
-const char *const PTS_GRPC_EXTENSIONS[] = {"model_configuration", "binary_tensor_data",
-                                           "model_repository",    "schedule_policy",
-                                           "statistics",          "logging",
+const char *const PTS_GRPC_EXTENSIONS[] = {"model_configuration",
+                                           "binary_tensor_data",
+                                           "model_repository",
+                                           "model_repository(unload_dependents)",
+                                           "schedule_policy",
+                                           "statistics",
+                                           "logging",
                                            "trace"};
 const size_t PTS_GRPC_N_EXTENSIONS = sizeof PTS_GRPC_EXTENSIONS / sizeof PTS_GRPC_EXTENSIONS[0];
 
@@ -257,21 +261,29 @@ static enum pts_status model_config(struct pts_server *s, const struct pts_buf *
 /* ------------------------------------------------------------------ */
 /* repository                                                          */
 
-static enum pts_status repository_index(struct pts_server *s, const struct pts_buf *in,
-                                        struct pts_grpc_reply *out, struct pts_error *err) {
-  Inference__RepositoryIndexRequest *rq;
-  enum pts_status ust =
-      unpack(&inference__repository_index_request__descriptor, in, (ProtobufCMessage **)&rq, err);
-  if (ust != PTS_OK) return ust;
-  bool ready = rq->ready;
-  unpacked_free(rq);
-  struct pts_index_entry *entries = NULL;
-  size_t n = 0;
-  enum pts_status st = pts_server_index(s, ready, &entries, &n, err);
-  if (st != PTS_OK) return st;
+/* An async repository rpc between its handler and the server's answer. */
+struct pending {
+  pts_grpc_async_done done;
+  void *call;
+};
+
+static struct pending *pending_new(pts_grpc_async_done done, void *call, struct pts_error *err) {
+  struct pending *p = pts_malloc(sizeof *p);
+  if (!p) {
+    pts_error_set(err, PTS_NOMEM, "out of memory accepting a repository request");
+    return NULL;
+  }
+  p->done = done;
+  p->call = call;
+  return p;
+}
+
+static enum pts_status pack_index(const struct pts_index_entry *entries, size_t n,
+                                  struct pts_grpc_reply *out, struct pts_error *err) {
   Inference__RepositoryIndexResponse__ModelIndex *models = pts_calloc(n + 1, sizeof *models);
   Inference__RepositoryIndexResponse__ModelIndex **ptrs = pts_calloc(n + 1, sizeof *ptrs);
   char(*versions)[24] = pts_calloc(n + 1, sizeof *versions);
+  enum pts_status st;
   if (!models || !ptrs || !versions) {
     st = pts_error_set(err, PTS_NOMEM, "out of memory building the repository index");
   } else {
@@ -295,44 +307,175 @@ static enum pts_status repository_index(struct pts_server *s, const struct pts_b
   pts_free(models);
   pts_free(ptrs);
   pts_free(versions);
-  pts_server_index_free(entries, n);
   return st;
 }
 
-static enum pts_status repository_control(const char *what, const char *repo, const char *model,
-                                          struct pts_error *err) {
+static void on_index(struct pts_index_entry *entries, size_t n, const struct pts_error *err,
+                     void *arg) {
+  struct pending *p = arg;
+  struct pts_grpc_reply reply = {0, NULL, 0};
+  struct pts_error packed = *err;
+  if (err->code == PTS_OK) pack_index(entries, n, &reply, &packed);
+  pts_server_index_free(entries, n);
+  p->done(&reply, &packed, p->call);
+  pts_free(p);
+}
+
+/* The repository name is ignored, as Triton's index ignores it. */
+static enum pts_status repository_index(struct pts_server *s, const struct pts_buf *in,
+                                        pts_grpc_async_done done, void *call,
+                                        struct pts_error *err) {
+  Inference__RepositoryIndexRequest *rq;
+  enum pts_status st =
+      unpack(&inference__repository_index_request__descriptor, in, (ProtobufCMessage **)&rq, err);
+  if (st != PTS_OK) return st;
+  bool ready = rq->ready;
+  unpacked_free(rq);
+  struct pending *p = pending_new(done, call, err);
+  if (!p) return err->code;
+  st = pts_server_index_async(s, ready, on_index, p, err);
+  if (st != PTS_OK) pts_free(p);
+  return st;
+}
+
+/* Load and unload answer an empty response message. */
+static void on_control(const struct pts_error *err, void *arg) {
+  struct pending *p = arg;
+  struct pts_grpc_reply reply = {0, NULL, 0};
+  struct pts_error packed = *err;
+  if (err->code == PTS_OK) {
+    Inference__RepositoryModelLoadResponse r; /* as empty as the unload response */
+    inference__repository_model_load_response__init(&r);
+    pts_grpc_pack(&r.base, &reply, &packed);
+  }
+  p->done(&reply, &packed, p->call);
+  pts_free(p);
+}
+
+typedef Inference__ModelRepositoryParameter RepoParam;
+
+static const char *param_kind(const RepoParam *v) {
+  switch (v ? v->parameter_choice_case
+            : INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE__NOT_SET) {
+    case INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM:
+      return "bool_param";
+    case INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_INT64_PARAM:
+      return "int64_param";
+    case INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM:
+      return "string_param";
+    case INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BYTES_PARAM:
+      return "bytes_param";
+    default:
+      return "no value";
+  }
+}
+
+/* protocol-facts §2 (repository): `config` is a string_param, each
+ * `file:<version>/<name>` a bytes_param holding the raw file; anything else
+ * is refused. */
+static enum pts_status load_params(const Inference__RepositoryModelLoadRequest *rq,
+                                   struct pts_load_params *p, struct pts_error *err) {
+  for (size_t i = 0; i < rq->n_parameters; i++) {
+    const char *key = rq->parameters[i]->key ? rq->parameters[i]->key : "";
+    const RepoParam *v = rq->parameters[i]->value;
+    bool file = strncmp(key, "file:", 5) == 0;
+    if (!file && strcmp(key, "config") != 0)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "unknown parameter '%.60s' in the load request of model '%s': "
+                           "expected 'config' or 'file:<version>/<name>'",
+                           key, rq->model_name);
+    if (!file) {
+      if (!v || v->parameter_choice_case !=
+                    INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "parameter 'config' of the load request of model '%s' must be a "
+                             "string_param, got %s",
+                             rq->model_name, param_kind(v));
+      pts_free(p->config);
+      p->config_len = strlen(v->string_param);
+      if (!(p->config = pts_strdup(v->string_param)))
+        return pts_error_set(err, PTS_NOMEM, "out of memory reading a load request");
+      continue;
+    }
+    if (!v || v->parameter_choice_case !=
+                  INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BYTES_PARAM)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "parameter '%.60s' of the load request of model '%s' must be a "
+                           "bytes_param, got %s",
+                           key, rq->model_name, param_kind(v));
+    uint8_t *data = pts_malloc(v->bytes_param.len + 1);
+    if (!data) return pts_error_set(err, PTS_NOMEM, "out of memory reading a load request");
+    if (v->bytes_param.len) memcpy(data, v->bytes_param.data, v->bytes_param.len);
+    enum pts_status st = pts_load_params_add_file(p, key + 5, data, v->bytes_param.len, err);
+    if (st != PTS_OK) return st;
+  }
+  return PTS_OK;
+}
+
+static enum pts_status check_repository_name(const char *what, const char *repo,
+                                             const char *model, struct pts_error *err) {
   if (repo && repo[0])
     return pts_error_set(err, PTS_UNSUPPORTED,
                          "failed to %s '%s': repository_name '%s' is not supported", what, model,
                          repo);
-  return pts_error_set(err, PTS_UNSUPPORTED,
-                       "failed to %s '%s': explicit model load and unload are not allowed when "
-                       "the model control mode is NONE",
-                       what, model);
+  return PTS_OK;
 }
 
 static enum pts_status model_load(struct pts_server *s, const struct pts_buf *in,
-                                  struct pts_grpc_reply *out, struct pts_error *err) {
-  (void)s;
-  (void)out;
+                                  pts_grpc_async_done done, void *call, struct pts_error *err) {
   Inference__RepositoryModelLoadRequest *rq;
-  enum pts_status ust = unpack(&inference__repository_model_load_request__descriptor, in,
-                               (ProtobufCMessage **)&rq, err);
-  if (ust != PTS_OK) return ust;
-  enum pts_status st = repository_control("load", rq->repository_name, rq->model_name, err);
+  enum pts_status st = unpack(&inference__repository_model_load_request__descriptor, in,
+                              (ProtobufCMessage **)&rq, err);
+  if (st != PTS_OK) return st;
+  struct pts_load_params params;
+  memset(&params, 0, sizeof params);
+  st = check_repository_name("load", rq->repository_name, rq->model_name, err);
+  if (st == PTS_OK) st = load_params(rq, &params, err);
+  struct pending *p = st == PTS_OK ? pending_new(done, call, err) : NULL;
+  if (p) {
+    st = pts_server_model_load_async(s, rq->model_name, &params, on_control, p, err);
+    if (st != PTS_OK) pts_free(p);
+  } else if (st == PTS_OK) {
+    st = err->code;
+  }
+  pts_load_params_clear(&params);
   unpacked_free(rq);
   return st;
 }
 
 static enum pts_status model_unload(struct pts_server *s, const struct pts_buf *in,
-                                    struct pts_grpc_reply *out, struct pts_error *err) {
-  (void)s;
-  (void)out;
+                                    pts_grpc_async_done done, void *call,
+                                    struct pts_error *err) {
   Inference__RepositoryModelUnloadRequest *rq;
-  enum pts_status ust = unpack(&inference__repository_model_unload_request__descriptor, in,
-                               (ProtobufCMessage **)&rq, err);
-  if (ust != PTS_OK) return ust;
-  enum pts_status st = repository_control("unload", rq->repository_name, rq->model_name, err);
+  enum pts_status st = unpack(&inference__repository_model_unload_request__descriptor, in,
+                              (ProtobufCMessage **)&rq, err);
+  if (st != PTS_OK) return st;
+  bool dependents = false;
+  st = check_repository_name("unload", rq->repository_name, rq->model_name, err);
+  for (size_t i = 0; st == PTS_OK && i < rq->n_parameters; i++) {
+    const char *key = rq->parameters[i]->key ? rq->parameters[i]->key : "";
+    const RepoParam *v = rq->parameters[i]->value;
+    if (strcmp(key, "unload_dependents") != 0)
+      st = pts_error_set(err, PTS_INVALID_ARG,
+                         "unknown parameter '%.60s' in the unload request of model '%s': "
+                         "expected 'unload_dependents'",
+                         key, rq->model_name);
+    else if (!v || v->parameter_choice_case !=
+                       INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
+      st = pts_error_set(err, PTS_INVALID_ARG,
+                         "parameter 'unload_dependents' of the unload request of model '%s' "
+                         "must be a bool_param, got %s",
+                         rq->model_name, param_kind(v));
+    else
+      dependents = v->bool_param;
+  }
+  struct pending *p = st == PTS_OK ? pending_new(done, call, err) : NULL;
+  if (p) {
+    st = pts_server_model_unload_async(s, rq->model_name, dependents, on_control, p, err);
+    if (st != PTS_OK) pts_free(p);
+  } else if (st == PTS_OK) {
+    st = err->code;
+  }
   unpacked_free(rq);
   return st;
 }
@@ -681,27 +824,27 @@ static enum pts_status log_settings(struct pts_server *s, const struct pts_buf *
 #define SVC "/inference.GRPCInferenceService/"
 
 static const struct pts_grpc_rpc RPCS[] = {
-    {SVC "ServerLive", PTS_GRPC_UNARY, server_live},
-    {SVC "ServerReady", PTS_GRPC_UNARY, server_ready},
-    {SVC "ModelReady", PTS_GRPC_UNARY, model_ready},
-    {SVC "ServerMetadata", PTS_GRPC_UNARY, server_metadata},
-    {SVC "ModelMetadata", PTS_GRPC_UNARY, model_metadata},
-    {SVC "ModelInfer", PTS_GRPC_INFER, NULL},
-    {SVC "ModelStreamInfer", PTS_GRPC_STREAM, NULL},
-    {SVC "ModelConfig", PTS_GRPC_UNARY, model_config},
-    {SVC "ModelStatistics", PTS_GRPC_UNARY, model_statistics},
-    {SVC "RepositoryIndex", PTS_GRPC_UNARY, repository_index},
-    {SVC "RepositoryModelLoad", PTS_GRPC_UNARY, model_load},
-    {SVC "RepositoryModelUnload", PTS_GRPC_UNARY, model_unload},
-    {SVC "SystemSharedMemoryStatus", PTS_GRPC_UNARY, system_shm},
-    {SVC "SystemSharedMemoryRegister", PTS_GRPC_UNARY, system_shm},
-    {SVC "SystemSharedMemoryUnregister", PTS_GRPC_UNARY, system_shm},
-    {SVC "CudaSharedMemoryStatus", PTS_GRPC_UNARY, cuda_shm},
-    {SVC "CudaSharedMemoryRegister", PTS_GRPC_UNARY, cuda_shm},
-    {SVC "CudaSharedMemoryUnregister", PTS_GRPC_UNARY, cuda_shm},
-    {SVC "TraceSetting", PTS_GRPC_UNARY, trace_setting},
-    {SVC "LogSettings", PTS_GRPC_UNARY, log_settings},
-    {"/grpc.health.v1.Health/Check", PTS_GRPC_UNARY, health_check},
+    {SVC "ServerLive", PTS_GRPC_UNARY, server_live, NULL},
+    {SVC "ServerReady", PTS_GRPC_UNARY, server_ready, NULL},
+    {SVC "ModelReady", PTS_GRPC_UNARY, model_ready, NULL},
+    {SVC "ServerMetadata", PTS_GRPC_UNARY, server_metadata, NULL},
+    {SVC "ModelMetadata", PTS_GRPC_UNARY, model_metadata, NULL},
+    {SVC "ModelInfer", PTS_GRPC_INFER, NULL, NULL},
+    {SVC "ModelStreamInfer", PTS_GRPC_STREAM, NULL, NULL},
+    {SVC "ModelConfig", PTS_GRPC_UNARY, model_config, NULL},
+    {SVC "ModelStatistics", PTS_GRPC_UNARY, model_statistics, NULL},
+    {SVC "RepositoryIndex", PTS_GRPC_ASYNC, NULL, repository_index},
+    {SVC "RepositoryModelLoad", PTS_GRPC_ASYNC, NULL, model_load},
+    {SVC "RepositoryModelUnload", PTS_GRPC_ASYNC, NULL, model_unload},
+    {SVC "SystemSharedMemoryStatus", PTS_GRPC_UNARY, system_shm, NULL},
+    {SVC "SystemSharedMemoryRegister", PTS_GRPC_UNARY, system_shm, NULL},
+    {SVC "SystemSharedMemoryUnregister", PTS_GRPC_UNARY, system_shm, NULL},
+    {SVC "CudaSharedMemoryStatus", PTS_GRPC_UNARY, cuda_shm, NULL},
+    {SVC "CudaSharedMemoryRegister", PTS_GRPC_UNARY, cuda_shm, NULL},
+    {SVC "CudaSharedMemoryUnregister", PTS_GRPC_UNARY, cuda_shm, NULL},
+    {SVC "TraceSetting", PTS_GRPC_UNARY, trace_setting, NULL},
+    {SVC "LogSettings", PTS_GRPC_UNARY, log_settings, NULL},
+    {"/grpc.health.v1.Health/Check", PTS_GRPC_UNARY, health_check, NULL},
 };
 
 const struct pts_grpc_rpc *pts_grpc_rpc_find(const char *path, size_t len) {

@@ -7,12 +7,15 @@
  * mapped to the gRPC status through the one status table; they never block
  * (health, metadata, config and index read in-memory state). ModelInfer and
  * ModelStreamInfer go through the scheduler and are driven by the transport
- * (grpc.c), so their rows carry no handler. What ptserve can not do yet
- * (shared memory, explicit load/unload) answers
- * UNSUPPORTED (gRPC UNIMPLEMENTED) with a message saying what is missing.
+ * (grpc.c), so their rows carry no handler. The repository rpcs (index,
+ * load, unload) read files and load models, so they are PTS_GRPC_ASYNC:
+ * their handler hands the work to a server thread, which answers the call.
+ * What ptserve can not do yet (shared memory) answers UNSUPPORTED (gRPC
+ * UNIMPLEMENTED) with a message saying what is missing.
  *
  * Threading: the handlers are thread-safe (they use only thread-safe server
- * functions) and run on a completion-queue thread.
+ * functions) and run on a completion-queue thread; async `done` callbacks
+ * run on server threads.
  */
 #ifndef PTS_FRONTEND_GRPC_RPC_H
 #define PTS_FRONTEND_GRPC_RPC_H
@@ -28,6 +31,7 @@ enum pts_grpc_rpc_kind {
   PTS_GRPC_UNARY,  /* handler below */
   PTS_GRPC_INFER,  /* ModelInfer: decoded by infer.h, scheduled by the core */
   PTS_GRPC_STREAM, /* ModelStreamInfer */
+  PTS_GRPC_ASYNC,  /* unary, answered later from a server thread (repository rpcs) */
 };
 
 /* Decodes `in` (the request message, borrowed), answers into *out (filled
@@ -35,10 +39,21 @@ enum pts_grpc_rpc_kind {
 typedef enum pts_status (*pts_grpc_unary_fn)(struct pts_server *s, const struct pts_buf *in,
                                              struct pts_grpc_reply *out, struct pts_error *err);
 
+/* The answer of an async rpc: *reply (taken; may be empty) when err is OK,
+ * else the error. Called exactly once, from any thread. */
+typedef void (*pts_grpc_async_done)(struct pts_grpc_reply *reply, const struct pts_error *err,
+                                    void *call);
+/* Decodes `in` and hands the work to the server. OK: `done` will be called
+ * with `call`; an error is returned at once and `done` is never called. */
+typedef enum pts_status (*pts_grpc_async_fn)(struct pts_server *s, const struct pts_buf *in,
+                                             pts_grpc_async_done done, void *call,
+                                             struct pts_error *err);
+
 struct pts_grpc_rpc {
   const char *path; /* "/inference.GRPCInferenceService/ServerLive" */
   enum pts_grpc_rpc_kind kind;
-  pts_grpc_unary_fn fn; /* PTS_GRPC_UNARY only */
+  pts_grpc_unary_fn fn;    /* PTS_GRPC_UNARY only */
+  pts_grpc_async_fn start; /* PTS_GRPC_ASYNC only */
 };
 
 /* The row for a method path of `len` bytes (not NUL-terminated), or NULL

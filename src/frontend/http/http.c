@@ -31,6 +31,7 @@
 #include "core/log.h"
 #include "core/name.h"
 #include "frontend/http/compress.h"
+#include "frontend/http/repo_json.h"
 #include "frontend/http/restrict.h"
 #include "frontend/http/router.h"
 #include "frontend/http/settings_http.h"
@@ -44,8 +45,9 @@
 
 /* The extensions this frontend implements today (protocol-facts §1.4). */
 static const char *const EXTENSIONS[] = {"model_configuration", "binary_tensor_data",
-                                         "model_repository", "schedule_policy", "statistics",
-                                         "trace", "logging"};
+                                         "model_repository",
+                                         "model_repository(unload_dependents)",
+                                         "schedule_policy", "statistics", "trace", "logging"};
 
 struct infer_ctx;
 
@@ -85,6 +87,11 @@ struct infer_ctx {
   struct pts_infer_response *resp; /* owned once done ran */
   struct pts_error err;
   enum pts_http_encoding accept;
+  /* A repository request (index, load, unload) answered by a server
+   * thread: its answer is `err`, or `body` (owned JSON; NULL = empty 200). */
+  bool control;
+  char *body;
+  size_t body_len;
   bool completed; /* done ran (guarded by mu) */
   bool orphaned;  /* the frontend stopped first; done frees (guarded by mu) */
   struct infer_ctx *prev, *next;
@@ -293,39 +300,6 @@ static void handle_model_stats(struct pts_http *h, struct evhttp_request *req,
   send_owned_json(req, 200, json, len);
 }
 
-static void handle_repo_index(struct pts_http *h, struct evhttp_request *req) {
-  struct pts_error err;
-  struct pts_buf *body = NULL;
-  bool ready = false;
-  struct pts_index_entry *entries = NULL;
-  size_t n = 0;
-  if (read_body(h, req, &body, &err) != PTS_OK ||
-      pts_v2_parse_index_request(body->data, body->size, &ready, &err) != PTS_OK ||
-      pts_server_index(h->server, ready, &entries, &n, &err) != PTS_OK) {
-    pts_buf_release(body);
-    send_error(req, &err);
-    return;
-  }
-  pts_buf_release(body);
-  size_t len = 0;
-  char *json = pts_v2_index_json(entries, n, &len);
-  pts_server_index_free(entries, n);
-  send_owned_json(req, 200, json, len);
-}
-
-static void handle_repo_control(struct evhttp_request *req, const struct pts_http_route *r) {
-  struct pts_error err;
-  if (r->repo && r->repo[0])
-    pts_error_set(&err, PTS_UNSUPPORTED, "repository name '%s' is not supported in the path",
-                  r->repo);
-  else
-    pts_error_set(&err, PTS_UNSUPPORTED,
-                  "failed to %s '%s': explicit model load and unload are not allowed when the "
-                  "model control mode is NONE",
-                  r->kind == PTS_ROUTE_REPO_LOAD ? "load" : "unload", r->model);
-  send_error(req, &err);
-}
-
 /* Trace and logging extensions (settings_http.h): GET reads, POST updates. */
 static void handle_settings(struct pts_http *h, struct evhttp_request *req,
                             const struct pts_http_route *r, bool post) {
@@ -365,6 +339,7 @@ static void ctx_unlink(struct infer_ctx *c) {
 static void ctx_free(struct infer_ctx *c) {
   struct pts_http *h = c->loop->h;
   if (c->ev) event_free(c->ev);
+  pts_free(c->body);
   pts_infer_request_free(c->ireq);
   pts_infer_response_free(c->resp);
   pts_free(c);
@@ -505,6 +480,10 @@ static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
     pts_trace_record(trace, PTS_TRACE_HTTP_SEND_START, pts_now_ns());
     if (c->err.code != PTS_OK)
       send_error(c->req, &c->err);
+    else if (c->control && c->body)
+      send_json(c->req, 200, c->body, c->body_len);
+    else if (c->control)
+      send_empty(c->req, 200);
     else if (!c->resp)
       send_error_msg(c->req, PTS_INTERNAL, "the inference finished without a response");
     else
@@ -631,6 +610,142 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
 }
 
 /* ------------------------------------------------------------------ */
+/* repository (model_repository extension, protocol-facts §1.12)       */
+
+/* A repository request in flight, counted and listed like an inference
+ * (so a stopping frontend waits for its answer), answered by a server
+ * thread through on_control_done / on_index_done. NULL when out of memory
+ * (the request was answered). */
+static struct infer_ctx *control_begin(struct loop *lp, struct evhttp_request *req) {
+  struct pts_http *h = lp->h;
+  struct infer_ctx *c = pts_calloc(1, sizeof *c);
+  if (c) c->ev = event_new(lp->base, -1, 0, on_infer_ready, c);
+  if (!c || !c->ev) {
+    pts_free(c);
+    send_error_msg(req, PTS_NOMEM, "out of memory accepting a repository request");
+    return NULL;
+  }
+  c->loop = lp;
+  c->req = req;
+  c->conn = evhttp_request_get_connection(req);
+  c->control = true;
+  atomic_fetch_add(&h->refs, 1);
+  pthread_mutex_lock(&h->mu);
+  c->next = lp->pending;
+  if (c->next) c->next->prev = c;
+  lp->pending = c;
+  h->in_flight++;
+  pthread_mutex_unlock(&h->mu);
+  evhttp_connection_set_closecb(c->conn, on_conn_close, c);
+  return c;
+}
+
+/* The server refused the request at once: no callback will come. */
+static void control_refused(struct infer_ctx *c, const struct pts_error *err) {
+  struct pts_http *h = c->loop->h;
+  evhttp_connection_set_closecb(c->conn, NULL, NULL);
+  pthread_mutex_lock(&h->mu);
+  ctx_unlink(c);
+  h->in_flight--;
+  pthread_cond_broadcast(&h->drained);
+  pthread_mutex_unlock(&h->mu);
+  send_error(c->req, err);
+  ctx_free(c);
+}
+
+/* Server thread: hands the answer to the loop (or frees, when orphaned). */
+static void control_finish(struct infer_ctx *c, const struct pts_error *err, char *body,
+                           size_t len) {
+  struct pts_http *h = c->loop->h;
+  pthread_mutex_lock(&h->mu);
+  if (err && err->code != PTS_OK)
+    c->err = *err;
+  else
+    pts_error_clear(&c->err);
+  c->body = body;
+  c->body_len = len;
+  c->completed = true;
+  if (c->orphaned) {
+    pthread_mutex_unlock(&h->mu);
+    ctx_free(c);
+    return;
+  }
+  event_active(c->ev, EV_READ, 0);
+  pthread_mutex_unlock(&h->mu);
+}
+
+static void on_control_done(const struct pts_error *err, void *arg) {
+  control_finish(arg, err, NULL, 0);
+}
+
+static void on_index_done(struct pts_index_entry *entries, size_t n, const struct pts_error *err,
+                          void *arg) {
+  struct pts_error rendered = *err;
+  char *json = NULL;
+  size_t len = 0;
+  if (err->code == PTS_OK && !(json = pts_v2_index_json(entries, n, &len)))
+    pts_error_set(&rendered, PTS_NOMEM, "out of memory rendering the repository index");
+  pts_server_index_free(entries, n);
+  control_finish(arg, &rendered, json, len);
+}
+
+static void handle_repo_index(struct loop *lp, struct evhttp_request *req) {
+  struct pts_http *h = lp->h;
+  struct pts_error err;
+  struct pts_buf *body = NULL;
+  bool ready = false;
+  if (read_body(h, req, &body, &err) != PTS_OK ||
+      pts_v2_parse_index_request(body->data, body->size, &ready, &err) != PTS_OK) {
+    pts_buf_release(body);
+    send_error(req, &err);
+    return;
+  }
+  pts_buf_release(body);
+  /* The index re-reads the repositories: a server thread does that. */
+  struct infer_ctx *c = control_begin(lp, req);
+  if (c && pts_server_index_async(h->server, ready, on_index_done, c, &err) != PTS_OK)
+    control_refused(c, &err);
+}
+
+static void handle_repo_control(struct loop *lp, struct evhttp_request *req,
+                                const struct pts_http_route *r) {
+  struct pts_http *h = lp->h;
+  struct pts_error err;
+  bool load = r->kind == PTS_ROUTE_REPO_LOAD;
+  if (r->repo && r->repo[0]) {
+    /* protocol-facts §1.1: a named repository is not supported. */
+    pts_error_set(&err, PTS_UNSUPPORTED, "failed to %s '%s': repository name '%s' is not supported "
+                  "in the path", load ? "load" : "unload", r->model, r->repo);
+    send_error(req, &err);
+    return;
+  }
+  struct pts_buf *body = NULL;
+  struct pts_load_params params;
+  memset(&params, 0, sizeof params);
+  bool dependents = false;
+  enum pts_status st = read_body(h, req, &body, &err);
+  if (st == PTS_OK && load)
+    st = pts_repo_parse_load(body->data, body->size, r->model, &params, &err);
+  else if (st == PTS_OK)
+    st = pts_repo_parse_unload(body->data, body->size, r->model, &dependents, &err);
+  pts_buf_release(body);
+  if (st != PTS_OK) {
+    pts_load_params_clear(&params);
+    send_error(req, &err);
+    return;
+  }
+  struct infer_ctx *c = control_begin(lp, req);
+  if (!c) {
+    pts_load_params_clear(&params);
+    return;
+  }
+  st = load ? pts_server_model_load_async(h->server, r->model, &params, on_control_done, c, &err)
+            : pts_server_model_unload_async(h->server, r->model, dependents, on_control_done, c,
+                                            &err);
+  if (st != PTS_OK) control_refused(c, &err);
+}
+
+/* ------------------------------------------------------------------ */
 /* dispatch                                                            */
 
 static enum pts_http_method method_of(struct evhttp_request *req) {
@@ -724,11 +839,11 @@ static void on_request(struct evhttp_request *req, void *arg) {
         handle_model_stats(h, req, &r);
         break;
       case PTS_ROUTE_REPO_INDEX:
-        handle_repo_index(h, req);
+        handle_repo_index(lp, req);
         break;
       case PTS_ROUTE_REPO_LOAD:
       case PTS_ROUTE_REPO_UNLOAD:
-        handle_repo_control(req, &r);
+        handle_repo_control(lp, req, &r);
         break;
       case PTS_ROUTE_TRACE_SETTING:
       case PTS_ROUTE_LOGGING:

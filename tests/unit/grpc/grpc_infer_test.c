@@ -544,9 +544,11 @@ static void rpc_table(void **state) {
     if (!r) fail_msg("%s is not served", path);
     enum pts_grpc_rpc_kind want = strcmp(names[i], "ModelInfer") == 0         ? PTS_GRPC_INFER
                                   : strcmp(names[i], "ModelStreamInfer") == 0 ? PTS_GRPC_STREAM
+                                  : strncmp(names[i], "Repository", 10) == 0  ? PTS_GRPC_ASYNC
                                                                               : PTS_GRPC_UNARY;
     assert_int_equal(r->kind, want);
     assert_true(want != PTS_GRPC_UNARY || r->fn != NULL);
+    assert_true(want != PTS_GRPC_ASYNC || r->start != NULL);
   }
   const char *h = "/grpc.health.v1.Health/Check";
   assert_non_null(pts_grpc_rpc_find(h, strlen(h)));

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -56,6 +57,43 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* The answer of an async rpc, waited for. */
+struct answer {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done;
+  struct pts_grpc_reply reply;
+  struct pts_error err;
+};
+
+static void on_answer(struct pts_grpc_reply *reply, const struct pts_error *err, void *call) {
+  struct answer *a = call;
+  pthread_mutex_lock(&a->mu);
+  a->reply = *reply;
+  memset(reply, 0, sizeof *reply);
+  a->err = *err;
+  a->done = true;
+  pthread_cond_broadcast(&a->cv);
+  pthread_mutex_unlock(&a->mu);
+}
+
+/* Runs an rpc of either kind to its answer. */
+static enum pts_status run_rpc(struct pts_server *s, const struct pts_grpc_rpc *r,
+                               const struct pts_buf *in, struct pts_grpc_reply *reply,
+                               struct pts_error *err) {
+  if (r->kind == PTS_GRPC_UNARY) return r->fn(s, in, reply, err);
+  assert_int_equal(r->kind, PTS_GRPC_ASYNC);
+  struct answer a = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  enum pts_status st = r->start(s, in, on_answer, &a, err);
+  if (st != PTS_OK) return st;
+  pthread_mutex_lock(&a.mu);
+  while (!a.done) pthread_cond_wait(&a.cv, &a.mu);
+  pthread_mutex_unlock(&a.mu);
+  *reply = a.reply;
+  *err = a.err;
+  return a.err.code;
+}
+
 /* Calls `rpc` with the packed `msg`; on OK returns the flattened response. */
 static enum pts_status call(struct pts_server *s, const char *rpc, const ProtobufCMessage *msg,
                             uint8_t **out, size_t *out_len, struct pts_error *err) {
@@ -65,14 +103,13 @@ static enum pts_status call(struct pts_server *s, const char *rpc, const Protobu
               : snprintf(path, sizeof path, "/inference.GRPCInferenceService/%s", rpc);
   const struct pts_grpc_rpc *r = pts_grpc_rpc_find(path, (size_t)n);
   assert_non_null(r);
-  assert_int_equal(r->kind, PTS_GRPC_UNARY);
   size_t len = protobuf_c_message_get_packed_size(msg);
   struct pts_buf *in = pts_buf_new(len ? len : 1);
   protobuf_c_message_pack(msg, in->data);
   in->size = len;
   struct pts_grpc_reply reply = {0, NULL, 0};
   pts_error_clear(err);
-  enum pts_status st = r->fn(s, in, &reply, err);
+  enum pts_status st = run_rpc(s, r, in, &reply, err);
   pts_buf_release(in);
   *out = NULL;
   if (st == PTS_OK) {
@@ -209,9 +246,15 @@ static void index_and_control(void **state) {
 
   Inference__RepositoryModelLoadRequest lq = INFERENCE__REPOSITORY_MODEL_LOAD_REQUEST__INIT;
   lq.model_name = "id";
-  assert_int_equal(call(f->s, "RepositoryModelLoad", &lq.base, &out, &len, &err), PTS_UNSUPPORTED);
+  /* In NONE mode, tritonserver's refusal: UNAVAILABLE (protocol-facts §1.12). */
+  assert_int_equal(call(f->s, "RepositoryModelLoad", &lq.base, &out, &len, &err), PTS_UNAVAILABLE);
+  assert_non_null(strstr(err.msg, "explicit model load / unload is not allowed"));
   assert_non_null(strstr(err.msg, "NONE"));
-  assert_int_equal(pts_status_grpc(err.code), 12); /* UNIMPLEMENTED */
+  assert_int_equal(pts_status_grpc(err.code), 14); /* UNAVAILABLE */
+  lq.repository_name = "elsewhere"; /* a named repository: UNIMPLEMENTED */
+  assert_int_equal(call(f->s, "RepositoryModelLoad", &lq.base, &out, &len, &err), PTS_UNSUPPORTED);
+  assert_int_equal(pts_status_grpc(err.code), 12);
+  lq.repository_name = "";
   /* TraceSetting reads the settings (Triton's defaults: level OFF, rate
    * 1000, count -1, log_frequency 0); an unknown model is refused. */
   Inference__TraceSettingRequest tq = INFERENCE__TRACE_SETTING_REQUEST__INIT;
@@ -313,7 +356,8 @@ static void garbage_requests(void **state) {
     memcpy(in->data, junk, sizeof junk);
     struct pts_grpc_reply reply = {0, NULL, 0};
     struct pts_error err;
-    if (r->fn(f->s, in, &reply, &err) != PTS_INVALID_ARG) fail_msg("%s accepted junk", rpcs[i]);
+    if (run_rpc(f->s, r, in, &reply, &err) != PTS_INVALID_ARG)
+      fail_msg("%s accepted junk", rpcs[i]);
     assert_non_null(strstr(err.msg, "parse"));
     pts_buf_release(in);
   }

@@ -1,0 +1,579 @@
+"""Model management end to end: --model-control-mode none|poll|explicit,
+--load-model, --repository-poll-secs, --model-load-thread-count, and the
+model repository extension over HTTP and gRPC (index, load with config and
+file overrides, unload), with Triton's semantics (protocol-facts §1.12,
+triton-anchor §2.5): a reload swaps in the new versions before the old ones
+go, a failed load leaves what serves in place and says why, the version
+policy applies on every load, and requests to a model that does not serve
+get a 4xx that names the model and its state.
+
+Every test builds its own repository of identity models (output i echoes
+input i, so the expected answer is what the test sent) in a temporary
+directory. Nothing waits on a clock: a test that needs a load in progress
+holds it with the identity backend's load gate file, and waits are for a
+condition (bounded by a generous deadline).
+"""
+import base64
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+import grpc
+import pytest
+import requests
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+from conftest import Server, assert_clean_exit, free_port, wait_until_answering
+
+TIMEOUT = 30
+
+CONFIG = """name: "{name}"
+backend: "identity"
+max_batch_size: {max_batch}
+input [ {{ name: "INPUT0" data_type: TYPE_INT32 dims: [ 2 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2 ] }} ]
+{extra}
+"""
+
+
+def write_model(repo, name, versions=(1,), max_batch=8, extra=""):
+    d = os.path.join(str(repo), name)
+    os.makedirs(d, exist_ok=True)
+    for v in versions:
+        os.makedirs(os.path.join(d, str(v)), exist_ok=True)
+    with open(os.path.join(d, "config.pbtxt"), "w") as f:
+        f.write(CONFIG.format(name=name, max_batch=max_batch, extra=extra))
+
+
+def gate_extra(path):
+    return 'parameters {{ key: "load_gate_file" value {{ string_value: "{}" }} }}'.format(path)
+
+
+def infer(server, model, values=(3, 4), version=None):
+    url = server.url + "/v2/models/%s%s/infer" % (model, "/versions/%d" % version if version else "")
+    body = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 2],
+                        "data": list(values)}]}
+    return requests.post(url, data=json.dumps(body), timeout=TIMEOUT)
+
+
+def infer_ok(server, model, values=(3, 4), version=None):
+    r = infer(server, model, values, version)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["model_name"] == model
+    assert out["outputs"][0]["data"] == list(values)
+    return out
+
+
+def post(server, path, body=None):
+    data = json.dumps(body) if body is not None else None
+    return requests.post(server.url + path, data=data, timeout=TIMEOUT)
+
+
+def index(server, ready=False):
+    """name -> list of entries, from POST /v2/repository/index."""
+    r = post(server, "/v2/repository/index", {"ready": True} if ready else None)
+    assert r.status_code == 200, r.text
+    out = {}
+    for e in r.json():
+        assert set(e) <= {"name", "version", "state", "reason"}, e
+        out.setdefault(e["name"], []).append(e)
+    return out
+
+
+def load(server, model, parameters=None):
+    return post(server, "/v2/repository/models/%s/load" % model,
+                {"parameters": parameters} if parameters is not None else None)
+
+
+def unload(server, model, dependents=None):
+    body = None if dependents is None else {"parameters": {"unload_dependents": dependents}}
+    return post(server, "/v2/repository/models/%s/unload" % model, body)
+
+
+def wait_for(pred, what, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def grpc_stub(server):
+    channel = grpc.insecure_channel(server.grpc_target)
+    return channel, service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+
+def run_cli(ptserve_bin, *args):
+    p = subprocess.run([ptserve_bin] + [str(a) for a in args], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    return p.returncode, p.stdout + p.stderr
+
+
+# ---------------------------------------------------------------- flags
+
+@pytest.mark.parametrize("args,words", [
+    (["--load-model", "a"],
+     "Use of '--load-model' requires setting '--model-control-mode=explicit' as well."),
+    (["--model-control-mode=poll", "--load-model", "a"], "requires setting"),
+    (["--model-control-mode=explicit", "--load-model=*", "--load-model", "a"],
+     "Wildcard model name '*' must be the ONLY --load-model argument."),
+    (["--model-control-mode=sometimes"], "invalid value 'sometimes' for --model-control-mode"),
+    (["--model-load-thread-count=0"], "model-load-thread-count"),
+    (["--repository-poll-secs=-1"], "repository-poll-secs"),
+    (["--model-control-mode=explicit", "--load-model="], "--load-model needs a model name"),
+])
+def test_bad_model_control_flags_are_refused(ptserve_bin, tmp_path, args, words):
+    rc, out = run_cli(ptserve_bin, "--model-repository", tmp_path, "--http-port", "0", *args)
+    assert rc == 1, out
+    assert words in out, out
+
+
+def test_help_lists_model_control_flags(ptserve_bin):
+    rc, out = run_cli(ptserve_bin, "--help")
+    assert rc == 0
+    for flag in ("--model-control-mode", "--load-model", "--repository-poll-secs",
+                 "--model-load-thread-count"):
+        assert flag in out
+
+
+# ---------------------------------------------------------------- explicit mode
+
+def test_explicit_mode_loads_only_the_named_models(start_server, tmp_path):
+    for m in ("a", "b", "c"):
+        write_model(tmp_path, m)
+    s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model", "a",
+                     "--load-model", "b")
+    idx = index(s)
+    assert idx["a"] == [{"name": "a", "version": "1", "state": "READY"}]
+    assert idx["b"] == [{"name": "b", "version": "1", "state": "READY"}]
+    # In the repository, never loaded: the name alone (protocol-facts §1.12).
+    assert idx["c"] == [{"name": "c"}]
+    assert "c" not in index(s, ready=True)
+    infer_ok(s, "a")
+    r = infer(s, "c")
+    assert r.status_code == 404, r.text
+    assert r.json()["error"] == ("Request for unknown model: 'c' is not found (it is in the "
+                                 "model repository but not loaded)")
+    # Models never loaded do not hold readiness back.
+    assert requests.get(s.url + "/v2/health/ready", timeout=TIMEOUT).status_code == 200
+    assert_clean_exit(s)
+
+
+def test_explicit_mode_load_model_star_loads_everything(start_server, tmp_path):
+    for m in ("a", "b"):
+        write_model(tmp_path, m)
+    s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model=*")
+    assert {n: [e["state"] for e in es] for n, es in index(s).items()} == {
+        "a": ["READY"], "b": ["READY"]}
+
+
+def test_explicit_mode_without_load_model_loads_nothing(start_server, tmp_path):
+    write_model(tmp_path, "a")
+    s = start_server(tmp_path, "--model-control-mode=EXPLICIT")  # case does not matter
+    assert index(s) == {"a": [{"name": "a"}]}
+    assert "| a " not in s.log()  # no row in the start-up table
+
+
+def test_unknown_startup_model_fails_startup(ptserve_bin, tmp_path):
+    write_model(tmp_path, "a")
+    rc, out = run_cli(ptserve_bin, "--model-repository", tmp_path, "--http-port", "0",
+                      "--grpc-port", "0", "--metrics-port", "0", "--model-control-mode=explicit",
+                      "--load-model", "ghost")
+    assert rc == 1, out
+    assert "failed to load 'ghost': no model repository holds a model named 'ghost'" in out
+    assert "failed to load all models" in out
+
+
+def launch_unready(ptserve_bin, repo, log_path, *args):
+    """Starts ptserve without waiting: start-up loads block the frontends."""
+    port, grpc_port, metrics_port = free_port(), free_port(), free_port()
+    cmd = [ptserve_bin, "--model-repository", str(repo), "--http-port", str(port),
+           "--http-address", "127.0.0.1", "--grpc-port", str(grpc_port), "--metrics-port",
+           str(metrics_port)] + [str(a) for a in args]
+    with open(log_path, "w") as logf:
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
+    return Server(proc, port, str(log_path), metrics_port, grpc_port)
+
+
+def test_model_load_thread_count_loads_models_in_parallel(ptserve_bin, tmp_path):
+    # Both loads wait for one gate file: both can have begun before it
+    # exists only if two load threads run them at once.
+    repo = tmp_path / "repo"
+    gate = tmp_path / "gate"
+    for m in ("g1", "g2"):
+        write_model(repo, m, extra=gate_extra(gate))
+    s = launch_unready(ptserve_bin, repo, tmp_path / "log", "--model-load-thread-count", "2")
+    try:
+        wait_for(lambda: "loading: g1:1" in s.log() and "loading: g2:1" in s.log(),
+                 "both models loading at once")
+        assert "successfully loaded" not in s.log()
+        gate.write_text("")
+        wait_until_answering(s, True, TIMEOUT)
+        assert [e["state"] for es in index(s).values() for e in es] == ["READY", "READY"]
+        assert_clean_exit(s)
+    finally:
+        if s.alive():
+            s.stop()
+
+
+def test_load_unload_over_http(start_server, tmp_path):
+    write_model(tmp_path, "m", versions=(1, 2))
+    s = start_server(tmp_path, "--model-control-mode=explicit")
+    r = load(s, "m")
+    assert r.status_code == 200, r.text
+    assert r.content == b""
+    assert index(s)["m"] == [{"name": "m", "version": "2", "state": "READY"}]
+    assert infer_ok(s, "m")["model_version"] == "2"
+
+    r = unload(s, "m", dependents=False)
+    assert r.status_code == 200, r.text
+    assert r.content == b""
+    assert index(s)["m"] == [{"name": "m", "version": "2", "state": "UNAVAILABLE",
+                              "reason": "unloaded"}]
+    # After the unload: a 4xx that names the model and its state.
+    r = infer(s, "m")
+    assert r.status_code == 404, r.text
+    assert r.json()["error"] == ("Request for unknown model: 'm' has no available versions "
+                                 "(version 2 is UNAVAILABLE: unloaded)")
+    r = infer(s, "m", version=2)
+    assert r.status_code == 404, r.text
+    assert "'m' version 2 is not at ready state (version 2 is UNAVAILABLE: unloaded)" in \
+        r.json()["error"]
+    assert requests.get(s.url + "/v2/models/m/ready", timeout=TIMEOUT).status_code == 400
+    assert requests.get(s.url + "/v2/health/ready", timeout=TIMEOUT).status_code == 200
+    # Loading again brings it back; unloading twice is fine.
+    assert unload(s, "m").status_code == 200
+    assert load(s, "m").status_code == 200
+    infer_ok(s, "m")
+    assert requests.get(s.url + "/v2/models/m/ready", timeout=TIMEOUT).status_code == 200
+    assert_clean_exit(s)
+
+
+@pytest.mark.parametrize("path,body,code,words", [
+    ("/v2/repository/models/ghost/load", None, 404,
+     "failed to load 'ghost': no model repository holds a model named 'ghost'"),
+    ("/v2/repository/models/ghost/unload", None, 404, "failed to unload 'ghost'"),
+    ("/v2/repository/models/m/load", "{", 400, "failed to parse the load request of model 'm'"),
+    ("/v2/repository/models/m/load", {"parameters": {"bogus": "x"}}, 400,
+     "unknown parameter 'bogus' in the load request of model 'm'"),
+    ("/v2/repository/models/m/load", {"parameters": {"config": {"max_batch_size": 1}}}, 400,
+     "parameter 'config' of the load request of model 'm' must be a string"),
+    ("/v2/repository/models/m/load", {"parameters": {"file:1/model.pt": "AAAA"}}, 400,
+     "file overrides ('file:' parameters) need the 'config' parameter too"),
+    ("/v2/repository/models/m/load", {"parameters": {"config": "{}", "file:1/x": "not base64!"}},
+     400, "parameter 'file:1/x' is not valid base64"),
+    ("/v2/repository/models/m/load", {"parameters": {"config": "{\"inputs\": []}"}}, 400,
+     "load failed for model 'm': load config of model 'm': inference.ModelConfig has no field "
+     "named 'inputs'"),
+    ("/v2/repository/models/m/load", {"extra": 1}, 400, "unexpected key 'extra'"),
+    ("/v2/repository/models/m/unload", {"parameters": {"unload_dependents": "yes"}}, 400,
+     "parameter 'unload_dependents' of the unload request of model 'm' must be a boolean"),
+    ("/v2/repository/other/models/m/load", None, 501,
+     "repository name 'other' is not supported"),
+    ("/v2/repository/index", {"ready": "yes"}, 400, "Invalid value for 'ready'"),
+])
+def test_bad_repository_requests(start_server, tmp_path, path, body, code, words):
+    write_model(tmp_path, "m")
+    s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model", "m")
+    data = body if isinstance(body, str) else (json.dumps(body) if body is not None else None)
+    r = requests.post(s.url + path, data=data, timeout=TIMEOUT)
+    assert r.status_code == code, r.text
+    assert words in r.json()["error"], r.text
+    infer_ok(s, "m")  # still serving
+    assert requests.get(s.url + "/v2/repository/models/m/load",
+                        timeout=TIMEOUT).status_code == 405
+
+
+def test_load_with_config_override(start_server, tmp_path):
+    write_model(tmp_path, "m", max_batch=8)
+    s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model=m")
+    cfg = {"backend": "identity", "maxBatchSize": 2,  # lowerCamelCase is protobuf JSON too
+           "input": [{"name": "INPUT0", "data_type": "type_int32", "dims": [2]}],
+           "output": [{"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [2]}]}
+    r = load(s, "m", {"config": json.dumps(cfg)})
+    assert r.status_code == 200, r.text
+    got = requests.get(s.url + "/v2/models/m/config", timeout=TIMEOUT).json()
+    assert got["max_batch_size"] == 2
+    infer_ok(s, "m")
+    # A plain load goes back to config.pbtxt.
+    assert load(s, "m").status_code == 200
+    assert requests.get(s.url + "/v2/models/m/config", timeout=TIMEOUT).json()[
+        "max_batch_size"] == 8
+
+
+def test_load_with_file_override(start_server, tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    s = start_server(repo, "--model-control-mode=explicit", env={"TMPDIR": str(tmp)})
+    cfg = {"backend": "identity", "max_batch_size": 4,
+           "input": [{"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [2]}],
+           "output": [{"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [2]}]}
+    blob = bytes(range(256)) * 3
+    r = load(s, "fresh", {"config": json.dumps(cfg),
+                          "file:5/model.pt": base64.b64encode(blob).decode()})
+    assert r.status_code == 200, r.text
+    assert index(s)["fresh"] == [{"name": "fresh", "version": "5", "state": "READY"}]
+    assert infer_ok(s, "fresh")["model_version"] == "5"
+    # The files were written, privately, where the model loaded from.
+    (private,) = list(tmp.iterdir())
+    assert oct(private.stat().st_mode & 0o777) == "0o700"
+    assert (private / "5" / "model.pt").read_bytes() == blob
+    # A path that would leave the directory is refused.
+    r = load(s, "other", {"config": json.dumps(cfg),
+                          "file:../x": base64.b64encode(b"x").decode()})
+    assert r.status_code == 400, r.text
+    assert "may not contain '..'" in r.json()["error"]
+    assert unload(s, "fresh").status_code == 200
+    assert list(tmp.iterdir()) == []  # the private directory went with the model
+    assert "fresh" not in index(s)  # no repository holds it
+    assert_clean_exit(s)
+
+
+def test_version_policy_applies_on_every_load(start_server, tmp_path):
+    write_model(tmp_path, "m", versions=(1,))
+    s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model=m")
+    assert infer_ok(s, "m")["model_version"] == "1"
+    os.makedirs(tmp_path / "m" / "2")
+    assert load(s, "m").status_code == 200
+    assert infer_ok(s, "m")["model_version"] == "2"
+    assert [(e["version"], e["state"], e.get("reason", "")) for e in index(s)["m"]] == [
+        ("1", "UNAVAILABLE", "unloaded"), ("2", "READY", "")]
+    write_model(tmp_path, "m", versions=(1, 2), extra="version_policy { all { } }")
+    assert load(s, "m").status_code == 200
+    assert [e["state"] for e in index(s)["m"]] == ["READY", "READY"]
+    infer_ok(s, "m", version=1)
+    write_model(tmp_path, "m", versions=(1, 2),
+                extra="version_policy { specific { versions: [ 1 ] } }")
+    assert load(s, "m").status_code == 200
+    assert [e["state"] for e in index(s)["m"]] == ["READY", "UNAVAILABLE"]
+    assert infer_ok(s, "m")["model_version"] == "1"
+
+
+def test_failed_load_keeps_the_loaded_model(start_server, tmp_path):
+    write_model(tmp_path, "m")
+    s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model=m")
+    with open(tmp_path / "m" / "config.pbtxt", "w") as f:
+        f.write('name: "m"\nbackend: "identity"\nmax_batch_size: [\n')  # half written
+    r = load(s, "m")
+    assert r.status_code == 400, r.text
+    assert r.json()["error"].startswith("load failed for model 'm': ")
+    infer_ok(s, "m")  # the old version serves on
+    (e,) = index(s)["m"]
+    assert e["state"] == "READY"
+    assert e["reason"].startswith("the last load failed, the previously loaded versions still "
+                                  "serve: ")
+    # A version that fails: Triton's words, and still the old one serves.
+    write_model(tmp_path, "m", versions=(1, 2), extra='version_policy { all { } }\nparameters '
+                '{ key: "fail_load_versions" value { string_value: "2" } }')
+    r = load(s, "m")
+    assert r.status_code == 400, r.text
+    assert r.json()["error"].startswith("load failed for model 'm': version 2 is at UNAVAILABLE "
+                                        "state: Invalid argument: identity backend: model 'm' "
+                                        "version 2 fails to load")
+    infer_ok(s, "m", version=1)
+    states = {e["version"]: e for e in index(s)["m"]}
+    assert states["1"]["state"] == "READY"
+    assert states["2"]["state"] == "UNAVAILABLE"
+    assert "fails to load" in states["2"]["reason"]
+    # Fixed: the load goes through and the note goes away.
+    write_model(tmp_path, "m", versions=(1, 2), extra="version_policy { all { } }")
+    assert load(s, "m").status_code == 200
+    assert [e.get("reason", "") for e in index(s)["m"]] == ["", ""]
+    assert_clean_exit(s)
+
+
+def test_first_load_is_loading_until_ready(start_server, tmp_path):
+    gate = tmp_path / "gate"
+    repo = tmp_path / "repo"
+    write_model(repo, "g", extra=gate_extra(gate))
+    s = start_server(repo, "--model-control-mode=explicit")
+    result = {}
+    t = threading.Thread(target=lambda: result.update(r=load(s, "g")))
+    t.start()
+    try:
+        wait_for(lambda: index(s).get("g") == [{"name": "g", "version": "1",
+                                                "state": "LOADING"}], "g LOADING")
+        r = infer(s, "g", version=1)
+        assert r.status_code == 404, r.text
+        assert "(version 1 is LOADING)" in r.json()["error"]
+        # Readiness follows: a first load in progress holds it back.
+        assert requests.get(s.url + "/v2/health/ready", timeout=TIMEOUT).status_code == 400
+    finally:
+        gate.write_text("")
+        t.join(TIMEOUT)
+    assert result["r"].status_code == 200, result["r"].text
+    infer_ok(s, "g")
+    assert requests.get(s.url + "/v2/health/ready", timeout=TIMEOUT).status_code == 200
+
+
+def test_metrics_and_statistics_follow_loads(start_server, tmp_path):
+    write_model(tmp_path, "m")
+    s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model=m")
+    infer_ok(s, "m")
+    text = requests.get(s.metrics_url, timeout=TIMEOUT).text
+    assert 'nv_inference_request_success{model="m",version="1"} 1' in text
+    assert requests.get(s.url + "/v2/models/m/stats", timeout=TIMEOUT).status_code == 200
+    assert unload(s, "m").status_code == 200
+    assert 'model="m"' not in requests.get(s.metrics_url, timeout=TIMEOUT).text
+    r = requests.get(s.url + "/v2/models/m/stats", timeout=TIMEOUT)
+    assert r.status_code == 400
+    assert r.json()["error"] == "requested model 'm' is not available"
+
+
+def test_index_sees_models_added_after_startup(start_server, tmp_path):
+    write_model(tmp_path, "a")
+    s = start_server(tmp_path, "--model-control-mode=explicit")
+    write_model(tmp_path, "late", versions=(3,))
+    assert index(s)["late"] == [{"name": "late"}]
+    assert load(s, "late").status_code == 200
+    assert infer_ok(s, "late")["model_version"] == "3"
+
+
+# ---------------------------------------------------------------- none and poll
+
+@pytest.mark.parametrize("mode", ["none", "poll"])
+def test_load_and_unload_refused_unless_explicit(start_server, tmp_path, mode):
+    write_model(tmp_path, "m")
+    s = start_server(tmp_path, "--model-control-mode=" + mode)
+    words = "explicit model load / unload is not allowed if polling is enabled"
+    for r in (load(s, "m"), unload(s, "m")):
+        assert r.status_code == 503, r.text  # tritonserver's UNAVAILABLE
+        assert r.json()["error"].startswith(words)
+        assert "mode is " + mode.upper() in r.json()["error"]
+    channel, stub = grpc_stub(s)
+    with channel:
+        for call in (lambda: stub.RepositoryModelLoad(
+                service_pb2.RepositoryModelLoadRequest(model_name="m"), timeout=TIMEOUT),
+                lambda: stub.RepositoryModelUnload(
+                    service_pb2.RepositoryModelUnloadRequest(model_name="m"), timeout=TIMEOUT)):
+            with pytest.raises(grpc.RpcError) as info:
+                call()
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert info.value.details().startswith(words)
+    infer_ok(s, "m")  # every model loaded at start-up, and still serving
+
+
+def test_poll_mode_picks_up_changes(start_server, tmp_path):
+    write_model(tmp_path, "a")
+    s = start_server(tmp_path, "--model-control-mode=poll", "--repository-poll-secs=1")
+    infer_ok(s, "a")
+
+    # A model added.
+    write_model(tmp_path, "b")
+    wait_for(lambda: index(s).get("b", [{}])[0].get("state") == "READY", "b loaded")
+    infer_ok(s, "b")
+
+    # A changed config.
+    write_model(tmp_path, "a", max_batch=4)
+    wait_for(lambda: requests.get(s.url + "/v2/models/a/config", timeout=TIMEOUT).json()[
+        "max_batch_size"] == 4, "a reloaded")
+
+    # An added version (the default policy serves the highest).
+    os.makedirs(tmp_path / "a" / "2")
+    wait_for(lambda: infer(s, "a").json().get("model_version") == "2", "a version 2")
+
+    # A half-written config: the reload fails, version 2 serves on.
+    with open(tmp_path / "b" / "config.pbtxt", "w") as f:
+        f.write('name: "b"\nbackend: "identi')
+    wait_for(lambda: index(s)["b"][0].get("reason", "").startswith("the last load failed"),
+             "b's failed reload in the index")
+    infer_ok(s, "b")
+    # Completed: picked up.
+    write_model(tmp_path, "b", max_batch=2)
+    wait_for(lambda: index(s)["b"][0].get("reason", "") == "", "b reloaded")
+    assert requests.get(s.url + "/v2/models/b/config", timeout=TIMEOUT).json()[
+        "max_batch_size"] == 2
+
+    # A removed model.
+    shutil.rmtree(tmp_path / "a")
+    wait_for(lambda: "a" not in index(s), "a gone")
+    r = infer(s, "a")
+    assert r.status_code == 404, r.text
+    assert "'a'" in r.json()["error"]
+    infer_ok(s, "b")
+    assert_clean_exit(s)
+
+
+def test_poll_secs_zero_never_polls(start_server, tmp_path):
+    write_model(tmp_path, "a")
+    s = start_server(tmp_path, "--model-control-mode=poll", "--repository-poll-secs=0")
+    assert "--repository-poll-secs=0: the repositories are not polled" in s.log()
+    infer_ok(s, "a")
+
+
+# ---------------------------------------------------------------- gRPC
+
+def test_grpc_repository_rpcs(start_server, tmp_path):
+    write_model(tmp_path, "m", versions=(1, 2), extra="version_policy { all { } }")
+    write_model(tmp_path, "n")
+    s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model=n")
+    channel, stub = grpc_stub(s)
+    with channel:
+        idx = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(), timeout=TIMEOUT)
+        got = sorted((e.name, e.version, e.state, e.reason) for e in idx.models)
+        assert got == [("m", "", "", ""), ("n", "1", "READY", "")]
+
+        cfg = json.dumps({"backend": "identity", "max_batch_size": 8,
+                          "version_policy": {"specific": {"versions": [2]}},
+                          "input": [{"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [2]}],
+                          "output": [{"name": "OUTPUT0", "data_type": "TYPE_INT32",
+                                      "dims": [2]}]})
+        req = service_pb2.RepositoryModelLoadRequest(model_name="m")
+        req.parameters["config"].string_param = cfg
+        stub.RepositoryModelLoad(req, timeout=TIMEOUT)
+        idx = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(ready=True), timeout=TIMEOUT)
+        assert sorted((e.name, e.version) for e in idx.models) == [("m", "2"), ("n", "1")]
+
+        # Files as raw bytes (bytes_param) for a model no repository holds.
+        req = service_pb2.RepositoryModelLoadRequest(model_name="fresh")
+        req.parameters["config"].string_param = cfg.replace('"versions": [2]', '"versions": [4]')
+        req.parameters["file:4/model.pt"].bytes_param = b"\x00\x01weights"
+        stub.RepositoryModelLoad(req, timeout=TIMEOUT)
+        infer_ok(s, "fresh")
+
+        unload = service_pb2.RepositoryModelUnloadRequest(model_name="m")
+        unload.parameters["unload_dependents"].bool_param = True
+        stub.RepositoryModelUnload(unload, timeout=TIMEOUT)
+        r = infer(s, "m")
+        assert r.status_code == 404 and "UNAVAILABLE: unloaded" in r.json()["error"], r.text
+
+        def expect(call, code, words):
+            with pytest.raises(grpc.RpcError) as info:
+                call()
+            assert info.value.code() == code, info.value
+            assert words in info.value.details(), info.value.details()
+
+        bad = service_pb2.RepositoryModelLoadRequest(model_name="m")
+        bad.parameters["config"].bytes_param = b"{}"
+        expect(lambda: stub.RepositoryModelLoad(bad, timeout=TIMEOUT),
+               grpc.StatusCode.INVALID_ARGUMENT, "must be a string_param, got bytes_param")
+        bad = service_pb2.RepositoryModelLoadRequest(model_name="m")
+        bad.parameters["file:1/x"].string_param = "x"
+        bad.parameters["config"].string_param = cfg
+        expect(lambda: stub.RepositoryModelLoad(bad, timeout=TIMEOUT),
+               grpc.StatusCode.INVALID_ARGUMENT, "must be a bytes_param, got string_param")
+        bad = service_pb2.RepositoryModelUnloadRequest(model_name="m")
+        bad.parameters["unload_dependents"].int64_param = 1
+        expect(lambda: stub.RepositoryModelUnload(bad, timeout=TIMEOUT),
+               grpc.StatusCode.INVALID_ARGUMENT, "must be a bool_param")
+        expect(lambda: stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(
+            repository_name="other", model_name="m"), timeout=TIMEOUT),
+            grpc.StatusCode.UNIMPLEMENTED, "repository_name 'other' is not supported")
+        expect(lambda: stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(
+            model_name="ghost"), timeout=TIMEOUT), grpc.StatusCode.NOT_FOUND,
+            "no model repository holds a model named 'ghost'")
+    assert_clean_exit(s)
+
+
+def test_extensions_advertise_unload_dependents(start_server, tmp_path):
+    write_model(tmp_path, "m")
+    s = start_server(tmp_path)
+    ext = requests.get(s.url + "/v2", timeout=TIMEOUT).json()["extensions"]
+    assert "model_repository" in ext and "model_repository(unload_dependents)" in ext
