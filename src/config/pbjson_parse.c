@@ -44,7 +44,8 @@ struct jp {
   int depth;
 };
 
-static enum pts_status fail(struct jp *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static enum pts_status fail(struct jp *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static enum pts_status fail(struct jp *p, const char *fmt, ...) {
   char what[PTS_ERROR_MSG_MAX];
   va_list ap;

@@ -17,6 +17,7 @@
 #include "core/alloc.h"
 #include "core/log.h"
 #include "core/name.h"
+#include "repository/scan.h"
 
 /* "<Code>: <message>" of the longest error, with room to spare. */
 #define REASON_MAX (PTS_ERROR_MSG_MAX + 64)
@@ -343,17 +344,6 @@ void pts_model_mark_unloaded(struct pts_model *m, const char *reason) {
 
 /* ------------------------------------------------------------ loading */
 
-static char *path_join(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  bool slash = la > 0 && a[la - 1] == '/';
-  char *p = pts_malloc(la + lb + 2);
-  if (!p) return NULL;
-  memcpy(p, a, la);
-  if (!slash) p[la++] = '/';
-  memcpy(p + la, b, lb + 1);
-  return p;
-}
-
 static void instance_kind_device(const Inference__ModelInstanceGroup *g, size_t gpu_index,
                                  Inference__ModelInstanceGroup__Kind *kind, int *device) {
   *kind = g->kind;
@@ -466,8 +456,8 @@ static enum pts_status start(struct pts_model *m, const char *model_dir, struct 
   const char *file = cfg->default_model_filename && *cfg->default_model_filename
                          ? cfg->default_model_filename
                          : "model.pt";
-  char *version_dir = path_join(model_dir, vname);
-  char *model_path = version_dir ? path_join(version_dir, file) : NULL;
+  char *version_dir = pts_scan_path_join(model_dir, vname);
+  char *model_path = version_dir ? pts_scan_path_join(version_dir, file) : NULL;
   if (!model_path) {
     pts_free(version_dir);
     return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", m->name);

@@ -12,21 +12,17 @@
  */
 #include "repository/repository.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "config/model_config.h"
 #include "core/alloc.h"
 #include "core/log.h"
 #include "repository/model.h"
-
-/* How deep the poll fingerprint looks below a model directory. */
-#define FINGERPRINT_DEPTH 8
+#include "repository/scan.h"
 
 struct entry {
   char *name;
@@ -50,166 +46,6 @@ struct pts_repository {
   struct entry **entries; /* sorted by name */
   size_t n, cap;
 };
-
-/* A model directory found by a scan. */
-struct candidate {
-  char *name;
-  char *dir;
-  const char *repo; /* borrowed from r->paths */
-};
-
-/* ------------------------------------------------------------- utilities */
-
-static char *path_join(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  bool slash = la > 0 && a[la - 1] == '/';
-  char *p = pts_malloc(la + lb + 2);
-  if (!p) return NULL;
-  memcpy(p, a, la);
-  if (!slash) p[la++] = '/';
-  memcpy(p + la, b, lb + 1);
-  return p;
-}
-
-static bool is_dir(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static bool is_file(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* Triton's rule: a version directory is named by a positive decimal number
- * without a leading zero; anything else is ignored. */
-static bool parse_version(const char *name, int64_t *out) {
-  if (name[0] < '1' || name[0] > '9') return false;
-  int64_t v = 0;
-  for (const char *p = name; *p; p++) {
-    if (*p < '0' || *p > '9') return false;
-    if (v > (INT64_MAX - (*p - '0')) / 10) return false;
-    v = v * 10 + (*p - '0');
-  }
-  *out = v;
-  return true;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
-/* The numeric version directories of a model, ascending (caller frees). */
-static enum pts_status list_versions(const char *dir, int64_t **out, size_t *n,
-                                     struct pts_error *err) {
-  *out = NULL;
-  *n = 0;
-  DIR *d = opendir(dir);
-  if (!d)
-    return pts_error_set(err, PTS_INTERNAL, "failed to open model directory '%s': %s", dir,
-                         strerror(errno));
-  size_t cap = 0;
-  struct dirent *e;
-  enum pts_status st = PTS_OK;
-  while ((e = readdir(d)) != NULL) {
-    int64_t v;
-    if (!parse_version(e->d_name, &v)) continue;
-    char *p = path_join(dir, e->d_name);
-    bool dir_ok = p && is_dir(p);
-    pts_free(p);
-    if (!dir_ok) continue;
-    if (*n == cap) {
-      cap = cap ? cap * 2 : 8;
-      int64_t *grown = pts_realloc(*out, cap * sizeof **out);
-      if (!grown) {
-        st = pts_error_set(err, PTS_NOMEM, "out of memory listing '%s'", dir);
-        break;
-      }
-      *out = grown;
-    }
-    (*out)[(*n)++] = v;
-  }
-  closedir(d);
-  if (st != PTS_OK) {
-    pts_free(*out);
-    *out = NULL;
-    *n = 0;
-    return st;
-  }
-  if (*n) qsort(*out, *n, sizeof **out, cmp_i64);
-  return PTS_OK;
-}
-
-/* A model directory holds config.pbtxt or at least one version directory. */
-static bool looks_like_model(const char *dir) {
-  char *cfg = path_join(dir, "config.pbtxt");
-  bool yes = cfg && is_file(cfg);
-  pts_free(cfg);
-  if (yes) return true;
-  int64_t *versions = NULL;
-  size_t n = 0;
-  if (list_versions(dir, &versions, &n, NULL) != PTS_OK) return false;
-  pts_free(versions);
-  return n > 0;
-}
-
-/* FNV-1a, 64 bit: a change detector, not a defence. */
-static uint64_t fnv(uint64_t h, const void *data, size_t n) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Hashes the names, types, sizes and modification times of everything
- * below `dir`, in name order (readdir's order is not stable). */
-static uint64_t fingerprint_dir(const char *dir, int depth, uint64_t h) {
-  DIR *d = opendir(dir);
-  if (!d) return fnv(h, "?", 1);
-  char **names = NULL;
-  size_t n = 0, cap = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    if (n == cap) {
-      size_t ncap = cap ? cap * 2 : 16;
-      char **grown = pts_realloc(names, ncap * sizeof *grown);
-      if (!grown) break;
-      names = grown;
-      cap = ncap;
-    }
-    if (!(names[n] = pts_strdup(e->d_name))) break;
-    n++;
-  }
-  closedir(d);
-  if (n) qsort(names, n, sizeof *names, cmp_str);
-  for (size_t i = 0; i < n; i++) {
-    h = fnv(h, names[i], strlen(names[i]) + 1);
-    char *p = path_join(dir, names[i]);
-    struct stat st;
-    if (p && stat(p, &st) == 0) {
-      int64_t facts[5] = {(int64_t)(st.st_mode & S_IFMT), (int64_t)st.st_size,
-                          (int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec,
-                          (int64_t)st.st_ino};
-      h = fnv(h, facts, sizeof facts);
-      if (S_ISDIR(st.st_mode) && depth > 0) h = fingerprint_dir(p, depth - 1, h);
-    } else {
-      h = fnv(h, "!", 1);
-    }
-    pts_free(p);
-    pts_free(names[i]);
-  }
-  pts_free(names);
-  return h;
-}
-
-static uint64_t fingerprint(const char *dir) {
-  return fingerprint_dir(dir, FINGERPRINT_DEPTH, 0xcbf29ce484222325ull);
-}
 
 /* ------------------------------------------------------------ the table */
 
@@ -337,70 +173,10 @@ static void set_text(char **slot, const char *text) {
 
 /* ------------------------------------------------------------- scanning */
 
-static void candidates_free(struct candidate *c, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    pts_free(c[i].name);
-    pts_free(c[i].dir);
-  }
-  pts_free(c);
-}
-
-static enum pts_status scan_repository(const char *repo, struct candidate **list, size_t *n,
-                                       size_t *cap, struct pts_error *err) {
-  DIR *d = opendir(repo);
-  if (!d)
-    return pts_error_set(err, PTS_INVALID_ARG, "failed to open model repository '%s': %s", repo,
-                         strerror(errno));
-  struct dirent *e;
-  enum pts_status st = PTS_OK;
-  while (st == PTS_OK && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char *dir = path_join(repo, e->d_name);
-    if (!dir) {
-      st = pts_error_set(err, PTS_NOMEM, "out of memory scanning '%s'", repo);
-      break;
-    }
-    if (!is_dir(dir) || !looks_like_model(dir)) {
-      pts_free(dir);
-      continue;
-    }
-    if (*n == *cap) {
-      size_t ncap = *cap ? *cap * 2 : 16;
-      struct candidate *grown = pts_realloc(*list, ncap * sizeof *grown);
-      if (!grown) {
-        pts_free(dir);
-        st = pts_error_set(err, PTS_NOMEM, "out of memory scanning '%s'", repo);
-        break;
-      }
-      *list = grown;
-      *cap = ncap;
-    }
-    struct candidate *c = &(*list)[*n];
-    c->name = pts_strdup(e->d_name);
-    c->dir = dir;
-    c->repo = repo;
-    if (!c->name) {
-      pts_free(dir);
-      st = pts_error_set(err, PTS_NOMEM, "out of memory scanning '%s'", repo);
-      break;
-    }
-    (*n)++;
-  }
-  closedir(d);
-  return st;
-}
-
-static int cmp_candidate(const void *a, const void *b) {
-  const struct candidate *x = a, *y = b;
-  int c = strcmp(x->name, y->name);
-  if (c) return c;
-  return strcmp(x->dir, y->dir);
-}
-
 /* Records where a model is: `same` candidates of one name (0 = none).
  * r->mu held. */
-static enum pts_status place_locked(struct entry *e, const struct candidate *c, size_t same,
-                                    struct pts_error *err) {
+static enum pts_status place_locked(struct entry *e, const struct pts_scan_candidate *c,
+                                    size_t same, struct pts_error *err) {
   e->on_disk = same > 0;
   pts_free(e->dir);
   e->dir = NULL;
@@ -421,16 +197,16 @@ static enum pts_status place_locked(struct entry *e, const struct candidate *c, 
 }
 
 enum pts_status pts_repository_rescan(struct pts_repository *r, struct pts_error *err) {
-  struct candidate *list = NULL;
+  struct pts_scan_candidate *list = NULL;
   size_t n = 0, cap = 0;
   enum pts_status st = PTS_OK;
   for (size_t i = 0; i < r->n_paths && st == PTS_OK; i++)
-    st = scan_repository(r->paths[i], &list, &n, &cap, err);
+    st = pts_scan_repository(r->paths[i], &list, &n, &cap, err);
   if (st != PTS_OK) {
-    candidates_free(list, n);
+    pts_scan_candidates_free(list, n);
     return st;
   }
-  if (n) qsort(list, n, sizeof *list, cmp_candidate);
+  if (n) qsort(list, n, sizeof *list, pts_scan_cmp_candidate);
   pthread_mutex_lock(&r->mu);
   for (size_t i = 0; i < r->n; i++) r->entries[i]->on_disk = false;
   for (size_t i = 0; i < n && st == PTS_OK;) {
@@ -451,7 +227,7 @@ enum pts_status pts_repository_rescan(struct pts_repository *r, struct pts_error
     e->dup = NULL;
   }
   pthread_mutex_unlock(&r->mu);
-  candidates_free(list, n);
+  pts_scan_candidates_free(list, n);
   return st;
 }
 
@@ -461,15 +237,16 @@ enum pts_status pts_repository_rescan(struct pts_repository *r, struct pts_error
 static enum pts_status probe_one(struct pts_repository *r, const char *name, bool create,
                                  struct entry **out, struct pts_error *err) {
   *out = NULL;
-  struct candidate found[2];
+  struct pts_scan_candidate found[2];
   size_t same = 0;
   enum pts_status st = PTS_OK;
   for (size_t i = 0; i < r->n_paths && st == PTS_OK; i++) {
-    char *dir = path_join(r->paths[i], name);
+    char *dir = pts_scan_path_join(r->paths[i], name);
     if (!dir) {
       st = pts_error_set(err, PTS_NOMEM, "out of memory looking for model '%s'", name);
-    } else if (name[0] != '.' && is_dir(dir) && looks_like_model(dir) && same < 2) {
-      found[same++] = (struct candidate){.name = (char *)name, .dir = dir, .repo = r->paths[i]};
+    } else if (name[0] != '.' && pts_scan_is_dir(dir) && pts_scan_is_model(dir) && same < 2) {
+      found[same++] =
+          (struct pts_scan_candidate){.name = (char *)name, .dir = dir, .repo = r->paths[i]};
       dir = NULL;
     }
     pts_free(dir);
@@ -564,6 +341,11 @@ enum pts_status pts_repository_names(struct pts_repository *r, char ***names, si
 }
 
 /* ------------------------------------------------------------- loading */
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
 
 /* Versions the policy selects, ascending, into `sel` (caller-allocated with
  * room for n_disk + n_specific). Specific versions that are not on disk go
@@ -761,7 +543,7 @@ static int64_t highest_version(const char *dir) {
   int64_t *disk = NULL;
   size_t n = 0;
   int64_t v = -1;
-  if (dir && list_versions(dir, &disk, &n, NULL) == PTS_OK && n) v = disk[n - 1];
+  if (dir && pts_scan_versions(dir, &disk, &n, NULL) == PTS_OK && n) v = disk[n - 1];
   pts_free(disk);
   return v;
 }
@@ -774,7 +556,7 @@ static enum pts_status build_versions(struct pts_repository *r, struct entry *e,
   size_t n_disk = 0, n_sel = 0, n_missing = 0;
   Inference__ModelConfig *cfg = NULL;
   enum pts_status st = read_config(src, &cfg, why);
-  if (st == PTS_OK) st = list_versions(src->dir, &disk, &n_disk, why);
+  if (st == PTS_OK) st = pts_scan_versions(src->dir, &disk, &n_disk, why);
   if (st != PTS_OK) {
     pts_model_config_free(cfg);
     pts_free(disk);
@@ -963,7 +745,7 @@ static enum pts_status load_locked(struct pts_repository *r, struct entry *e,
     /* Before the files are read: a change made during the load shows at
      * the next poll. Kept whether the load succeeds or not, so a model
      * whose files stay broken is not retried at every poll. */
-    uint64_t fp = fingerprint(src.dir);
+    uint64_t fp = pts_scan_fingerprint(src.dir);
     pthread_mutex_lock(&r->mu);
     e->fp = fp;
     e->have_fp = true;
@@ -1118,7 +900,7 @@ enum pts_status pts_repository_poll(struct pts_repository *r,
   pthread_mutex_unlock(&r->mu);
   if (!probes) return pts_error_set(err, PTS_NOMEM, "out of memory polling the repositories");
   for (size_t i = 0; i < np; i++)
-    probes[i].fp = probes[i].dup ? 1 : probes[i].dir ? fingerprint(probes[i].dir) : 0;
+    probes[i].fp = probes[i].dup ? 1 : probes[i].dir ? pts_scan_fingerprint(probes[i].dir) : 0;
   struct pts_repository_action *out = pts_calloc(np + 1, sizeof *out);
   size_t k = 0;
   pthread_mutex_lock(&r->mu);

@@ -16,12 +16,16 @@ enum pts_status pts_server_model_stats(struct pts_server *s, const char *name, i
   struct pts_model **models = NULL;
   size_t nm = 0;
   struct pts_error ignored;
-  if (pts_repository_snapshot(s->repo, name, true, &models, &nm, &ignored) != PTS_OK || (name && nm == 0))
+  if (pts_repository_snapshot(s->repo, name, true, &models, &nm, &ignored) != PTS_OK ||
+      (name && nm == 0)) {
+    pts_repository_snapshot_free(models, nm);
     return pts_error_set(err, PTS_INVALID_ARG, "requested model '%s' is not available",
                          name ? name : "");
+  }
   size_t want = 0;
   for (size_t i = 0; i < nm; i++)
-    want += pts_model_scheduler(models[i]) && (version < 0 || pts_model_version(models[i]) == version);
+    want += pts_model_scheduler(models[i]) &&
+            (version < 0 || pts_model_version(models[i]) == version);
   if (name && version >= 0 && want == 0) {
     pts_repository_snapshot_free(models, nm);
     return pts_error_set(err, PTS_INVALID_ARG,

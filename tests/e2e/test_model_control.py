@@ -116,6 +116,7 @@ def run_cli(ptserve_bin, *args):
 
 # ---------------------------------------------------------------- flags
 
+
 @pytest.mark.parametrize("args,words", [
     (["--load-model", "a"],
      "Use of '--load-model' requires setting '--model-control-mode=explicit' as well."),
@@ -142,6 +143,7 @@ def test_help_lists_model_control_flags(ptserve_bin):
 
 
 # ---------------------------------------------------------------- explicit mode
+
 
 def test_explicit_mode_loads_only_the_named_models(start_server, tmp_path):
     for m in ("a", "b", "c"):
@@ -170,6 +172,7 @@ def test_explicit_mode_load_model_star_loads_everything(start_server, tmp_path):
     s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model=*")
     assert {n: [e["state"] for e in es] for n, es in index(s).items()} == {
         "a": ["READY"], "b": ["READY"]}
+    assert_clean_exit(s)
 
 
 def test_explicit_mode_without_load_model_loads_nothing(start_server, tmp_path):
@@ -177,6 +180,7 @@ def test_explicit_mode_without_load_model_loads_nothing(start_server, tmp_path):
     s = start_server(tmp_path, "--model-control-mode=EXPLICIT")  # case does not matter
     assert index(s) == {"a": [{"name": "a"}]}
     assert "| a " not in s.log()  # no row in the start-up table
+    assert_clean_exit(s)
 
 
 def test_unknown_startup_model_fails_startup(ptserve_bin, tmp_path):
@@ -287,6 +291,7 @@ def test_bad_repository_requests(start_server, tmp_path, path, body, code, words
     infer_ok(s, "m")  # still serving
     assert requests.get(s.url + "/v2/repository/models/m/load",
                         timeout=TIMEOUT).status_code == 405
+    assert_clean_exit(s)
 
 
 def test_load_with_config_override(start_server, tmp_path):
@@ -304,6 +309,7 @@ def test_load_with_config_override(start_server, tmp_path):
     assert load(s, "m").status_code == 200
     assert requests.get(s.url + "/v2/models/m/config", timeout=TIMEOUT).json()[
         "max_batch_size"] == 8
+    assert_clean_exit(s)
 
 
 def test_load_with_file_override(start_server, tmp_path):
@@ -354,6 +360,7 @@ def test_version_policy_applies_on_every_load(start_server, tmp_path):
     assert load(s, "m").status_code == 200
     assert [e["state"] for e in index(s)["m"]] == ["READY", "UNAVAILABLE"]
     assert infer_ok(s, "m")["model_version"] == "1"
+    assert_clean_exit(s)
 
 
 def test_failed_load_keeps_the_loaded_model(start_server, tmp_path):
@@ -411,6 +418,7 @@ def test_first_load_is_loading_until_ready(start_server, tmp_path):
     assert result["r"].status_code == 200, result["r"].text
     infer_ok(s, "g")
     assert requests.get(s.url + "/v2/health/ready", timeout=TIMEOUT).status_code == 200
+    assert_clean_exit(s)
 
 
 def test_metrics_and_statistics_follow_loads(start_server, tmp_path):
@@ -425,6 +433,7 @@ def test_metrics_and_statistics_follow_loads(start_server, tmp_path):
     r = requests.get(s.url + "/v2/models/m/stats", timeout=TIMEOUT)
     assert r.status_code == 400
     assert r.json()["error"] == "requested model 'm' is not available"
+    assert_clean_exit(s)
 
 
 def test_index_sees_models_added_after_startup(start_server, tmp_path):
@@ -434,9 +443,11 @@ def test_index_sees_models_added_after_startup(start_server, tmp_path):
     assert index(s)["late"] == [{"name": "late"}]
     assert load(s, "late").status_code == 200
     assert infer_ok(s, "late")["model_version"] == "3"
+    assert_clean_exit(s)
 
 
 # ---------------------------------------------------------------- none and poll
+
 
 @pytest.mark.parametrize("mode", ["none", "poll"])
 def test_load_and_unload_refused_unless_explicit(start_server, tmp_path, mode):
@@ -458,6 +469,7 @@ def test_load_and_unload_refused_unless_explicit(start_server, tmp_path, mode):
             assert info.value.code() == grpc.StatusCode.UNAVAILABLE
             assert info.value.details().startswith(words)
     infer_ok(s, "m")  # every model loaded at start-up, and still serving
+    assert_clean_exit(s)
 
 
 def test_poll_mode_picks_up_changes(start_server, tmp_path):
@@ -506,9 +518,11 @@ def test_poll_secs_zero_never_polls(start_server, tmp_path):
     s = start_server(tmp_path, "--model-control-mode=poll", "--repository-poll-secs=0")
     assert "--repository-poll-secs=0: the repositories are not polled" in s.log()
     infer_ok(s, "a")
+    assert_clean_exit(s)
 
 
 # ---------------------------------------------------------------- gRPC
+
 
 def test_grpc_repository_rpcs(start_server, tmp_path):
     write_model(tmp_path, "m", versions=(1, 2), extra="version_policy { all { } }")
@@ -577,3 +591,4 @@ def test_extensions_advertise_unload_dependents(start_server, tmp_path):
     s = start_server(tmp_path)
     ext = requests.get(s.url + "/v2", timeout=TIMEOUT).json()["extensions"]
     assert "model_repository" in ext and "model_repository(unload_dependents)" in ext
+    assert_clean_exit(s)

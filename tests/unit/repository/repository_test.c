@@ -366,7 +366,9 @@ static void *op_main(void *arg) {
   return NULL;
 }
 
-static void op_start(struct op *o) { assert_int_equal(pthread_create(&o->thread, NULL, op_main, o), 0); }
+static void op_start(struct op *o) {
+  assert_int_equal(pthread_create(&o->thread, NULL, op_main, o), 0);
+}
 
 static void op_join(struct op *o) { pthread_join(o->thread, NULL); }
 
@@ -650,7 +652,8 @@ static void poll_sees_changes(void **state) {
   assert_int_equal(pts_repository_poll(f->repo, &acts, &n, &err), PTS_OK);
   bool unload_a = false;
   for (size_t i = 0; i < n; i++)
-    unload_a = unload_a || (strcmp(acts[i].name, "a") == 0 && acts[i].kind == PTS_REPOSITORY_UNLOAD);
+    unload_a = unload_a ||
+               (strcmp(acts[i].name, "a") == 0 && acts[i].kind == PTS_REPOSITORY_UNLOAD);
   assert_true(unload_a);
   pts_repository_actions_free(acts, n);
   assert_int_equal(pts_repository_unload(f->repo, "a", &err), PTS_OK);
