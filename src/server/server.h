@@ -7,7 +7,9 @@
  *
  * Threading: pts_server_create/run/destroy run on the main thread. Every
  * other function here is thread-safe and may be called from any frontend
- * thread; none of them blocks on a model.
+ * thread; none of them blocks on a model or reads a file (what must — the
+ * repository index, load and unload — is queued to the server's own
+ * threads by the *_async functions, whose callbacks run there).
  */
 #ifndef PTS_SERVER_SERVER_H
 #define PTS_SERVER_SERVER_H

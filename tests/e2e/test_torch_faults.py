@@ -89,9 +89,12 @@ def test_load_exception_makes_the_model_unavailable(start_server, fault_models, 
     assert reason in index[model]["reason"]
     assert os.path.join(model, "1", "model.pt") in index[model]["reason"]
     r = infer(server, model, [[1.0, 2.0, 3.0, 4.0]])
-    # Triton's answer for a model without a READY version (protocol-facts §1.2).
+    # Triton's answer for a model without a READY version (protocol-facts §1.2),
+    # then the state.
     assert r.status_code == 404, r.text
-    assert r.json()["error"] == "Request for unknown model: '%s' has no available versions" % model
+    assert r.json()["error"].startswith(
+        "Request for unknown model: '%s' has no available versions (version 1 is UNAVAILABLE: "
+        % model), r.text
     assert requests.get(server.url + "/v2/models/%s/ready" % model,
                         timeout=TIMEOUT).status_code == 400
     # The other models serve.

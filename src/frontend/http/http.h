@@ -2,7 +2,8 @@
  *
  * N event loops (--http-thread-count) share one listening socket. A request
  * is parsed and answered on its loop's thread only; inference completions
- * come back from instance threads through event_active() on that loop.
+ * come back from instance threads, and repository answers (index, load,
+ * unload) from the server's threads, through event_active() on that loop.
  *
  * Threading: pts_http_start and pts_http_stop run on the main thread.
  */
