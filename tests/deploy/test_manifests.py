@@ -223,9 +223,9 @@ def test_systemd_unit(tmp_path, ptserve_bin):
                        ("ProtectSystem", "strict"), ("Restart", "on-failure"),
                        ("KillSignal", "SIGTERM")):
         assert s[key] == [value], key
-    # No mode reloads models, so no ExecReload; the unit says so.
+    # Nothing reloads on a signal, so no ExecReload; the unit says so.
     assert "ExecReload" not in s
-    assert "no mode that reloads models" in text
+    assert "reloads nothing on a signal" in text
     exec_start = s["ExecStart"][0].split()
     drain = int(flag(exec_start, "exit-drain-secs"))
     exit_timeout = int(flag(exec_start, "exit-timeout-secs"))
