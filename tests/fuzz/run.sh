@@ -41,9 +41,12 @@ for d in "${drivers[@]}"; do
     [ "$explicit" -gt 0 ] && status=1
     continue
   fi
-  # -timeout: one input may not take longer than this (a hang is a bug);
-  # -rss_limit_mb: a client-sized allocation that runs away is one too.
-  if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  # -timeout: one input may not take longer than this (a hang is a bug).
+  # An input takes milliseconds; 30 s leaves room for fuzz_http's own
+  # bounded waits (connect retries, reads, a health check: about 20 s at
+  # worst on a busy machine), which catch a server that stops answering.
+  # -rss_limit_mb: a client-sized allocation that runs away is a bug too.
+  if "$bin" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$artifacts/$d-" "$work" "$seeds" >"$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
