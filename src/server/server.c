@@ -404,3 +404,13 @@ enum pts_status pts_server_infer_async(struct pts_server *s, struct pts_infer_re
   atomic_fetch_sub(&s->entering, 1);
   return st;
 }
+
+enum pts_status pts_server_shm_unsupported(bool cuda, struct pts_error *err) {
+  if (cuda)
+    return pts_error_set(err, PTS_UNSUPPORTED,
+                         "CUDA shared memory is not supported by this server (the "
+                         "cuda_shared_memory extension is not implemented)");
+  return pts_error_set(err, PTS_UNSUPPORTED,
+                       "system shared memory is not supported by this server (the "
+                       "system_shared_memory extension is not implemented)");
+}

@@ -267,4 +267,11 @@ enum pts_status pts_server_model_stats(struct pts_server *s, const char *name, i
                                        struct pts_error *err);
 void pts_server_model_stats_free(struct pts_model_stats *st, size_t n); /* NULL-safe */
 
+/* ---- shared memory (system_shared_memory, cuda_shared_memory §1.1) ---- */
+
+/* Not supported yet: every shared-memory call of both protocols (status,
+ * register, unregister) gets this UNSUPPORTED error naming the extension,
+ * so HTTP and gRPC clients read the same message. */
+enum pts_status pts_server_shm_unsupported(bool cuda, struct pts_error *err);
+
 #endif

@@ -600,9 +600,7 @@ static enum pts_status system_shm(struct pts_server *s, const struct pts_buf *in
   (void)s;
   (void)in;
   (void)out;
-  return pts_error_set(err, PTS_UNSUPPORTED,
-                       "system shared memory is not supported by this server (the "
-                       "system_shared_memory extension is not implemented)");
+  return pts_server_shm_unsupported(false, err);
 }
 
 static enum pts_status cuda_shm(struct pts_server *s, const struct pts_buf *in,
@@ -610,9 +608,7 @@ static enum pts_status cuda_shm(struct pts_server *s, const struct pts_buf *in,
   (void)s;
   (void)in;
   (void)out;
-  return pts_error_set(err, PTS_UNSUPPORTED,
-                       "CUDA shared memory is not supported by this server (the "
-                       "cuda_shared_memory extension is not implemented)");
+  return pts_server_shm_unsupported(true, err);
 }
 
 /* ------------------------------------------------------------------ */

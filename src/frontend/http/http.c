@@ -300,6 +300,13 @@ static void handle_model_stats(struct pts_http *h, struct evhttp_request *req,
   send_owned_json(req, 200, json, len);
 }
 
+/* Shared memory is not supported yet: the core's error, as over gRPC. */
+static void handle_shm(struct evhttp_request *req, const struct pts_http_route *r) {
+  struct pts_error err;
+  pts_server_shm_unsupported(r->cuda, &err);
+  send_error(req, &err);
+}
+
 /* Trace and logging extensions (settings_http.h): GET reads, POST updates. */
 static void handle_settings(struct pts_http *h, struct evhttp_request *req,
                             const struct pts_http_route *r, bool post) {
@@ -848,6 +855,11 @@ static void on_request(struct evhttp_request *req, void *arg) {
       case PTS_ROUTE_TRACE_SETTING:
       case PTS_ROUTE_LOGGING:
         handle_settings(h, req, &r, method_of(req) == PTS_HTTP_POST);
+        break;
+      case PTS_ROUTE_SHM_STATUS:
+      case PTS_ROUTE_SHM_REGISTER:
+      case PTS_ROUTE_SHM_UNREGISTER:
+        handle_shm(req, &r);
         break;
       default:
         send_error_msg(req, PTS_NOT_FOUND, "Not Found");

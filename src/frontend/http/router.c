@@ -167,6 +167,28 @@ static enum pts_status route_repository(const struct seg *s, int n, struct pts_h
   return PTS_OK;
 }
 
+/* /v2/{system,cuda}sharedmemory[/region/{r}]/status|unregister and
+ * /v2/{system,cuda}sharedmemory/region/{r}/register (segments after the
+ * extension's segment). */
+static enum pts_status route_shm(const struct seg *s, int n, bool cuda,
+                                 struct pts_http_route *r, struct pts_error *err) {
+  int i = 0;
+  if (n == 3 && seg_is(&s[0], "region")) i = 2;
+  if (n - i != 1) return PTS_OK;
+  enum pts_http_route_kind kind = PTS_ROUTE_NOT_FOUND;
+  if (seg_is(&s[i], "status")) kind = PTS_ROUTE_SHM_STATUS;
+  if (seg_is(&s[i], "unregister")) kind = PTS_ROUTE_SHM_UNREGISTER;
+  if (seg_is(&s[i], "register") && i == 2) kind = PTS_ROUTE_SHM_REGISTER;
+  if (kind == PTS_ROUTE_NOT_FOUND) return PTS_OK;
+  if (i == 2) {
+    enum pts_status st = take_name(&s[1], &r->region, err);
+    if (st != PTS_OK) return st;
+  }
+  r->kind = kind;
+  r->cuda = cuda;
+  return PTS_OK;
+}
+
 enum pts_status pts_http_route_parse(const char *path, struct pts_http_route *out,
                                      struct pts_error *err) {
   memset(out, 0, sizeof *out);
@@ -189,6 +211,8 @@ enum pts_status pts_http_route_parse(const char *path, struct pts_http_route *ou
     out->kind = PTS_ROUTE_TRACE_SETTING;
   } else if (n == 2 && seg_is(&s[1], "logging")) {
     out->kind = PTS_ROUTE_LOGGING;
+  } else if (n >= 3 && (seg_is(&s[1], "systemsharedmemory") || seg_is(&s[1], "cudasharedmemory"))) {
+    st = route_shm(s + 2, n - 2, seg_is(&s[1], "cudasharedmemory"), out, err);
   }
   if (st != PTS_OK) {
     pts_http_route_clear(out);
@@ -201,6 +225,7 @@ void pts_http_route_clear(struct pts_http_route *r) {
   if (!r) return;
   pts_free(r->model);
   pts_free(r->repo);
+  pts_free(r->region);
   memset(r, 0, sizeof *r);
   r->kind = PTS_ROUTE_NOT_FOUND;
   r->version = -1;
@@ -212,6 +237,8 @@ enum pts_http_method pts_http_route_method(enum pts_http_route_kind kind) {
     case PTS_ROUTE_REPO_INDEX:
     case PTS_ROUTE_REPO_LOAD:
     case PTS_ROUTE_REPO_UNLOAD:
+    case PTS_ROUTE_SHM_REGISTER:
+    case PTS_ROUTE_SHM_UNREGISTER:
       return PTS_HTTP_POST;
     default:
       return PTS_HTTP_GET;

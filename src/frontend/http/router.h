@@ -32,6 +32,11 @@ enum pts_http_route_kind {
   PTS_ROUTE_MODEL_STATS, /* model NULL for /v2/models/stats (every model) */
   PTS_ROUTE_TRACE_SETTING, /* GET|POST; model NULL for /v2/trace/setting (global) */
   PTS_ROUTE_LOGGING,       /* GET|POST /v2/logging */
+  /* Shared memory (§1.1), system or CUDA (route.cuda), region optional
+   * except for register: GET .../status, POST .../register, .../unregister */
+  PTS_ROUTE_SHM_STATUS,
+  PTS_ROUTE_SHM_REGISTER,
+  PTS_ROUTE_SHM_UNREGISTER,
 };
 
 enum pts_http_method { PTS_HTTP_GET, PTS_HTTP_POST, PTS_HTTP_OTHER };
@@ -41,6 +46,8 @@ struct pts_http_route {
   char *model;     /* owned (pts_free), decoded; NULL when the route has none */
   int64_t version; /* -1 when the path has no /versions/ segment */
   char *repo;      /* owned, decoded; the optional /v2/repository/{repo}/ part */
+  char *region;    /* owned, decoded; the optional /region/{r}/ part of shared memory */
+  bool cuda;       /* shared-memory routes: /v2/cudasharedmemory (else system) */
 };
 
 /* Parses `path` (the URI path, still percent-encoded, without the query).

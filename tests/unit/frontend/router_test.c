@@ -141,6 +141,56 @@ static void methods(void **state) {
   assert_int_equal(pts_http_route_method(PTS_ROUTE_MODEL_METADATA), PTS_HTTP_GET);
   assert_int_equal(pts_http_route_method(PTS_ROUTE_MODEL_CONFIG), PTS_HTTP_GET);
   assert_int_equal(pts_http_route_method(PTS_ROUTE_MODEL_READY), PTS_HTTP_GET);
+  assert_int_equal(pts_http_route_method(PTS_ROUTE_SHM_STATUS), PTS_HTTP_GET);
+  assert_int_equal(pts_http_route_method(PTS_ROUTE_SHM_REGISTER), PTS_HTTP_POST);
+  assert_int_equal(pts_http_route_method(PTS_ROUTE_SHM_UNREGISTER), PTS_HTTP_POST);
+}
+
+/* Shared memory (§1.1): system and CUDA, the region optional except for
+ * register; the region name is percent-decoded like a model name. */
+static void shared_memory_paths(void **state) {
+  (void)state;
+  static const struct {
+    const char *path;
+    enum pts_http_route_kind kind;
+    bool cuda;
+    const char *region; /* NULL = none */
+  } cases[] = {
+      {"/v2/systemsharedmemory/status", PTS_ROUTE_SHM_STATUS, false, NULL},
+      {"/v2/systemsharedmemory/region/r0/status", PTS_ROUTE_SHM_STATUS, false, "r0"},
+      {"/v2/systemsharedmemory/region/my%20region/register", PTS_ROUTE_SHM_REGISTER, false,
+       "my region"},
+      {"/v2/systemsharedmemory/unregister", PTS_ROUTE_SHM_UNREGISTER, false, NULL},
+      {"/v2/systemsharedmemory/region/r0/unregister", PTS_ROUTE_SHM_UNREGISTER, false, "r0"},
+      {"/v2/cudasharedmemory/status", PTS_ROUTE_SHM_STATUS, true, NULL},
+      {"/v2/cudasharedmemory/region/c/register", PTS_ROUTE_SHM_REGISTER, true, "c"},
+      {"/v2/cudasharedmemory/unregister", PTS_ROUTE_SHM_UNREGISTER, true, NULL},
+      /* not endpoints */
+      {"/v2/systemsharedmemory", PTS_ROUTE_NOT_FOUND, false, NULL},
+      {"/v2/systemsharedmemory/register", PTS_ROUTE_NOT_FOUND, false, NULL},
+      {"/v2/systemsharedmemory/region/r0", PTS_ROUTE_NOT_FOUND, false, NULL},
+      {"/v2/systemsharedmemory/region/status", PTS_ROUTE_NOT_FOUND, false, NULL},
+      {"/v2/systemsharedmemory/region/r0/status/x", PTS_ROUTE_NOT_FOUND, false, NULL},
+      {"/v2/cudasharedmemory/region/c/load", PTS_ROUTE_NOT_FOUND, false, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct pts_http_route r;
+    struct pts_error err;
+    assert_int_equal(pts_http_route_parse(cases[i].path, &r, &err), PTS_OK);
+    if (r.kind != cases[i].kind)
+      fail_msg("%s: kind %d, want %d", cases[i].path, r.kind, cases[i].kind);
+    assert_int_equal(r.cuda, cases[i].cuda);
+    if (cases[i].region)
+      assert_string_equal(r.region, cases[i].region);
+    else
+      assert_null(r.region);
+    assert_null(r.model);
+    pts_http_route_clear(&r);
+  }
+  struct pts_http_route r;
+  struct pts_error err;
+  assert_int_equal(pts_http_route_parse("/v2/systemsharedmemory/region/a%zz/status", &r, &err),
+                   PTS_INVALID_ARG);
 }
 
 static void percent_decode(void **state) {
@@ -160,6 +210,7 @@ int main(void) {
       cmocka_unit_test(unknown_paths),
       cmocka_unit_test(bad_escapes_and_versions),
       cmocka_unit_test(methods),
+      cmocka_unit_test(shared_memory_paths),
       cmocka_unit_test(percent_decode),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
