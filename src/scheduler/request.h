@@ -40,7 +40,7 @@ struct pts_requested_output {
   char *name;              /* owned */
   bool binary;             /* HTTP: send as binary data (frontend detail, kept for it) */
   bool binary_set;         /* whether the request said binary_data for this output */
-  uint32_t classification; /* 0 = off; >0 = top-N classification (later issue) */
+  uint32_t classification; /* 0 = off; k > 0 = top-k classification (scheduler/classify.h) */
 };
 
 struct pts_infer_request {

@@ -19,6 +19,7 @@
 #include "core/alloc.h"
 #include "core/log.h"
 #include "scheduler/assemble.h"
+#include "scheduler/classify.h"
 #include "scheduler/queue.h"
 #include "scheduler/warmup.h"
 #include "tensor/bytes.h"
@@ -61,6 +62,10 @@ struct pts_scheduler {
   struct pts_pending *held; /* sorted by seq */
 
   struct pts_stats stats;
+
+  /* Per config output: its label_filename's lines (empty without one), for
+   * the classification extension; read-only after create. */
+  struct pts_labels *labels;
 
   size_t n_instances;
   struct instance *instances;
@@ -427,9 +432,14 @@ static enum pts_status build_response(const struct pts_scheduler *s,
       return pts_error_set(err, PTS_INVALID_ARG, "unexpected inference output '%s' for model '%s'",
                            req->outputs[i].name, s->model_name);
     }
-    if (pts_tensor_copy_view(&resp->outputs[i], &outputs[k], err) != PTS_OK) {
+    uint32_t classes = req->n_outputs ? req->outputs[i].classification : 0;
+    enum pts_status st =
+        classes ? pts_classify(&outputs[k], s->batching, classes, &s->labels[k],
+                               &resp->outputs[i], err)
+                : pts_tensor_copy_view(&resp->outputs[i], &outputs[k], err);
+    if (st != PTS_OK) {
       pts_infer_response_free(resp);
-      return PTS_NOMEM;
+      return st;
     }
     resp->n_outputs = i + 1;
   }
@@ -786,6 +796,8 @@ static void free_scheduler(struct pts_scheduler *s) {
     pts_free(inst->name);
   }
   pts_free(s->instances);
+  for (size_t k = 0; s->labels && k < s->config->n_output; k++) pts_labels_clear(&s->labels[k]);
+  pts_free(s->labels);
   pts_sched_queue_free(&s->queue);
   pts_stats_destroy(&s->stats);
   pthread_cond_destroy(&s->work);
@@ -894,6 +906,31 @@ static enum pts_status arm_profiler(const struct pts_scheduler_params *p, struct
   return pts_profile_arm(p->model_name, n, err);
 }
 
+/* The label files of the config's outputs, read at load as Triton does: a
+ * file that can not be read fails the model. */
+static enum pts_status load_labels(struct pts_scheduler *s, const char *model_dir,
+                                   struct pts_error *err) {
+  const Inference__ModelConfig *cfg = s->config;
+  s->labels = pts_calloc(cfg->n_output ? cfg->n_output : 1, sizeof *s->labels);
+  if (!s->labels)
+    return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", s->model_name);
+  for (size_t k = 0; k < cfg->n_output; k++) {
+    const char *file = cfg->output[k]->label_filename;
+    if (!file || !file[0]) continue;
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/%s", model_dir ? model_dir : ".", file);
+    enum pts_status st =
+        n < 0 || (size_t)n >= sizeof path
+            ? pts_error_set(err, PTS_INVALID_ARG, "label file path '%s' is too long", file)
+            : pts_labels_load(path, &s->labels[k], err);
+    if (st != PTS_OK) {
+      pts_error_prefix(err, "output '%s' of model '%s'", cfg->output[k]->name, s->model_name);
+      return st;
+    }
+  }
+  return PTS_OK;
+}
+
 enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
                                      struct pts_scheduler **out, struct pts_error *err) {
   *out = NULL;
@@ -918,6 +955,7 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
     if (!s->instances)
       st = pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", p->model_name);
   }
+  if (st == PTS_OK) st = load_labels(s, p->model_dir, err);
   if (st != PTS_OK) {
     free_scheduler(s);
     return st;

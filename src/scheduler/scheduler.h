@@ -44,7 +44,8 @@ struct pts_scheduler_params {
   void *model_state; /* the backend's, borrowed */
   size_t n_instances;
   const struct pts_backend_instance_desc *instances; /* copied during create */
-  const char *model_dir; /* borrowed during create: where model_warmup's warmup/ lives */
+  const char *model_dir; /* borrowed during create: where model_warmup's warmup/ and the
+                            outputs' label files (classification) live */
 };
 
 /* Creates every instance through the backend, runs the config's

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "scheduler/classify.h"
 #include "tensor/bytes.h"
 
 static const char batch_note[] =
@@ -22,10 +23,11 @@ static const Inference__ModelInput *find_input(const Inference__ModelConfig *cfg
   return NULL;
 }
 
-static bool has_output(const Inference__ModelConfig *cfg, const char *name) {
+static const Inference__ModelOutput *find_output(const Inference__ModelConfig *cfg,
+                                                 const char *name) {
   for (size_t i = 0; i < cfg->n_output; i++)
-    if (strcmp(cfg->output[i]->name, name) == 0) return true;
-  return false;
+    if (strcmp(cfg->output[i]->name, name) == 0) return cfg->output[i];
+  return NULL;
 }
 
 static const char *safe_name(const char *s) { return s ? s : ""; }
@@ -34,9 +36,17 @@ static enum pts_status check_outputs(const Inference__ModelConfig *cfg, const ch
                                      const struct pts_infer_request *req, struct pts_error *err) {
   for (size_t i = 0; i < req->n_outputs; i++) {
     const char *name = safe_name(req->outputs[i].name);
-    if (!has_output(cfg, name))
+    const Inference__ModelOutput *o = find_output(cfg, name);
+    if (!o)
       return pts_error_set(err, PTS_INVALID_ARG, "unexpected inference output '%s' for model '%s'",
                            name, model);
+    /* Classification (§1.9) ranks numbers: not BOOL, FP16, BF16 or BYTES. */
+    enum pts_dtype dt = (enum pts_dtype)o->data_type;
+    if (req->outputs[i].classification > 0 && !pts_classify_supported(dt))
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "output '%s' of model '%s': classification is not supported for "
+                           "datatype %s",
+                           name, model, pts_dtype_name(dt));
     for (size_t j = 0; j < i; j++)
       if (strcmp(safe_name(req->outputs[j].name), name) == 0)
         return pts_error_set(err, PTS_INVALID_ARG,

@@ -575,12 +575,16 @@ def test_bad_parameters(stub, pb):
     req.inputs[0].parameters["shared_memory_region"].string_param = "r0"
     expect_code(lambda: stub.ModelInfer(req, timeout=TIMEOUT), grpc.StatusCode.UNIMPLEMENTED,
                 ["shared memory"])
-    req = good_fp32(pb)
-    o = req.outputs.add()
-    o.name = "OUTPUT0"
-    o.parameters["classification"].int64_param = 2
-    expect_code(lambda: stub.ModelInfer(req, timeout=TIMEOUT), grpc.StatusCode.UNIMPLEMENTED,
-                ["classification"])
+    # classification must be a positive int64_param (tritonclient always
+    # sends one; test_client_grpc.py checks the results)
+    for set_param in (lambda p: setattr(p, "int64_param", 0),
+                      lambda p: setattr(p, "string_param", "2")):
+        req = good_fp32(pb)
+        o = req.outputs.add()
+        o.name = "OUTPUT0"
+        set_param(o.parameters["classification"])
+        expect_code(lambda: stub.ModelInfer(req, timeout=TIMEOUT),
+                    grpc.StatusCode.INVALID_ARGUMENT, ["classification"])
 
 
 def test_same_outputs_over_http_and_grpc(stub, pb, server):

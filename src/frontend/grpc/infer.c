@@ -617,11 +617,6 @@ static enum pts_status decode_output(
                            "output '%s': shared memory is not supported by this server", o->name);
     }
   }
-  /* Classification (§1.9) is parsed and kept; refused until the core
-   * computes it, as over HTTP. */
-  if (ro->classification > 0)
-    return pts_error_set(err, PTS_UNSUPPORTED,
-                         "output '%s': the classification extension is not supported yet", o->name);
   return PTS_OK;
 }
 

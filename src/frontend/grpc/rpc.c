@@ -11,9 +11,9 @@
 #include "grpc_service.pb-c.h"
 #include "health.pb-c.h"
 
-/* The HTTP frontend's list plus "logging", which the gRPC frontend serves
- * through LogSettings (a test checks that HTTP's list stays included). */
-const char *const PTS_GRPC_EXTENSIONS[] = {"model_configuration",
+/* The HTTP frontend's list (a test checks that it stays included). */
+const char *const PTS_GRPC_EXTENSIONS[] = {"classification",
+                                           "model_configuration",
                                            "binary_tensor_data",
                                            "model_repository",
                                            "model_repository(unload_dependents)",

@@ -44,8 +44,8 @@
 #define DRAIN_SECONDS 10
 
 /* The extensions this frontend implements today (protocol-facts §1.4). */
-static const char *const EXTENSIONS[] = {"model_configuration", "binary_tensor_data",
-                                         "model_repository",
+static const char *const EXTENSIONS[] = {"classification", "model_configuration",
+                                         "binary_tensor_data", "model_repository",
                                          "model_repository(unload_dependents)",
                                          "schedule_policy", "statistics", "trace", "logging"};
 

@@ -566,13 +566,6 @@ static enum pts_status decode_outputs(const json_t *root, struct pts_infer_reque
         return pts_error_set(err, PTS_INVALID_ARG, "output '%s' already exists in request",
                              req->outputs[i].name);
   }
-  /* Classification (§1.9) is parsed and kept in the request; it is refused
-   * here until the core computes it. */
-  for (size_t i = 0; i < n; i++)
-    if (req->outputs[i].classification > 0)
-      return pts_error_set(err, PTS_UNSUPPORTED,
-                           "output '%s': the classification extension is not supported yet",
-                           req->outputs[i].name);
   return PTS_OK;
 }
 

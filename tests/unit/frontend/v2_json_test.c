@@ -356,9 +356,15 @@ static void requested_outputs(void **state) {
   expect_error("{\"inputs\":[],\"outputs\":[{\"name\":\"A\"},{\"name\":\"A\"}]}", PTS_INVALID_ARG,
                "output 'A' already exists in request", NULL);
   expect_error("{\"inputs\":[],\"outputs\":{}}", PTS_INVALID_ARG, "outputs", NULL);
+  assert_int_equal(
+      decode("{\"inputs\":[],\"outputs\":[{\"name\":\"A\",\"parameters\":{\"classification\":2}}]}",
+             &req, &err),
+      PTS_OK);
+  assert_int_equal(req->outputs[0].classification, 2);
+  pts_infer_request_free(req);
   expect_error(
-      "{\"inputs\":[],\"outputs\":[{\"name\":\"A\",\"parameters\":{\"classification\":2}}]}",
-      PTS_UNSUPPORTED, "classification", NULL);
+      "{\"inputs\":[],\"outputs\":[{\"name\":\"A\",\"parameters\":{\"classification\":\"2\"}}]}",
+      PTS_INVALID_ARG, "classification", NULL);
   expect_error(
       "{\"inputs\":[],\"outputs\":[{\"name\":\"A\",\"parameters\":{\"classification\":0}}]}",
       PTS_INVALID_ARG, "classification", NULL);

@@ -287,6 +287,38 @@ static void unknown_and_duplicate_outputs(void **state) {
          "inference output 'OUTPUT1' is requested more than once for model 'm'", 0);
 }
 
+/* Classification (§1.9) ranks numbers: a BYTES, BOOL, FP16 or BF16 output
+ * is refused before the model runs; numeric outputs are fine. */
+static void classification_of_outputs(void **state) {
+  (void)state;
+  static const char cfg[] =
+      "max_batch_size: 8\n"
+      "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 16 ] } ]\n"
+      "output [ { name: \"NUM\" data_type: TYPE_FP32 dims: [ 4 ] },"
+      "         { name: \"TEXT\" data_type: TYPE_STRING dims: [ 1 ] },"
+      "         { name: \"HALF\" data_type: TYPE_FP16 dims: [ 4 ] } ]\n";
+  struct pts_infer_request *req = pts_infer_request_new();
+  add_input(req, "INPUT0", PTS_DTYPE_INT32, 64, 2, I64(1), I64(16));
+  add_output(req, "NUM");
+  req->outputs[0].classification = 3;
+  expect(cfg, req, PTS_OK, NULL, 1);
+
+  req = pts_infer_request_new();
+  add_input(req, "INPUT0", PTS_DTYPE_INT32, 64, 2, I64(1), I64(16));
+  add_output(req, "NUM");
+  add_output(req, "TEXT");
+  req->outputs[1].classification = 1;
+  expect(cfg, req, PTS_INVALID_ARG,
+         "output 'TEXT' of model 'm': classification is not supported for datatype BYTES", 0);
+
+  req = pts_infer_request_new();
+  add_input(req, "INPUT0", PTS_DTYPE_INT32, 64, 2, I64(1), I64(16));
+  add_output(req, "HALF");
+  req->outputs[0].classification = 2;
+  expect(cfg, req, PTS_INVALID_ARG,
+         "output 'HALF' of model 'm': classification is not supported for datatype FP16", 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(valid_batched_request),
@@ -304,6 +336,7 @@ int main(void) {
       cmocka_unit_test(byte_size_mismatch),
       cmocka_unit_test(bytes_element_count),
       cmocka_unit_test(unknown_and_duplicate_outputs),
+      cmocka_unit_test(classification_of_outputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
