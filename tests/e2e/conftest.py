@@ -25,7 +25,15 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
       (tests/models/gen_models.py, generated once per session into
       tests/e2e/.cache/torch_models with $PTS_MODELS_PYTHON, default the
       interpreter running pytest: the project venv).
+
+  need_module(name), missing_tool(what): for tests that need a tool beyond
+      the harness (grpcio and a stub generator, tritonclient, perf_analyzer).
+      scripts/setup.sh installs every one, so a missing one FAILS the test;
+      a host that can not install them (the air-gapped GPU host:
+      tests/gpu/run.sh sets PTS_SKIP_MISSING_TOOLS=1) skips those tests
+      instead, each with the reason.
 """
+import importlib
 import os
 import socket
 import struct
@@ -203,9 +211,27 @@ def model_repo():
     return path
 
 
+def missing_tool(what):
+    """Fails the current test (or, at import time, its module) because `what`
+    is missing; skips instead under PTS_SKIP_MISSING_TOOLS=1."""
+    if os.environ.get("PTS_SKIP_MISSING_TOOLS") == "1":
+        pytest.skip("%s is not available on this host (PTS_SKIP_MISSING_TOOLS=1)" % what,
+                    allow_module_level=True)
+    pytest.fail("%s is missing: scripts/setup.sh installs it" % what, pytrace=False)
+
+
+def need_module(name):
+    """import `name`, or missing_tool()."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        missing_tool("Python module %s (%s)" % (name, e))
+
+
 def models_python():
-    """The interpreter that writes TorchScript models: Debian's, which has
-    python3-torch, unless the host names another (a GPU host's pip torch)."""
+    """The interpreter that writes TorchScript models: $PTS_MODELS_PYTHON
+    (make sets the project venv's; a GPU host names its own), else the one
+    running the tests (the venv's, whose torch ptserve links)."""
     return os.environ.get("PTS_MODELS_PYTHON", sys.executable)
 
 

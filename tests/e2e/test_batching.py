@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import requests
 
+from conftest import need_module
 from sched_util import (DELAY_ENV, batch_sizes, identity_model, infer_bytes, infer_fp32,
                         model_stats, output_fp32, stats, wait_pending)
 
@@ -186,7 +187,7 @@ def test_concurrent_clients_get_their_own_results(start_server, tmp_path):
 def test_torch_mlp_concurrent_batched_matches_torch(start_server, tmp_path, torch_models):
     """The pytorch backend under dynamic batching: every client's output is
     what torch computes for its own input."""
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     src = os.path.join(torch_models, "mlp", "1", "model.pt")
     d = tmp_path / "mlp"
     (d / "1").mkdir(parents=True)

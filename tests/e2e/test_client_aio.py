@@ -12,8 +12,10 @@ import asyncio
 import numpy as np
 import pytest
 
-aio_http = pytest.importorskip("tritonclient.http.aio")
-aio_grpc = pytest.importorskip("tritonclient.grpc.aio")
+from conftest import need_module
+
+aio_http = need_module("tritonclient.http.aio")
+aio_grpc = need_module("tritonclient.grpc.aio")
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from clients_util import (DTYPES, IDENTITY_REPO, LABELS, TIMEOUT,  # noqa: E402

@@ -14,7 +14,9 @@ import queue
 import numpy as np
 import pytest
 
-tritonclient_grpc = pytest.importorskip("tritonclient.grpc")
+from conftest import need_module
+
+tritonclient_grpc = need_module("tritonclient.grpc")
 from tritonclient.grpc.auth import BasicAuth  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 import requests
 
-tritonclient_http = pytest.importorskip("tritonclient.http")
+from conftest import need_module
+
+tritonclient_http = need_module("tritonclient.http")
 from tritonclient.http.auth import BasicAuth  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 

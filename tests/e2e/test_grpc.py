@@ -26,9 +26,9 @@ import pytest
 import requests
 
 from conftest import (ROOT, assert_clean_exit, bf16_bytes, bytes_encode, free_port, launch_server,
-                      module_server)
+                      missing_tool, module_server, need_module)
 
-grpc = pytest.importorskip("grpc")
+grpc = need_module("grpc")
 
 TIMEOUT = 10
 SVC = "/inference.GRPCInferenceService/"
@@ -81,7 +81,9 @@ def pb(tmp_path_factory):
     except ImportError:
         cmd = [shutil.which("protoc") or "protoc"]
         plugin_path = shutil.which("grpc_python_plugin")
-        assert plugin_path, "grpc_python_plugin not found (Debian: protobuf-compiler-grpc)"
+        if not plugin_path:
+            missing_tool("a gRPC Python stub generator (grpcio-tools, or Debian's "
+                         "protobuf-compiler-grpc for grpc_python_plugin)")
         plugin = ["--plugin=protoc-gen-grpc_python=" + plugin_path]
     subprocess.run(cmd + ["--proto_path", proto_dir, "--python_out", out, "--grpc_python_out", out]
                    + plugin + protos, check=True)

@@ -9,13 +9,15 @@ flag syntax are those of --http-restricted-api (protocol-facts §1.1).
 """
 import subprocess
 
-import grpc
 import numpy as np
 import pytest
 import requests
 
-from conftest import assert_clean_exit
-from test_grpc import REPO, TIMEOUT, expect_code, infer_request, launch, pb  # noqa: F401
+from conftest import assert_clean_exit, need_module
+
+grpc = need_module("grpc")
+
+from test_grpc import REPO, TIMEOUT, expect_code, infer_request, launch, pb  # noqa: E402,F401
 
 RESTRICT = ["--grpc-restricted-protocol=inference,model-config:infer-key=secret",
             "--grpc-restricted-protocol", "health:health-key=h:v"]

@@ -19,6 +19,8 @@ from concurrent import futures
 import pytest
 import requests
 
+from conftest import need_module
+
 
 @pytest.fixture(scope="session")
 def ptperf_bin(ptserve_bin):
@@ -301,7 +303,7 @@ class FakeGrpc:
 
 @pytest.mark.parametrize("mode", sorted(GRPC_MODES))
 def test_grpc_errors_are_counted(ptperf_bin, tmp_path, mode):
-    pytest.importorskip("grpc")
+    need_module("grpc")
     fake = FakeGrpc()
     gserver, gport = fake.serve()
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeServer)

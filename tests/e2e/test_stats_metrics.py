@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import free_port
+from conftest import free_port, need_module
 from sched_util import (DELAY_ENV, batch_sizes, identity_model, infer_fp32, model_stats,
                         output_fp32, stats, wait_pending)
 
-prom_parser = pytest.importorskip("prometheus_client.parser")
+prom_parser = need_module("prometheus_client.parser")
 
 DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output",
              "cache_hit", "cache_miss")

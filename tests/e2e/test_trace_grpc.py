@@ -6,10 +6,11 @@ import os
 import numpy as np
 import pytest
 
-from conftest import ROOT
-from test_grpc import REPO, TIMEOUT, assert_clean_exit, launch, pb  # noqa: F401 (fixture)
+from conftest import ROOT, need_module
 
-grpc = pytest.importorskip("grpc")
+grpc = need_module("grpc")
+
+from test_grpc import REPO, TIMEOUT, assert_clean_exit, launch, pb  # noqa: E402,F401 (fixture)
 
 ORDER = ["GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "REQUEST_START", "QUEUE_START",
          "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END",

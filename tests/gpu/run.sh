@@ -20,15 +20,11 @@ echo "== unit tests"; ctest --test-dir build-gpu --output-on-failure || rc=1
 echo "== GPU end-to-end tests"
 PTSERVE_BIN=$PWD/build-gpu/ptserve $PY -m pytest -q -p no:cacheprovider tests/gpu || rc=1
 echo "== CPU end-to-end suite against the CUDA build"
-deselect=()
-if ! $PY -c 'import grpc_tools' 2>/dev/null && ! command -v grpc_python_plugin >/dev/null; then
-  # The gRPC tests generate Python stubs from proto/; this host has neither
-  # grpc_tools nor Debian's grpc_python_plugin (and no network to get them).
-  # CI runs them; say so rather than fail on the host's tooling.
-  echo "NOTE: tests/e2e/test_grpc.py and test_trace_grpc.py not run here: no grpc_tools or grpc_python_plugin on this host"
-  deselect=(--ignore=tests/e2e/test_grpc.py --ignore=tests/e2e/test_trace_grpc.py)
-fi
-PTSERVE_BIN=$PWD/build-gpu/ptserve PTS_MODELS_PYTHON=$PY $PY -m pytest -q -p no:cacheprovider \
-  "${deselect[@]}" tests/e2e || rc=1
+# This host has no network: tools that scripts/setup.sh would install (a
+# gRPC stub generator, tritonclient, perf_analyzer) may be missing. With
+# PTS_SKIP_MISSING_TOOLS=1 the tests that need one skip themselves, each
+# naming what is missing (-rs lists them); in CI a missing tool fails.
+PTSERVE_BIN=$PWD/build-gpu/ptserve PTS_MODELS_PYTHON=$PY PTS_SKIP_MISSING_TOOLS=1 \
+  $PY -m pytest -q -rs -p no:cacheprovider tests/e2e || rc=1
 echo "== gpu suite exit $rc"
 exit $rc
