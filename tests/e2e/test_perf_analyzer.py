@@ -1,0 +1,127 @@
+"""NVIDIA's perf_analyzer (2.51.0, scripts/setup.sh) against ptserve, briefly:
+HTTP, gRPC and gRPC streaming at concurrency 1 and 2.
+
+Each run sends a fixed number of requests (--request-count: no stability
+windows, so a busy machine can not make it fail) and must end with exit
+status 0, no error and no warning but the four about GPU metrics a server
+without GPUs does not export (tritonserver on a CPU host gives the same).
+perf_analyzer reads the server's statistics before and after each run
+(its "Server:" section): the counts it read back must cover the requests
+it sent (but for the few in flight when it took its first snapshot), and
+the server's own statistics must show every request successful.
+Times are printed by perf_analyzer and never asserted.
+"""
+import csv
+import os
+import platform
+import re
+import subprocess
+
+import pytest
+import requests
+
+from conftest import ROOT, assert_clean_exit, free_port, launch_server, missing_tool
+
+TIMEOUT = 30
+REQUESTS = 200
+MODEL = "mlp"
+# The metric families of GPUs (DCGM); a CPU-only server has none.
+GPU_METRIC_WARNINGS = {"WARNING: Unable to parse '%s' metric." % m for m in (
+    "nv_gpu_utilization", "nv_gpu_power_usage", "nv_gpu_memory_used_bytes",
+    "nv_gpu_memory_total_bytes")}
+
+
+def perf_analyzer_path():
+    """$PERF_ANALYZER, else the project venv's (scripts/setup.sh puts it
+    there on Linux x86_64, the one platform NVIDIA builds it for)."""
+    venv = os.environ.get("PTS_VENV", os.path.join(ROOT, ".venv"))
+    path = os.environ.get("PERF_ANALYZER", os.path.join(venv, "bin", "perf_analyzer"))
+    if os.access(path, os.X_OK):
+        return path
+    if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
+        pytest.skip("perf_analyzer is installed on Linux x86_64 only (scripts/setup.sh)")
+    missing_tool("perf_analyzer (%s)" % path)
+
+
+@pytest.fixture(scope="module")
+def perf_analyzer():
+    return perf_analyzer_path()
+
+
+@pytest.fixture(scope="module")
+def server(ptserve_bin, torch_models, tmp_path_factory):
+    root = tmp_path_factory.mktemp("perf_analyzer")
+    repo = root / "repo"
+    repo.mkdir()
+    os.symlink(os.path.join(torch_models, MODEL), str(repo / MODEL))
+    s = launch_server(ptserve_bin, repo, root / "server.log", metrics_port=free_port(),
+                      grpc_port=free_port(), grpc_address="127.0.0.1")
+    yield s
+    assert_clean_exit(s)
+
+
+def server_stats(server):
+    r = requests.get(server.url + "/v2/models/%s/stats" % MODEL, timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    return r.json()["model_stats"][0]
+
+
+# protocol -> perf_analyzer arguments, and extra runs' arguments per concurrency
+PROTOCOLS = {
+    "http": lambda s: ["-i", "http", "-u", s.url[len("http://"):]],
+    "grpc": lambda s: ["-i", "grpc", "-u", s.grpc_target],
+    "grpc_stream": lambda s: ["-i", "grpc", "--streaming", "-u", s.grpc_target],
+}
+# Beyond the defaults, one run of each protocol exercises more of the server:
+# metrics collection (/metrics), JSON tensors over HTTP, gRPC compression.
+EXTRA = {
+    ("http", 1): lambda s: ["--collect-metrics", "--verbose-csv", "--metrics-interval", "100",
+                            "--metrics-url", s.metrics_url[len("http://"):]],
+    ("http", 2): lambda s: ["--input-tensor-format", "json", "--output-tensor-format", "json"],
+    ("grpc", 2): lambda s: ["--grpc-compression-algorithm", "gzip"],
+    ("grpc_stream", 2): lambda s: ["--grpc-compression-algorithm", "deflate"],
+}
+
+
+def count(label, text):
+    m = re.search(r"^\s*%s: (\d+)$" % re.escape(label), text, re.M)
+    assert m, "no '%s' in perf_analyzer's output:\n%s" % (label, text)
+    return int(m.group(1))
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_perf_analyzer(perf_analyzer, server, tmp_path, protocol):
+    before = server_stats(server)
+    sent = 0
+    for concurrency in (1, 2):
+        report = tmp_path / ("%s_%d.csv" % (protocol, concurrency))
+        cmd = [perf_analyzer, "-m", MODEL, "--concurrency-range", str(concurrency),
+               "--request-count", str(REQUESTS), "-f", str(report)] + PROTOCOLS[protocol](server)
+        cmd += EXTRA.get((protocol, concurrency), lambda s: [])(server)
+        run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=300)
+        out = run.stdout
+        assert run.returncode == 0, "%s\n%s" % (" ".join(cmd), out)
+        lines = [ln.strip() for ln in out.splitlines()]
+        assert not [ln for ln in lines if "error" in ln.lower()], out
+        assert {ln for ln in lines if ln.startswith("WARNING")} <= GPU_METRIC_WARNINGS, out
+        # What the client sent, and what it read back from the server's statistics.
+        client = out.split("Server:")[0]
+        assert "Server:" in out, out
+        requests_sent = count("Request count", client)
+        assert requests_sent >= REQUESTS
+        # perf_analyzer takes its first statistics snapshot once its
+        # workers are started, so up to `concurrency` requests may fall
+        # before it; the rest must all be there, successful.
+        server_part = out.split("Server:")[1]
+        assert count("Successful request count", server_part) >= requests_sent - concurrency
+        assert count("Inference count", server_part) >= requests_sent - concurrency
+        sent += requests_sent
+        rows = list(csv.DictReader(open(report)))
+        assert len(rows) == 1, rows
+        assert int(rows[0]["Concurrency"]) == concurrency
+        assert float(rows[0]["Inferences/Second"]) > 0, rows
+    after = server_stats(server)
+    ok = after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"]
+    assert ok >= sent
+    assert after["inference_stats"]["fail"]["count"] == before["inference_stats"]["fail"]["count"]
