@@ -76,6 +76,8 @@ enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
    * that runs now finishes first (its requester is answered while the
    * frontends still exist). */
   pts_control_stop(s);
+  /* Refused before the line says so: a client that read it knows. */
+  pts_server_refuse_inference(s);
   PTS_LOG_INFO("Waiting for in-flight requests to complete.");
   /* --exit-timeout-secs bounds the wait for accepted requests. */
   unsigned timeout_s = s->opts.exit_timeout_secs;

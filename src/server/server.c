@@ -278,9 +278,13 @@ void pts_server_stop(struct pts_server *s) {
   (void)n;
 }
 
-size_t pts_server_drain(struct pts_server *s, unsigned timeout_s) {
+void pts_server_refuse_inference(struct pts_server *s) {
   atomic_store(&s->ready_state, false);
   atomic_store(&s->stopping, true);
+}
+
+size_t pts_server_drain(struct pts_server *s, unsigned timeout_s) {
+  pts_server_refuse_inference(s);
   /* Let calls that passed the stopping check finish queueing. */
   while (atomic_load(&s->entering) > 0) {
     struct timespec ts = {0, 1000000};

@@ -45,6 +45,10 @@ enum pts_status pts_control_start_polling(struct pts_server *s, struct pts_error
  * Idempotent; main thread. */
 void pts_control_stop(struct pts_server *s);
 
+/* From now on new inference requests are refused (UNAVAILABLE, "Server is
+ * shutting down") and the server is not ready. Idempotent; any thread. */
+void pts_server_refuse_inference(struct pts_server *s);
+
 /* Stops accepting inference, then waits (up to timeout_s seconds) for every
  * queued or running request to be answered, so frontends can be stopped
  * without a completion arriving after them. Returns how many were left. */

@@ -121,27 +121,43 @@ def launch_server(bin_path, repo, log_path, *args, metrics_port, grpc_port, grpc
     until /v2/health/ready (or /v2/health/live when not expect_ready)
     answers 200. env entries are added to this process's environment.
     Returns the Server; the caller stops it. A server that exits or does not
-    answer in time is stopped and reported with its log."""
-    port = free_port()
-    cmd = [bin_path, "--model-repository", str(repo), "--http-port", str(port),
-           "--http-address", "127.0.0.1", "--metrics-port", str(metrics_port),
-           "--grpc-port", str(grpc_port)]
-    if grpc_address is not None:
-        cmd += ["--grpc-address", grpc_address]
-    cmd += [str(a) for a in args]
+    answer in time is stopped and reported with its log.
+
+    Ports come from free_port(), so another process on this shared machine
+    may take one before ptserve binds it: when start-up fails on a port in
+    use, the server is started again on fresh ports (the non-zero ones),
+    twice at most."""
     full_env = None
     if env is not None:
         full_env = dict(os.environ)
         full_env.update(env)
-    with open(log_path, "w") as logf:
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env)
-    server = Server(proc, port, str(log_path), metrics_port, grpc_port)
-    try:
-        wait_until_answering(server, expect_ready, timeout)
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    for attempt in range(3):
+        port = free_port()
+        cmd = [bin_path, "--model-repository", str(repo), "--http-port", str(port),
+               "--http-address", "127.0.0.1", "--metrics-port", str(metrics_port),
+               "--grpc-port", str(grpc_port)]
+        if grpc_address is not None:
+            cmd += ["--grpc-address", grpc_address]
+        cmd += [str(a) for a in args]
+        with open(log_path, "w") as logf:
+            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env)
+        server = Server(proc, port, str(log_path), metrics_port, grpc_port)
+        try:
+            wait_until_answering(server, expect_ready, timeout)
+            return server
+        except BaseException:
+            server.stop()
+            if attempt == 2 or not port_taken(server):
+                raise
+        metrics_port = free_port() if metrics_port else 0
+        grpc_port = free_port() if grpc_port else 0
+
+
+def port_taken(server):
+    """Whether a server that exited during start-up could not bind a port."""
+    log = server.log().lower()
+    return server.proc.returncode not in (None, 0) and (
+        "address already in use" in log or "address in use" in log)
 
 
 def wait_until_answering(server, expect_ready, timeout):
@@ -152,10 +168,10 @@ def wait_until_answering(server, expect_ready, timeout):
             raise AssertionError("ptserve exited with %s during start-up:\n%s"
                                  % (server.proc.returncode, server.log()))
         try:
-            if requests.get(server.url + path, timeout=1).status_code == 200:
+            if requests.get(server.url + path, timeout=5).status_code == 200:
                 return
-        except requests.ConnectionError:
-            pass
+        except requests.RequestException:
+            pass  # not listening yet, or slow to answer on a busy machine
         time.sleep(0.05)
     raise AssertionError("ptserve did not answer %s within %ss:\n%s" % (path, timeout, server.log()))
 

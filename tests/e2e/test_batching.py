@@ -225,22 +225,23 @@ def test_torch_mlp_concurrent_batched_matches_torch(start_server, tmp_path, torc
 
 
 def test_instance_groups_run_concurrently(start_server, tmp_path):
-    """Two groups (2 + 1 instances) of a model whose execution sleeps 600 ms:
-    three requests at once finish together, not one after another."""
-    identity_model(tmp_path, "g", params={"execute_delay_ms": 600},
+    """Two groups (2 + 1 instances) of a model whose execution sleeps 3 s:
+    three requests queued together (the scheduler holds them until all three
+    are there) run one on each instance, at the same time, rather than one
+    after another on one instance. The log says which instance ran what;
+    no time is measured."""
+    identity_model(tmp_path, "g", params={"execute_delay_ms": 3000},
                    extra="instance_group [ { name: \"a\" count: 2 kind: KIND_CPU },"
                          " { name: \"b\" count: 1 kind: KIND_CPU } ]")
-    server = start_server(tmp_path, "--log-verbose", "1")
+    server = start_server(tmp_path, "--log-verbose", "1", env={DELAY_ENV: "3"})
     inputs = [rows(1, seed=i) for i in range(3)]
-    t0 = time.time()
     resps = run_parallel([lambda a=a: infer_fp32(server, "g", a) for a in inputs])
-    elapsed = time.time() - t0
     for resp, a in zip(resps, inputs):
         check_echo(resp, a)
-    assert elapsed < 1.5, "3 executions of 600 ms on 3 instances took %.2f s" % elapsed
     log = server.log()
     for name in ("a_0", "a_1", "b_0"):
         assert "creating instance '%s'" % name in log, log
+        assert log.count("instance '%s' runs 1 requests" % name) == 1, log
 
 
 # ------------------------------------------------------ priorities, timeouts

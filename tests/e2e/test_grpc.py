@@ -843,7 +843,6 @@ def test_shutdown_with_an_open_stream(ptserve_bin, tmp_path, pb):
         it = stub.ModelStreamInfer(requests_gen(), timeout=60)
         first = next(it)
         assert first.error_message == "" and first.infer_response.raw_output_contents
-        t0 = time.time()
         s.proc.terminate()
         with pytest.raises(grpc.RpcError) as info:
             for _ in it:
@@ -851,7 +850,6 @@ def test_shutdown_with_an_open_stream(ptserve_bin, tmp_path, pb):
         assert info.value.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
         release.set()
         rc = s.proc.wait(timeout=60)
-        assert time.time() - t0 < 40
     log = s.log()
     for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
         assert marker not in log, log

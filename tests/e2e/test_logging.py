@@ -8,7 +8,6 @@ info lines vanish with log_info false, ISO8601 changes the line prefix.
 import json
 import os
 import re
-import time
 
 import requests
 
@@ -41,7 +40,10 @@ def arm_profiler(server):
 
 
 def read(path):
-    time.sleep(0.1)
+    """The log file as it is now. The server writes and flushes each line
+    before it answers the request that caused it (the scheduler's verbose
+    line before the model runs, the profiler's info line before the trace
+    setting's reply), so it is complete when the answer has arrived."""
     with open(path) as f:
         return f.read()
 

@@ -59,14 +59,17 @@ def infer(server, batch):
     assert r.status_code == 200, r.text
 
 
-def wait_for(path, timeout=20):
+def wait_for(server, prefix, timeout=60):
+    """Waits for the profile `prefix` to be complete: the server logs
+    "operator profile of N executions written: <3 paths>" once all three
+    files are written and closed (the files alone may still be growing)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if os.path.exists(path):
-            time.sleep(0.2)  # the writer finishes the other two files
+        if any("executions written" in line and prefix + ".ops.csv" in line
+               for line in server.log().splitlines()):
             return
         time.sleep(0.05)
-    raise AssertionError("%s was not written" % path)
+    raise AssertionError("%s was not written:\n%s" % (prefix, server.log()))
 
 
 def table(csv_path):
@@ -110,7 +113,7 @@ def test_torch_profiler_runtime_switch(start_server, tmp_path):
     for _ in range(3):  # one more than asked for: it is not recorded
         infer(server, 3)
     prefix = str(tmp_path / "mlp_classifier.profile1")
-    wait_for(prefix + ".ops.csv")
+    wait_for(server, prefix)
     check_profile(prefix, 4, 3)
     assert requests.get(url, timeout=TIMEOUT).json()["profile_executions"] == "0"
     r = requests.post(url, json={"profile_executions": "-1"}, timeout=TIMEOUT)
@@ -130,6 +133,6 @@ def test_torch_profiler_config_parameter(start_server, tmp_path):
     for _ in range(2):
         infer(server, 5)
     prefix = str(out / "mlp_classifier.profile1")
-    wait_for(prefix + ".ops.csv")
+    wait_for(server, prefix)
     check_profile(prefix, 2, 5)
     assert server.stop() == 0

@@ -15,6 +15,8 @@ import requests
 
 from conftest import free_port
 
+TIMEOUT = 30
+
 INFER_BODY = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
                           "data": [1, 2, 3, 4]}]}
 
@@ -152,13 +154,16 @@ def test_restricted_health(ptserve_bin, model_repo, tmp_path):
     url = "http://127.0.0.1:%d" % port
     try:
         deadline = time.time() + 60
-        while time.time() < deadline:
+        while True:
+            assert proc.poll() is None, "ptserve exited during start-up"
+            assert time.time() < deadline, "ptserve did not become ready"
             try:
-                if requests.get(url + "/v2/health/ready",
-                                headers={"health-key": "h:v"}).status_code == 200:
+                if requests.get(url + "/v2/health/ready", headers={"health-key": "h:v"},
+                                timeout=TIMEOUT).status_code == 200:
                     break
             except requests.ConnectionError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         expect_403(requests.get(url + "/v2/health/live"), "health-key")
         expect_403(requests.get(url + "/v2/health/ready", headers={"health-key": "h"}),
                    "health-key")
