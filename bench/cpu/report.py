@@ -5,13 +5,16 @@
 RAW_DIR holds what run.sh measured: meta.txt (machine, load, versions),
 inproc.csv (bench_inproc), ptperf_<protocol>_<model>.csv (ptperf over HTTP,
 gRPC ModelInfer and gRPC ModelStreamInfer; the protocol is also a column of
-the CSV) and pinned_mlp.csv (ptperf with the server and the client on one
-core). RESULTS_DIR gets results.csv (one row per model, protocol and
-concurrency), results.md (the tables and what they say) and plot.png.
+the CSV), perf_analyzer_<protocol>_<model>_c<N>.csv (NVIDIA's perf_analyzer
+on the same server, one file per concurrency) and pinned_mlp.csv (ptperf
+with the server and the client on one core). RESULTS_DIR gets results.csv
+(one row per client, model, protocol and concurrency), results.md (the
+tables and what they say) and plot.png.
 """
 import csv
 import math
 import os
+import re
 import sys
 
 # tritonserver 2.x + PyTorch backend, 16 -> 4 MLP, one CPU instance, HTTP,
@@ -26,7 +29,10 @@ PROTOCOL_LABEL = {"http": "HTTP", "grpc": "gRPC", "grpc_stream": "gRPC stream"}
 COLUMNS = ["model", "protocol", "dynamic_batching", "concurrency", "infer_per_sec", "p50_us",
            "p90_us", "p99_us", "inproc_p50_us", "overhead_p50_us", "inproc_per_sec",
            "throughput_ratio", "server_request_us", "server_queue_us", "server_compute_infer_us",
-           "avg_batch", "server_cpu_us", "client_cpu_us", "other_cpu_pct", "errors", "stable"]
+           "avg_batch", "server_cpu_us", "client_cpu_us", "other_cpu_pct", "errors", "stable",
+           "client"]
+# grpc_stream before grpc: the alternation takes the first that matches.
+PA_FILE = re.compile(r"^perf_analyzer_(grpc_stream|grpc|http)_(.+)_c(\d+)\.csv$")
 
 
 def read_meta(raw):
@@ -81,8 +87,96 @@ def rows_for(raw, inproc, prefix="ptperf_"):
                 "other_cpu_pct": num(r, "other_cpu_pct"),
                 "errors": int(r["errors"]),
                 "stable": "yes" if r["stable"] == "1" else "no",
+                "client": "ptperf",
             })
     return out
+
+
+def perf_analyzer_rows(raw):
+    """perf_analyzer's CSVs (its column names), in results.csv's terms. Its
+    server columns are the statistics endpoint's averages per request, as
+    ptperf's; it has no CPU or error columns (a run with errors fails and
+    leaves no file)."""
+    out = []
+    for name in sorted(os.listdir(raw)):
+        m = PA_FILE.match(name)
+        if not m:
+            continue
+        for r in read_csv(os.path.join(raw, name)):
+            row = {k: None for k in COLUMNS}
+            row.update({
+                "model": m.group(2), "protocol": m.group(1), "dynamic_batching": "no",
+                "concurrency": int(r["Concurrency"]),
+                "infer_per_sec": num(r, "Inferences/Second"),
+                "p50_us": num(r, "p50 latency"), "p90_us": num(r, "p90 latency"),
+                "p99_us": num(r, "p99 latency"),
+                "server_queue_us": num(r, "Server Queue"),
+                "server_compute_infer_us": num(r, "Server Compute Infer"),
+                "errors": 0, "stable": "yes", "client": "perf_analyzer",
+            })
+            out.append(row)
+    return out
+
+
+def perf_analyzer_failures(raw):
+    """(protocol, model, concurrency) of the perf_analyzer runs that failed
+    or never settled (run.sh lists them in perf_analyzer_failed.txt)."""
+    path = os.path.join(raw, "perf_analyzer_failed.txt")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [tuple(line.split()) for line in f if len(line.split()) == 3]
+
+
+def perf_analyzer_lines(rows, pa_rows, meta, failed=()):
+    """perf_analyzer's figures beside ptperf's: same server, same run."""
+    if not pa_rows:
+        if meta.get("perf_analyzer") == "missing":
+            return ["## ptperf and perf_analyzer", "",
+                    "perf_analyzer was not installed on this host (scripts/setup.sh installs "
+                    "it on Linux x86_64): no perf_analyzer rows.", ""]
+        return []
+    L = ["## ptperf and perf_analyzer",
+         "",
+         f"NVIDIA's perf_analyzer ({meta.get('perf_analyzer', '?')}) measured mlp against the "
+         "same server in this run, each protocol right after ptperf's sweep of it, with the "
+         "same windows and stability rule (`-p`, 3 windows within 10%). × = perf_analyzer ÷ "
+         "ptperf. Why the two differ: "
+         "[docs/benchmarks.md](../../../docs/benchmarks.md#ptperf-and-perf_analyzer).",
+         "",
+         "| protocol | concurrency | ptperf infer/s | perf_analyzer infer/s | × | ptperf p50 µs "
+         "| perf_analyzer p50 µs | × | ptperf p99 µs | perf_analyzer p99 µs | "
+         "server queue µs (ptperf / pa) | server infer µs (ptperf / pa) |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    thr, lat = [], []
+    for p in PROTOCOLS:
+        for a in sorted((r for r in pa_rows if r["protocol"] == p), key=lambda r: r["concurrency"]):
+            t = find(rows, a["model"], "no", a["concurrency"], p)
+            if t is None:
+                continue
+            x_thr, x_lat = ratio(a["infer_per_sec"], t["infer_per_sec"]), ratio(a["p50_us"],
+                                                                                 t["p50_us"])
+            thr.append(x_thr)
+            lat.append(x_lat)
+            L.append(f"| {PROTOCOL_LABEL[p]} | {a['concurrency']} | {fmt(t['infer_per_sec'])} | "
+                     f"{fmt(a['infer_per_sec'])} | {fmt(x_thr, 2)} | {fmt(t['p50_us'])} | "
+                     f"{fmt(a['p50_us'])} | {fmt(x_lat, 2)} | {fmt(t['p99_us'])} | "
+                     f"{fmt(a['p99_us'])} | {fmt(t['server_queue_us'], 1)} / "
+                     f"{fmt(a['server_queue_us'], 1)} | {fmt(t['server_compute_infer_us'], 1)} / "
+                     f"{fmt(a['server_compute_infer_us'], 1)} |")
+    L.append("")
+    g = lambda v: (lambda w: math.exp(sum(map(math.log, w)) / len(w)) if w else None)(
+        [x for x in v if x])
+    if g(thr):
+        L.append(f"Over these {len(thr)} points perf_analyzer measured {g(thr):.2f}× ptperf's "
+                 f"throughput at {g(lat):.2f}× its p50 (geometric means).")
+        L.append("")
+    if failed:
+        L.append("perf_analyzer failed or did not settle within 10 windows (no row) at: " +
+                 ", ".join(f"{m} {PROTOCOL_LABEL.get(p, p)} concurrency {c}"
+                           for p, m, c in failed) + " (`raw/perf_analyzer.log` says which).")
+        L.append("")
+    return L
 
 
 def fmt(v, digits=0):
@@ -234,7 +328,7 @@ def protocol_lines(rows):
     return L
 
 
-def write_md(rows, inproc, meta, path, pinned=None):
+def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
     cores = int(meta.get("cores", "0") or 0)
     L = []
     L.append("# CPU benchmark: ptserve over HTTP and gRPC vs LibTorch in process")
@@ -303,6 +397,7 @@ def write_md(rows, inproc, meta, path, pinned=None):
              "where it is high were measured on a disturbed machine.")
     L.append("")
     L.extend(protocol_lines(rows))
+    L.extend(perf_analyzer_lines(rows, pa_rows, meta, pa_failed))
     L.append("## Dynamic batching at concurrency 8")
     L.append("")
     d8 = inproc.get("deep_batch8")
@@ -365,7 +460,7 @@ def write_md(rows, inproc, meta, path, pinned=None):
         f.write("\n".join(L))
 
 
-def write_plot(rows, inproc, path, pinned=()):
+def write_plot(rows, inproc, path, pinned=(), pa_rows=()):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -392,6 +487,15 @@ def write_plot(rows, inproc, path, pinned=()):
         if ip:
             ax2.axhline(ip["p50_us"], color=color, linestyle="-.", linewidth=1,
                         label=f"{m} in-process p50")
+    for p in PROTOCOLS:
+        ps = sorted((r for r in pa_rows if r["protocol"] == p and r["model"] == "mlp"),
+                    key=lambda r: r["concurrency"])
+        if ps:
+            cs = [r["concurrency"] for r in ps]
+            ax1.plot(cs, [r["infer_per_sec"] for r in ps], "x", color="tab:red",
+                     label="mlp, perf_analyzer (every protocol)" if p == "http" else None)
+            ax2.plot(cs, [r["p50_us"] for r in ps], "x", color="tab:red",
+                     label="mlp p50, perf_analyzer" if p == "http" else None)
     if pinned:
         ps = sorted(pinned, key=lambda r: r["concurrency"])
         cs = [r["concurrency"] for r in ps]
@@ -451,11 +555,13 @@ def main(argv):
                        r["concurrency"])
     rows = sorted(rows_for(raw, inproc), key=order)
     pinned = sorted(rows_for(raw, inproc, prefix="pinned_"), key=order)
+    pa_rows = sorted(perf_analyzer_rows(raw), key=order)
     # In the CSV the one-core rows are a model of their own.
-    write_csv(rows + [dict(r, model="mlp_one_core") for r in pinned],
+    write_csv(rows + [dict(r, model="mlp_one_core") for r in pinned] + pa_rows,
               os.path.join(out, "results.csv"))
-    write_md(rows, inproc, meta, os.path.join(out, "results.md"), pinned)
-    write_plot(rows, inproc, os.path.join(out, "plot.png"), pinned)
+    write_md(rows, inproc, meta, os.path.join(out, "results.md"), pinned, pa_rows,
+             perf_analyzer_failures(raw))
+    write_plot(rows, inproc, os.path.join(out, "plot.png"), pinned, pa_rows)
     print("wrote", ", ".join(os.path.join(out, f) for f in
                              ("results.md", "results.csv", "plot.png")))
     return 0

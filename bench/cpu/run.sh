@@ -10,6 +10,8 @@
 #    - each model's forward() alone, in process, at batch 1 (bench_inproc),
 #    - mlp and add_sub at concurrency 1, 2, 4, 8 (ptperf), each over HTTP,
 #      gRPC ModelInfer and gRPC ModelStreamInfer, one after the other,
+#    - mlp at the same concurrencies with NVIDIA's perf_analyzer, over each
+#      protocol right after ptperf's sweep of it (the same server),
 #    - mlp and deep with and without dynamic batching at concurrency 8, over
 #      the same three,
 #    - mlp at concurrency 1 and 4 once more with the server and the client
@@ -25,7 +27,11 @@
 # for the machine to be nearly idle, and records how busy it was.
 #
 # Environment: BENCH_INTERVAL_MS (window, default 2000), BENCH_BUILD_DIR,
-# BENCH_RESULTS (output folder), BENCH_QUIET_WAIT, JOBS (build parallelism).
+# BENCH_RESULTS (output folder), BENCH_QUIET_WAIT, JOBS (build parallelism),
+# PERF_ANALYZER (default: the project venv's, scripts/setup.sh; the
+# perf_analyzer rows are left out, with a note, when it is missing),
+# PTS_VENV (the project venv, where perf_analyzer is looked for), PYTHON
+# (default: the project venv's; it writes the models and the report).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -35,6 +41,7 @@ RAW="$ROOT/bench/cpu/raw"
 RESULTS="${BENCH_RESULTS:-$ROOT/bench/cpu/results}"
 INTERVAL_MS="${BENCH_INTERVAL_MS:-2000}"
 PY=${PYTHON:-$ROOT/.venv/bin/python}  # the project venv (scripts/setup.sh)
+PERF_ANALYZER="${PERF_ANALYZER:-${PTS_VENV:-$ROOT/.venv}/bin/perf_analyzer}"
 SERVER_PID=
 
 log() { printf '== %s\n' "$*" >&2; }
@@ -161,11 +168,47 @@ protocol_args() {
     grpc_stream) echo "-i grpc --streaming --grpc-url 127.0.0.1:$GRPC_PORT" ;;
   esac
 }
+# perf_analyzer (NVIDIA's client, scripts/setup.sh) on the same server:
+# the same windows and stability rule as ptperf (-p, 3 windows within 10%,
+# at most 10), one run per concurrency (its --concurrency-range steps
+# linearly). Random inputs, binary tensors over HTTP, as ptperf. A run that
+# never settles or fails is logged, leaves no row and is listed in
+# perf_analyzer_failed.txt (the report names it).
+pa_args() {
+  case "$1" in
+    http) echo "-i http -u 127.0.0.1:$PORT" ;;
+    grpc) echo "-i grpc -u 127.0.0.1:$GRPC_PORT" ;;
+    grpc_stream) echo "-i grpc --streaming -u 127.0.0.1:$GRPC_PORT" ;;
+  esac
+}
+perf_analyzer_sweep() {
+  local m="$1" p="$2" c
+  [ -x "$PERF_ANALYZER" ] || return 0
+  for c in 1 2 4 8; do
+    log "perf_analyzer $m over $p, concurrency $c"
+    # shellcheck disable=SC2046
+    if ! "$PERF_ANALYZER" -m "$m" $(pa_args "$p") --concurrency-range "$c" \
+          -p "$INTERVAL_MS" -s 10 -r 10 -f "$RAW/perf_analyzer_${p}_${m}_c$c.csv" \
+          >>"$RAW/perf_analyzer.log" 2>&1; then
+      echo "run.sh: perf_analyzer $m over $p at concurrency $c failed; see $RAW/perf_analyzer.log" >&2
+      rm -f "$RAW/perf_analyzer_${p}_${m}_c$c.csv"
+      echo "$p $m $c" >>"$RAW/perf_analyzer_failed.txt"
+    fi
+  done
+}
+if [ -x "$PERF_ANALYZER" ]; then
+  echo "perf_analyzer=$("$PERF_ANALYZER" --version 2>&1 | head -n1)" >>"$RAW/meta.txt"
+else
+  echo "run.sh: no perf_analyzer at $PERF_ANALYZER (scripts/setup.sh installs it); its rows are left out" >&2
+  echo "perf_analyzer=missing" >>"$RAW/meta.txt"
+fi
+
 for m in mlp add_sub; do
   for p in "${PROTOCOLS[@]}"; do
     log "ptperf $m over $p, concurrency 1,2,4,8"
     # shellcheck disable=SC2046  # the arguments are words on purpose
     ptperf -m "$m" $(protocol_args "$p") --concurrency 1,2,4,8 -f "$RAW/ptperf_${p}_$m.csv"
+    if [ "$m" = mlp ]; then perf_analyzer_sweep "$m" "$p"; fi
   done
 done
 for m in mlp_dyn deep deep_dyn; do
