@@ -15,6 +15,8 @@ import time
 import numpy as np
 import requests
 
+from conftest import need_module
+
 CONFIG = """
 backend: "identity"
 max_batch_size: 0
@@ -195,7 +197,7 @@ def wait_not_ready(server, timeout=30):
 
 
 def test_drain_fails_readiness_and_keeps_serving(start_server, tmp_path):
-    import tritonclient.grpc as grpcclient  # requirements.txt
+    grpcclient = need_module("tritonclient.grpc")
     server = start_server(slow_repo(tmp_path, delay_ms=0), "--exit-drain-secs", 600)
     keepalive = requests.Session()
     before = keepalive.post(server.url + "/v2/models/slow/infer", json=body([7, 8]), timeout=10)
