@@ -8,6 +8,7 @@ come from torch running the same model.pt in this process, the identity
 models' echo and the committed config and label files (clients_util.py).
 """
 import asyncio
+import json
 
 import numpy as np
 import pytest
@@ -267,9 +268,12 @@ def test_repository_and_shared_memory_calls(flavour):
             index = await flavour.json(c.get_model_repository_index)
             models = index["models"] if flavour.name == "grpc" else index
             assert {"mlp", "strings", "dt_fp16"} <= {m["name"] for m in models}
+            # Model control mode NONE here (explicit: test_model_control below).
+            refused = flavour.status(503, "UNAVAILABLE")
+            for call in (c.load_model, c.unload_model):
+                await expect_error(call("mlp"), refused,
+                                   "explicit model load / unload is not allowed")
             unsupported = flavour.status(501, "UNIMPLEMENTED")
-            await expect_error(c.load_model("mlp"), unsupported, "model control mode")
-            await expect_error(c.unload_model("mlp"), unsupported, "model control mode")
             system = "system shared memory is not supported"
             cuda = "CUDA shared memory is not supported"
             await expect_error(c.get_system_shared_memory_status(), unsupported, system)
@@ -280,6 +284,44 @@ def test_repository_and_shared_memory_calls(flavour):
             await expect_error(c.register_cuda_shared_memory("c", b"aGFuZGxl", 0, 8),
                                unsupported, cuda)
             await expect_error(c.unregister_cuda_shared_memory("c"), unsupported, cuda)
+        finally:
+            await c.close()
+    run(body)
+
+
+def test_model_control(flavour, start_server):
+    """--model-control-mode explicit: the asyncio clients load a model (also
+    with a config override), see it ready and serving, and unload it."""
+    s = start_server(IDENTITY_REPO, "--model-control-mode=explicit", "--load-model=dt_fp32")
+    f = Flavour(flavour.name, s)
+
+    async def ready_in_index(c, name):
+        index = await f.json(c.get_model_repository_index)
+        models = index["models"] if f.name == "grpc" else index
+        return any(m["name"] == name and m.get("state") == "READY" for m in models)
+
+    async def body():
+        c = f.client()
+        try:
+            x = identity_values("INT32")
+            assert await ready_in_index(c, "dt_fp32")
+            assert not await ready_in_index(c, "dt_int32")
+            await c.load_model("dt_int32")
+            assert await c.is_model_ready("dt_int32") and await ready_in_index(c, "dt_int32")
+            r = await c.infer("dt_int32", [f.input("INPUT0", x, "INT32")])
+            assert_same(r.as_numpy("OUTPUT0"), x, "INT32")
+            # A config override: the same model with max_batch_size 2.
+            cfg = await f.json(c.get_model_config, model_name="dt_int32")
+            cfg = dict(cfg.get("config", cfg))
+            cfg["max_batch_size"] = 2
+            await c.load_model("dt_int32", config=json.dumps(cfg))
+            cfg = await f.json(c.get_model_config, model_name="dt_int32")
+            assert int(cfg.get("config", cfg)["max_batch_size"]) == 2
+            await c.unload_model("dt_int32")
+            assert not await ready_in_index(c, "dt_int32")
+            await expect_error(c.infer("dt_int32", [f.input("INPUT0", x, "INT32")]),
+                               f.status(404, "NOT_FOUND"), "dt_int32", "no available versions")
+            assert await c.is_model_ready("dt_fp32")
         finally:
             await c.close()
     run(body)

@@ -437,9 +437,11 @@ def test_repository_calls(client):
     by_name = {m["name"]: m for m in index}
     for name in ("mlp", "mlp_classifier", "strings", "dt_bf16", "add_sub_fp16"):
         assert by_name[name]["state"] == "READY" and by_name[name]["version"] == "1", name
-    # The model control mode is NONE: load and unload give the server's error.
-    expect_error(lambda: client.load_model("mlp"), 501, "'mlp'", "model control mode")
-    expect_error(lambda: client.unload_model("mlp"), 501, "'mlp'", "model control mode")
+    # The model control mode is NONE: load and unload get tritonserver's 503
+    # (test_client_aio.py and test_model_control_tritonclient.py load and
+    # unload in explicit mode).
+    for call in (client.load_model, client.unload_model):
+        expect_error(lambda: call("mlp"), 503, "explicit model load / unload is not allowed", "--model-control-mode=explicit")
     assert client.is_model_ready("mlp")
 
 
