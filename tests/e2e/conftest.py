@@ -34,6 +34,7 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
       instead, each with the reason.
 """
 import importlib
+import inspect
 import os
 import socket
 import struct
@@ -229,11 +230,14 @@ def model_repo():
 
 def missing_tool(what):
     """Fails the current test (or, at import time, its module) because `what`
-    is missing; skips instead under PTS_SKIP_MISSING_TOOLS=1."""
+    is missing; skips instead under PTS_SKIP_MISSING_TOOLS=1. The message
+    names the test file that needs it."""
+    who = next((os.path.basename(f.filename) for f in inspect.stack()[1:]
+                if not f.filename.endswith("conftest.py")), "?")
     if os.environ.get("PTS_SKIP_MISSING_TOOLS") == "1":
-        pytest.skip("%s is not available on this host (PTS_SKIP_MISSING_TOOLS=1)" % what,
-                    allow_module_level=True)
-    pytest.fail("%s is missing: scripts/setup.sh installs it" % what, pytrace=False)
+        pytest.skip("%s: %s is not available on this host (PTS_SKIP_MISSING_TOOLS=1)"
+                    % (who, what), allow_module_level=True)
+    pytest.fail("%s: %s is missing: scripts/setup.sh installs it" % (who, what), pytrace=False)
 
 
 def need_module(name):

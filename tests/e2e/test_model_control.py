@@ -21,12 +21,15 @@ import subprocess
 import threading
 import time
 
-import grpc
 import pytest
 import requests
-from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from conftest import Server, assert_clean_exit, free_port, wait_until_answering
+from conftest import Server, assert_clean_exit, free_port, need_module, wait_until_answering
+
+grpc = need_module("grpc")
+# tritonclient's generated gRPC messages (requirements.txt)
+service_pb2 = need_module("tritonclient.grpc.service_pb2")
+service_pb2_grpc = need_module("tritonclient.grpc.service_pb2_grpc")
 
 TIMEOUT = 30
 

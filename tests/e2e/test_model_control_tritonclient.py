@@ -13,11 +13,12 @@ import os
 
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
-from tritonclient.utils import InferenceServerException
 
-from conftest import assert_clean_exit
+from conftest import assert_clean_exit, need_module
+
+grpcclient = need_module("tritonclient.grpc")
+httpclient = need_module("tritonclient.http")
+from tritonclient.utils import InferenceServerException  # noqa: E402
 
 CONFIG = """name: "{name}"
 backend: "identity"

@@ -27,10 +27,11 @@ import threading
 import numpy as np
 import pytest
 import requests
-import tritonclient.grpc as grpcclient
-from tritonclient.utils import InferenceServerException
 
-from conftest import assert_clean_exit
+from conftest import assert_clean_exit, need_module
+
+grpcclient = need_module("tritonclient.grpc")
+from tritonclient.utils import InferenceServerException  # noqa: E402
 
 TIMEOUT = 60
 CYCLES = 30
