@@ -28,7 +28,7 @@ static void render_families_and_labels(void **state) {
   st.pending = 7;
   struct pts_host_metrics host = {true, 0.25, 1000, 400};
   size_t len = 0;
-  char *text = pts_metrics_render(&st, 1, &host, &len);
+  char *text = pts_metrics_render(&st, 1, &host, NULL, &len);
   assert_non_null(text);
   assert_int_equal(strlen(text), len);
   const char *want[] = {
@@ -55,7 +55,7 @@ static void render_families_and_labels(void **state) {
   pts_free(text);
 
   /* No models, no host gauges: the families' headers only. */
-  text = pts_metrics_render(NULL, 0, NULL, &len);
+  text = pts_metrics_render(NULL, 0, NULL, NULL, &len);
   assert_non_null(text);
   assert_non_null(strstr(text, "# HELP nv_inference_count "));
   assert_null(strstr(text, "nv_cpu"));
