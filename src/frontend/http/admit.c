@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -33,10 +34,13 @@
 #include "frontend/http/head.h"
 #include "frontend/http/v2_json.h"
 
-/* A refused connection is closed after this long without input, or once
- * it has sent this much more (the client did not stop after the answer). */
+/* A refused connection is closed after this long without input, or when
+ * it still sends this long after the answer, or this much more: a client
+ * stops once it reads the answer, but what it sent before that (socket
+ * buffers hold megabytes) must be read, or the close would reset the
+ * connection and destroy the answer before the client reads it. */
 #define REFUSE_LINGER_S 2
-#define REFUSE_DISCARD_MAX ((size_t)1 << 20)
+#define REFUSE_DISCARD_MAX ((size_t)64 << 20)
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -118,6 +122,12 @@ static const char *reason_of(int code) {
   return code == 413 ? "Payload Too Large" : code == 503 ? "Service Unavailable" : "Error";
 }
 
+static time_t monotonic_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec;
+}
+
 static void schedule_reap(struct conn *cn) {
   if (cn->reaping) return;
   cn->reaping = true;
@@ -157,6 +167,7 @@ static void refuse(struct conn *cn, int code, bool retry, const char *msg) {
   struct evbuffer *in = bufferevent_get_input(cn->bev);
   evbuffer_drain(in, evbuffer_get_length(in));
   evhttp_connection_set_timeout(cn->evcon, REFUSE_LINGER_S);
+  cn->refused_at = monotonic_s();
 }
 
 static void refuse_memory(struct conn *cn, const char *why) {
@@ -384,7 +395,8 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
     case CONN_REFUSING:
       cn->discarded += evbuffer_get_length(in);
       evbuffer_drain(in, evbuffer_get_length(in));
-      if (cn->discarded > REFUSE_DISCARD_MAX) schedule_reap(cn);
+      if (cn->discarded > REFUSE_DISCARD_MAX || monotonic_s() - cn->refused_at > REFUSE_LINGER_S)
+        schedule_reap(cn);
       break;
   }
 }

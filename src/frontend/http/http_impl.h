@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <time.h>
 
 #include "core/restrict.h"
 #include "frontend/http/restrict.h"
@@ -92,6 +93,7 @@ struct conn {
   size_t reserved;    /* head plus declared body, reserved at the head check */
   size_t charged;     /* what this connection holds of the memory budget */
   size_t discarded;   /* CONN_REFUSING: bytes thrown away */
+  time_t refused_at;  /* CONN_REFUSING: when (monotonic seconds) */
   char *head;         /* CONN_HEAD: the head so far (owned) */
   size_t head_len, head_cap;
   /* http.c */
