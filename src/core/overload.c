@@ -16,6 +16,7 @@
 static atomic_size_t budget_bytes;  /* 0 until configured: then the default */
 static atomic_size_t held_bytes;
 static atomic_size_t peak_bytes;    /* the highest `held` since the last trim */
+static atomic_bool trim_again;      /* one more trim at the next tick */
 static _Atomic int64_t counters[PTS_OVERLOAD_COUNTER_COUNT];
 
 size_t pts_overload_configure(size_t budget) {
@@ -80,7 +81,12 @@ void pts_overload_snapshot(struct pts_overload_stats *out) {
 bool pts_overload_tick(void) {
   size_t held = pts_overload_held();
   size_t peak = atomic_load(&peak_bytes);
-  if (peak < PTS_OVERLOAD_TRIM_MIN || held > peak / 4) return false;
+  /* The budget is released a moment before libevent frees the buffers it
+   * counted (their bufferevents are finalized later in the loop), so the
+   * trim after a burst is done again one tick later. */
+  bool again = atomic_exchange(&trim_again, false);
+  if (!again && (peak < PTS_OVERLOAD_TRIM_MIN || held > peak / 4)) return false;
+  if (!again) atomic_store(&trim_again, true);
   atomic_store(&peak_bytes, held);
 #if defined(__GLIBC__)
   /* The bytes of a burst (request bodies read in small evbuffer chains,

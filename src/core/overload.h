@@ -66,8 +66,8 @@ void pts_overload_snapshot(struct pts_overload_stats *out);
 /* Housekeeping, about once a second: after a burst (the bytes held peaked
  * at PTS_OVERLOAD_TRIM_MIN or more and have fallen to a quarter of that
  * peak) the allocator's free pages are returned to the system
- * (malloc_trim, glibc), so the resident size comes back down. Returns
- * whether it trimmed. */
+ * (malloc_trim, glibc), so the resident size comes back down; once then,
+ * and once more at the next tick. Returns whether it trimmed. */
 #define PTS_OVERLOAD_TRIM_MIN ((size_t)64 << 20)
 bool pts_overload_tick(void);
 
