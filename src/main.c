@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -46,6 +47,9 @@ enum {
   OPT_HTTP_MAX_INPUT_SIZE,
   OPT_HTTP_MAX_HEADER_SIZE,
   OPT_HTTP_TIMEOUT_SECS,
+  OPT_HTTP_MAX_CONNECTIONS,
+  OPT_REQUEST_MEMORY_BUDGET,
+  OPT_GRPC_MAX_CONNECTIONS,
   OPT_HTTP_RESTRICTED_API,
   OPT_GRPC_RESTRICTED_PROTOCOL,
   OPT_EXIT_TIMEOUT_SECS,
@@ -106,6 +110,9 @@ static const struct option long_options[] = {
     {"http-max-input-size", required_argument, NULL, OPT_HTTP_MAX_INPUT_SIZE},
     {"http-max-header-size", required_argument, NULL, OPT_HTTP_MAX_HEADER_SIZE},
     {"http-timeout-secs", required_argument, NULL, OPT_HTTP_TIMEOUT_SECS},
+    {"http-max-connections", required_argument, NULL, OPT_HTTP_MAX_CONNECTIONS},
+    {"request-memory-budget", required_argument, NULL, OPT_REQUEST_MEMORY_BUDGET},
+    {"grpc-max-connections", required_argument, NULL, OPT_GRPC_MAX_CONNECTIONS},
     {"http-restricted-api", required_argument, NULL, OPT_HTTP_RESTRICTED_API},
     {"exit-timeout-secs", required_argument, NULL, OPT_EXIT_TIMEOUT_SECS},
     {"exit-drain-secs", required_argument, NULL, OPT_EXIT_DRAIN_SECS},
@@ -224,6 +231,14 @@ static const char usage_text[] =
     "  --http-timeout-secs <int>    Close a connection silent this long: headers, body,\n"
     "                               idle keep-alive, a slow reader (default 60, 0 = never;\n"
     "                               ptserve only).\n"
+    "  --http-max-connections <int> Open HTTP connections served at once; more get 503\n"
+    "                               with Retry-After (default: from the descriptor\n"
+    "                               limit; ptserve only).\n"
+    "  --request-memory-budget <bytes>\n"
+    "                               Request bytes held at once (bodies being read, decoded\n"
+    "                               tensors, queued requests; HTTP and gRPC together);\n"
+    "                               beyond it new requests get 503 / RESOURCE_EXHAUSTED\n"
+    "                               (default: a quarter of the memory; ptserve only).\n"
     "  --http-restricted-api <apis>:<header>=<value>\n"
     "                               Answer 403 to the API groups listed (health, metadata,\n"
     "                               inference, shared-memory, model-config, model-repository,\n"
@@ -253,6 +268,9 @@ static const char usage_text[] =
     "  --grpc-http2-max-ping-strikes <int>         (default 2; 0 = no limit)\n"
     "  --grpc-max-connection-age <ms>              (default: unlimited)\n"
     "  --grpc-max-connection-age-grace <ms>        (default: unlimited)\n"
+    "  --grpc-max-connections <int> Open gRPC connections (default: no limit; needs a gRPC\n"
+    "                               with GRPC_ARG_MAX_ALLOWED_INCOMING_CONNECTIONS;\n"
+    "                               ptserve only).\n"
     "  --grpc-restricted-protocol <apis>:<key>=<value>\n"
     "                               Fail the rpcs of the API groups listed (same groups as\n"
     "                               --http-restricted-api) with UNAVAILABLE unless the call\n"
@@ -549,6 +567,18 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (parse_long(flag, v, 0, 86400, &n) != 0) return -1;
       o->http_timeout_secs = (unsigned)n;
       return 0;
+    case OPT_HTTP_MAX_CONNECTIONS:
+      if (parse_long(flag, v, 1, 1L << 30, &n) != 0) return -1;
+      o->http_max_connections = (unsigned long)n;
+      return 0;
+    case OPT_REQUEST_MEMORY_BUDGET:
+      if (parse_long(flag, v, 1, LONG_MAX, &n) != 0) return -1;
+      o->request_memory_budget = (size_t)n;
+      return 0;
+    case OPT_GRPC_MAX_CONNECTIONS:
+      if (parse_long(flag, v, 1, INT_MAX, &n) != 0) return -1;
+      o->grpc_max_connections = (int)n;
+      return 0;
     case OPT_HTTP_RESTRICTED_API:
       return add_restricted(c, v);
     case OPT_GRPC_RESTRICTED_PROTOCOL:
@@ -701,6 +731,20 @@ static void forget_server(void) {
   sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
+/* Descriptors are cheap and every connection takes one: the soft limit
+ * (1024 on most systems) goes up to the hard one, as Go's runtime and
+ * nginx's worker_rlimit_nofile do. ptserve uses no select(), so descriptors
+ * above 1024 are fine. The connection limit's default follows from it. */
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+  rlim_t soft = rl.rlim_cur;
+  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+    PTS_LOG_VERBOSE(1, "descriptor limit raised from %llu to %llu", (unsigned long long)soft,
+                    (unsigned long long)rl.rlim_max);
+}
+
 static int serve(struct cli *c) {
   struct pts_error err;
   pts_error_clear(&err);
@@ -742,6 +786,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   install_signals();
+  raise_fd_limit();
   rc = serve(&c);
   pts_free(c.repos);
   pts_free(c.load_models);

@@ -101,3 +101,19 @@ void pts_log_write(enum pts_log_level level, int verbose, const char *file,
   fflush(out);
   pthread_mutex_unlock(&lock);
 }
+
+bool pts_log_limit_allow(struct pts_log_limit *l, uint64_t interval_ns,
+                         unsigned long *suppressed) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  uint64_t next = atomic_load(&l->next_ns);
+  /* One thread wins the slot; the others count themselves as dropped. */
+  if (now < next || !atomic_compare_exchange_strong(&l->next_ns, &next, now + interval_ns)) {
+    atomic_fetch_add(&l->suppressed, 1);
+    return false;
+  }
+  unsigned long n = atomic_exchange(&l->suppressed, 0);
+  if (suppressed) *suppressed = n;
+  return true;
+}

@@ -12,8 +12,10 @@
 #ifndef PTS_CORE_LOG_H
 #define PTS_CORE_LOG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum pts_log_level { PTS_LOG_ERROR, PTS_LOG_WARNING, PTS_LOG_INFO, PTS_LOG_VERBOSE };
 enum pts_log_format { PTS_LOG_FORMAT_DEFAULT, PTS_LOG_FORMAT_ISO8601 };
@@ -43,6 +45,18 @@ bool pts_log_enabled(enum pts_log_level level, int verbose);
 void pts_log_write(enum pts_log_level level, int verbose, const char *file,
                    int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+
+/* A rate limit for a line that can repeat without bound (accept() failing
+ * while descriptors are exhausted, a library complaining in a loop): at most
+ * one line per interval. Zero-initialise one per call site (static). */
+struct pts_log_limit {
+  _Atomic uint64_t next_ns;      /* monotonic time the next line may go out */
+  atomic_ulong suppressed;       /* lines dropped since the last one written */
+};
+/* True when the caller may write its line now; *suppressed (may be NULL)
+ * then gets how many were dropped since the last line written. */
+bool pts_log_limit_allow(struct pts_log_limit *l, uint64_t interval_ns,
+                         unsigned long *suppressed);
 
 #define PTS_LOG_ERROR(...) pts_log_write(PTS_LOG_ERROR, 0, __FILE__, __LINE__, __VA_ARGS__)
 #define PTS_LOG_WARN(...) pts_log_write(PTS_LOG_WARNING, 0, __FILE__, __LINE__, __VA_ARGS__)

@@ -17,6 +17,8 @@
 /* XX(name, text, http status, gRPC status code number).
  * HTTP and gRPC mappings follow Triton (protocol-facts §1.2). TOO_LARGE is
  * ours: an oversized body is the client's fault and deserves 413, not 400.
+ * EXHAUSTED is ours too: the server's request memory budget is spent
+ * (core/overload.h); HTTP 503 as any overload, gRPC RESOURCE_EXHAUSTED.
  * Append only: never renumber or reuse a code. */
 #define PTS_STATUS_MAP(XX)                                  \
   XX(OK, "success", 200, 0)                                 \
@@ -30,7 +32,8 @@
   XX(UNKNOWN, "unknown error", 400, 2)                      \
   XX(TOO_LARGE, "payload too large", 413, 8)                \
   XX(NOMEM, "out of memory", 500, 8)                        \
-  XX(DEADLINE, "deadline exceeded", 504, 4)
+  XX(DEADLINE, "deadline exceeded", 504, 4)                 \
+  XX(EXHAUSTED, "resource exhausted", 503, 8)
 
 enum pts_status {
 #define XX(name, text, http, grpc) PTS_##name,

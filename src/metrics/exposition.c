@@ -152,8 +152,41 @@ static void host_gauges(struct text *t, const struct pts_host_metrics *h) {
   put(t, "nv_cpu_memory_used_bytes %" PRIu64 "\n", h->mem_used_bytes);
 }
 
+/* ptserve's own families: not Triton's, so named ptserve_*, with the
+ * _total suffix Prometheus expects of counters. */
+static void overload_families(struct text *t, const struct pts_overload_stats *o) {
+  family(t, "ptserve_http_connections", "gauge", "Open HTTP connections");
+  put(t, "ptserve_http_connections %" PRIu64 "\n", o->counters[PTS_OVERLOAD_HTTP_CONNECTIONS]);
+  family(t, "ptserve_http_connections_refused_total", "counter",
+         "HTTP connections answered 503 because --http-max-connections were open");
+  put(t, "ptserve_http_connections_refused_total %" PRIu64 "\n",
+      o->counters[PTS_OVERLOAD_HTTP_CONN_REFUSED]);
+  family(t, "ptserve_grpc_connections", "gauge", "Open gRPC connections");
+  put(t, "ptserve_grpc_connections %" PRIu64 "\n", o->counters[PTS_OVERLOAD_GRPC_CONNECTIONS]);
+  family(t, "ptserve_grpc_connections_refused_total", "counter",
+         "gRPC connections closed at once because --grpc-max-connections were open");
+  put(t, "ptserve_grpc_connections_refused_total %" PRIu64 "\n",
+      o->counters[PTS_OVERLOAD_GRPC_CONN_REFUSED]);
+  family(t, "ptserve_accept_pauses_total", "counter",
+         "Times accept() failed (descriptors exhausted) and a listener paused");
+  put(t, "ptserve_accept_pauses_total %" PRIu64 "\n", o->counters[PTS_OVERLOAD_ACCEPT_PAUSES]);
+  family(t, "ptserve_request_memory_bytes", "gauge",
+         "Request bytes held: bodies being read, decoded tensors, queued requests");
+  put(t, "ptserve_request_memory_bytes %" PRIu64 "\n", o->held);
+  family(t, "ptserve_request_memory_budget_bytes", "gauge",
+         "The request memory budget (--request-memory-budget)");
+  put(t, "ptserve_request_memory_budget_bytes %" PRIu64 "\n", o->budget);
+  family(t, "ptserve_request_memory_refused_total", "counter",
+         "Requests refused because the request memory budget was exhausted");
+  put(t, "ptserve_request_memory_refused_total{protocol=\"grpc\"} %" PRIu64 "\n",
+      o->counters[PTS_OVERLOAD_GRPC_MEMORY_REFUSED]);
+  put(t, "ptserve_request_memory_refused_total{protocol=\"http\"} %" PRIu64 "\n",
+      o->counters[PTS_OVERLOAD_HTTP_MEMORY_REFUSED]);
+}
+
 char *pts_metrics_render(const struct pts_model_stats *stats, size_t n,
-                         const struct pts_host_metrics *host, size_t *len) {
+                         const struct pts_host_metrics *host,
+                         const struct pts_overload_stats *overload, size_t *len) {
   struct text t = {0};
   put(&t, "%s", "");
   for (size_t f = 0; f < sizeof FAMILIES / sizeof FAMILIES[0]; f++) {
@@ -164,6 +197,7 @@ char *pts_metrics_render(const struct pts_model_stats *stats, size_t n,
       sample(&t, FAMILIES[f].name, &stats[i], NULL, value_of(&stats[i], FAMILIES[f].field));
   }
   if (host && host->valid) host_gauges(&t, host);
+  if (overload) overload_families(&t, overload);
   if (t.failed) {
     pts_free(t.s);
     return NULL;

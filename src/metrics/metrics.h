@@ -10,7 +10,12 @@
  * nv_cpu_utilization, nv_cpu_memory_total_bytes, nv_cpu_memory_used_bytes.
  * The per-model values are the statistics extension's counters (stats.h),
  * read at scrape time, so the two endpoints always agree. CPU utilisation is
- * sampled from /proc/stat every --metrics-interval-ms (2000).
+ * sampled from /proc/stat every --metrics-interval-ms (2000). ptserve's own
+ * overload families (core/overload.h) follow: ptserve_http_connections,
+ * ptserve_http_connections_refused_total, ptserve_grpc_connections,
+ * ptserve_grpc_connections_refused_total, ptserve_accept_pauses_total,
+ * ptserve_request_memory_bytes, ptserve_request_memory_budget_bytes,
+ * ptserve_request_memory_refused_total{protocol}.
  *
  * Threading: start/stop on the main thread; the listener runs on its own
  * thread. The pure functions are thread-safe.
@@ -22,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/overload.h"
 #include "core/status.h"
 #include "scheduler/stats.h"
 #include "server/server.h"
@@ -34,10 +40,12 @@ struct pts_host_metrics {
   uint64_t mem_used_bytes; /* MemTotal - MemAvailable */
 };
 
-/* The exposition text for `stats` (borrowed) and `host` (may be NULL). New
- * NUL-terminated string (pts_free), length in *len; NULL on OOM. */
+/* The exposition text for `stats` (borrowed), `host` and `overload` (each
+ * may be NULL: left out). New NUL-terminated string (pts_free), length in
+ * *len; NULL on OOM. */
 char *pts_metrics_render(const struct pts_model_stats *stats, size_t n,
-                         const struct pts_host_metrics *host, size_t *len);
+                         const struct pts_host_metrics *host,
+                         const struct pts_overload_stats *overload, size_t *len);
 
 /* Cumulative CPU jiffies from the first ("cpu ") line of /proc/stat text. */
 struct pts_cpu_times {

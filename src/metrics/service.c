@@ -5,7 +5,6 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
-#include <event2/thread.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +13,8 @@
 
 #include "core/alloc.h"
 #include "core/log.h"
+#include "net/libevent.h"
+#include "net/listen.h"
 #include "metrics/metrics.h"
 
 struct pts_metrics {
@@ -22,6 +23,7 @@ struct pts_metrics {
   struct evhttp *http;
   struct event *stop_ev;
   struct event *sample_ev;
+  struct pts_accept_pause *pause; /* accept() out of descriptors: pause (net/listen.h) */
   pthread_t thread;
   bool thread_started;
   int port;
@@ -99,7 +101,9 @@ static void on_request(struct evhttp_request *req, void *arg) {
   }
   struct pts_host_metrics host;
   host_metrics(m, &host);
-  char *text = pts_metrics_render(stats, n, &host, &len);
+  struct pts_overload_stats overload;
+  pts_overload_snapshot(&overload);
+  char *text = pts_metrics_render(stats, n, &host, &overload, &len);
   pts_server_model_stats_free(stats, n);
   if (!text) {
     static const char msg[] = "out of memory rendering the metrics\n";
@@ -151,6 +155,8 @@ static enum pts_status setup(struct pts_metrics *m, const struct pts_server_opti
                          "or not an address of this host; see --metrics-address, --metrics-port)",
                          address, o->metrics_port);
   m->port = bound_port(sock, o->metrics_port);
+  m->pause = pts_accept_pause_attach(evhttp_bound_socket_get_listener(sock), "metrics");
+  if (!m->pause) return pts_error_set(err, PTS_NOMEM, "out of memory starting the metrics service");
   evhttp_set_gencb(m->http, on_request, m);
   evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                           EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE);
@@ -165,10 +171,9 @@ static enum pts_status setup(struct pts_metrics *m, const struct pts_server_opti
 
 enum pts_status pts_metrics_start(struct pts_server *s, const struct pts_server_options *o,
                                   struct pts_metrics **out, struct pts_error *err) {
-  static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
   /* The stop event is activated from the main thread: the base must be
-   * lock-aware. (Setting the same callbacks again is allowed by libevent.) */
-  pthread_once(&threads_once, (void (*)(void))evthread_use_pthreads);
+   * lock-aware (and libevent's log lines go through ours). */
+  pts_libevent_init();
   *out = NULL;
   struct pts_metrics *m = pts_calloc(1, sizeof *m);
   if (!m) return pts_error_set(err, PTS_NOMEM, "out of memory starting the metrics service");
@@ -200,6 +205,7 @@ void pts_metrics_stop(struct pts_metrics *m) {
   }
   if (m->sample_ev) event_free(m->sample_ev);
   if (m->stop_ev) event_free(m->stop_ev);
+  pts_accept_pause_free(m->pause); /* before evhttp_free frees the listener */
   if (m->http) evhttp_free(m->http);
   if (m->base) event_base_free(m->base);
   pts_free(m);

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "core/alloc.h"
+#include "core/overload.h"
 #include "trace/nvtx.h"
 #include "trace/trace.h"
 
@@ -23,7 +24,20 @@ void pts_infer_request_free(struct pts_infer_request *req) {
   pts_free(req->outputs);
   pts_free(req->id);
   pts_free(req->model_name);
+  pts_overload_release(req->budget_bytes);
   pts_free(req);
+}
+
+size_t pts_infer_request_held_bytes(const struct pts_infer_request *req) {
+  size_t total = 0;
+  for (size_t i = 0; i < req->n_inputs; i++) {
+    const struct pts_buf *b = req->inputs[i].buf;
+    if (!b) continue;
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; j++) seen = req->inputs[j].buf == b;
+    if (!seen) total += b->size;
+  }
+  return total;
 }
 
 struct pts_infer_response *pts_infer_response_new(void) {

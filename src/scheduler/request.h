@@ -67,6 +67,10 @@ struct pts_infer_request {
    * it (hands it to the trace writer). NULL for untraced requests. */
   struct pts_trace *trace;
   uint64_t nvtx_range; /* NVTX request range (trace/nvtx.h); 0 = none */
+
+  /* Bytes of the request memory budget (core/overload.h) this request
+   * holds; pts_infer_request_free returns them. Set by the frontend. */
+  size_t budget_bytes;
 };
 
 struct pts_infer_response {
@@ -83,6 +87,9 @@ struct pts_infer_response {
  * useful default. */
 struct pts_infer_request *pts_infer_request_new(void);
 void pts_infer_request_free(struct pts_infer_request *req);  /* NULL-safe */
+/* Bytes the request's inputs hold: each distinct buffer once (binary
+ * inputs share the body's). What the memory budget charges it. */
+size_t pts_infer_request_held_bytes(const struct pts_infer_request *req);
 struct pts_infer_response *pts_infer_response_new(void);
 void pts_infer_response_free(struct pts_infer_response *resp); /* NULL-safe */
 

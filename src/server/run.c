@@ -6,23 +6,43 @@
  * Kept apart from server.c so the core links without HTTP. */
 #include <errno.h>
 #include <poll.h>
+#include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/overload.h"
 #include "frontend/grpc/grpc.h"
 #include "frontend/http/http.h"
 #include "metrics/metrics.h"
 #include "server/server_impl.h"
 
+/* How often the main thread does the memory budget's housekeeping while
+ * it waits (core/overload.h: memory back to the system after a burst). */
+#define HOUSEKEEPING_MS 1000
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 /* Waits for pts_server_stop (timeout_ms < 0: for ever) and empties the
- * pipe. Returns whether a stop came. A signal that interrupts poll restarts
- * the full timeout: harmless, since every stop also writes to the pipe. */
+ * pipe, waking every HOUSEKEEPING_MS for the budget's housekeeping.
+ * Returns whether a stop came. */
 static bool wait_for_stop(struct pts_server *s, int timeout_ms) {
   struct pollfd p = {.fd = s->stop_pipe[0], .events = POLLIN};
+  uint64_t until = timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
   int rc;
-  do rc = poll(&p, 1, timeout_ms);
-  while (rc < 0 && errno == EINTR);
-  if (rc <= 0) return false;
+  for (;;) {
+    uint64_t now = now_ms();
+    if (now >= until) return false;
+    uint64_t left = until - now;
+    rc = poll(&p, 1, left < HOUSEKEEPING_MS ? (int)left : HOUSEKEEPING_MS);
+    if (rc > 0) break;
+    if (rc < 0 && errno != EINTR) return false;
+    if (rc == 0) pts_overload_tick();
+  }
   char buf[16];
   while (read(s->stop_pipe[0], buf, sizeof buf) > 0) {
   }
@@ -30,6 +50,8 @@ static bool wait_for_stop(struct pts_server *s, int timeout_ms) {
 }
 
 enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
+  /* One budget for HTTP and gRPC, before either takes a request. */
+  size_t budget = pts_overload_configure(s->opts.request_memory_budget);
   /* gRPC first, as tritonserver does: once HTTP answers ready, both are up. */
   struct pts_grpc *grpc = NULL;
   if (s->opts.allow_grpc) {
@@ -60,6 +82,11 @@ enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
     }
     PTS_LOG_INFO("Started HTTPService at %s:%d", s->opts.http_address, pts_http_port(http));
   }
+  /* What protects the server from overload (docs/reliability.md). */
+  PTS_LOG_INFO("Overload limits: HTTP connections %lu (--http-max-connections), gRPC connections "
+               "%lu (--grpc-max-connections), request memory budget %zu bytes "
+               "(--request-memory-budget)",
+               pts_http_max_connections(http), pts_grpc_max_connections(grpc), budget);
   wait_for_stop(s, -1);
   /* Readiness fails first, so health checks take the replica out of its
    * load balancer while requests are still answered. */

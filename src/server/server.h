@@ -59,6 +59,10 @@ struct pts_server_options {
                                        request line plus headers */
   unsigned http_timeout_secs;       /* --http-timeout-secs (ptserve; default 60, 0 = none):
                                        a connection silent this long is closed */
+  unsigned long http_max_connections; /* --http-max-connections (ptserve; 0 = the default:
+                                       what the descriptor limit leaves, core/overload.h) */
+  size_t request_memory_budget;     /* --request-memory-budget (ptserve; 0 = the default: a
+                                       quarter of the memory; core/overload.h) */
   const char *const *http_restricted_api; /* --http-restricted-api values, each
                                        "<api>[,<api>...]:<header>=<value>"; borrowed, must
                                        outlive the server */
@@ -83,6 +87,8 @@ struct pts_server_options {
   int grpc_http2_max_ping_strikes;  /* --grpc-http2-max-ping-strikes (default 2) */
   int grpc_max_connection_age_ms;   /* --grpc-max-connection-age (-1 = unset, default) */
   int grpc_max_connection_age_grace_ms; /* --grpc-max-connection-age-grace (-1 = unset) */
+  int grpc_max_connections;         /* --grpc-max-connections (ptserve; 0 = no limit): gRPC's
+                                       GRPC_ARG_MAX_ALLOWED_INCOMING_CONNECTIONS */
   /* metrics (src/metrics); strings borrowed, they must outlive the server */
   bool allow_metrics;               /* --allow-metrics (default true) */
   bool allow_cpu_metrics;           /* --allow-cpu-metrics (default true) */

@@ -9,6 +9,7 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
+#include <grpc/support/log.h>
 #include <grpc/support/time.h>
 #include <limits.h>
 #include <pthread.h>
@@ -20,8 +21,10 @@
 
 #include "core/alloc.h"
 #include "core/log.h"
+#include "core/overload.h"
 #include "trace/trace.h"
 #include "frontend/grpc/infer.h"
+#include "frontend/grpc/listen_grpc.h"
 #include "frontend/grpc/restrict_grpc.h"
 #include "frontend/grpc/rpc.h"
 
@@ -72,6 +75,8 @@ struct pts_grpc {
   bool shutdown_done; /* guarded by mu */
   /* --grpc-restricted-protocol; read-only while the queues run */
   struct pts_restrictions restrictions;
+  grpc_resource_quota *quota; /* gRPC's own buffers, sized by the memory budget */
+  struct pts_grpc_listen *listen; /* accepts connections for gs */
 };
 
 /* A message waiting for the stream's one send slot. */
@@ -387,20 +392,44 @@ static void on_unary_done(struct pts_infer_request *req, struct pts_infer_respon
 static struct pts_infer_request *decode_request(struct call *c, grpc_byte_buffer *bb,
                                                 pts_infer_done_fn done, struct pts_error *err) {
   uint64_t now = pts_now_ns();
+  /* The memory budget (core/overload.h), shared with HTTP: the message is
+   * in memory already, but admitting it would keep it there, decoded, for
+   * as long as it waits for a model. */
+  size_t len = grpc_byte_buffer_length(bb);
+  if (!pts_overload_try_charge(len)) {
+    pts_overload_count(PTS_OVERLOAD_GRPC_MEMORY_REFUSED, 1);
+    pts_error_set(err, PTS_EXHAUSTED,
+                  "request of %zu bytes refused: the request memory budget is exhausted (%zu of "
+                  "%zu bytes held; --request-memory-budget); retry later",
+                  len, pts_overload_held(), pts_overload_budget());
+    return NULL;
+  }
   struct pts_buf *msg = NULL;
-  if (message_buf(bb, &msg, err) != PTS_OK) return NULL;
+  if (message_buf(bb, &msg, err) != PTS_OK) {
+    pts_overload_release(len);
+    return NULL;
+  }
   struct pts_infer_request *req = pts_infer_request_new();
   if (!req) {
+    pts_overload_release(len);
     pts_buf_release(msg);
     pts_error_set(err, PTS_NOMEM, "out of memory accepting a request");
     return NULL;
   }
+  req->budget_bytes = len; /* pts_infer_request_free returns it */
   enum pts_status st = pts_grpc_decode_infer(msg, req, NULL, err);
   pts_buf_release(msg); /* raw inputs hold their own references */
   if (st != PTS_OK) {
     pts_infer_request_free(req);
     return NULL;
   }
+  /* Admitted: from now on it is charged what it holds, decoded. */
+  size_t hold = pts_infer_request_held_bytes(req);
+  if (hold > req->budget_bytes)
+    pts_overload_charge(hold - req->budget_bytes);
+  else
+    pts_overload_release(req->budget_bytes - hold);
+  req->budget_bytes = hold;
   req->done = done;
   req->done_ctx = c;
   req->receive_ns = now;
@@ -754,8 +783,19 @@ static void arg_int(grpc_arg *a, const char *key, int v) {
   a->value.integer = v;
 }
 
-static size_t channel_args(const struct pts_server_options *o, grpc_arg *a) {
+static size_t channel_args(const struct pts_server_options *o, grpc_resource_quota *quota,
+                           grpc_arg *a) {
   size_t n = 0;
+  /* gRPC reads whole messages before a call sees them: its resource quota
+   * bounds what its transports buffer, the budget what the server keeps
+   * (decode_request). */
+  if (quota) {
+    a[n].type = GRPC_ARG_POINTER;
+    a[n].key = (char *)GRPC_ARG_RESOURCE_QUOTA;
+    a[n].value.pointer.p = quota;
+    a[n].value.pointer.vtable = grpc_resource_quota_arg_vtable();
+    n++;
+  }
   /* Triton's message limits: INT32_MAX both ways. */
   arg_int(&a[n++], GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, INT_MAX);
   arg_int(&a[n++], GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, INT_MAX);
@@ -810,6 +850,7 @@ static void destroy_queues(struct pts_grpc *g) {
 }
 
 static void grpc_free(struct pts_grpc *g) {
+  if (g->quota) grpc_resource_quota_unref(g->quota);
   pts_restrictions_clear(&g->restrictions);
   pts_free(g->queues);
   pthread_cond_destroy(&g->changed);
@@ -818,14 +859,32 @@ static void grpc_free(struct pts_grpc *g) {
   grpc_shutdown();
 }
 
-/* "host:port", with IPv6 literals in brackets. */
-static void format_address(const char *host, int port, char *out, size_t size) {
-  bool v6 = strchr(host, ':') && host[0] != '[';
-  snprintf(out, size, v6 ? "[%s]:%d" : "%s:%d", host, port);
+/* gRPC's own log lines (gpr_log) through ptserve's logger, with gRPC's file
+ * and line, rate limited: nothing in the process writes another format. */
+static void on_grpc_log(gpr_log_func_args *a) {
+  static struct pts_log_limit limit;
+  if (a->severity == GPR_LOG_SEVERITY_DEBUG) {
+    pts_log_write(PTS_LOG_VERBOSE, 2, a->file, a->line, "gRPC: %s", a->message);
+    return;
+  }
+  unsigned long dropped = 0;
+  if (!pts_log_limit_allow(&limit, 100000000u, &dropped)) return;
+  char more[80] = "";
+  if (dropped) snprintf(more, sizeof more, " (and %lu more gRPC messages dropped)", dropped);
+  pts_log_write(a->severity == GPR_LOG_SEVERITY_ERROR ? PTS_LOG_ERROR : PTS_LOG_INFO, 0, a->file,
+                a->line, "gRPC: %s%s", a->message, more);
+}
+
+/* The quota gRPC's transports get: the budget, but never so small that a
+ * few connections' read buffers exhaust it. */
+static size_t grpc_quota_size(size_t budget) {
+  const size_t floor = (size_t)64 << 20;
+  return budget < floor ? floor : budget;
 }
 
 enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_options *o,
                                struct pts_grpc **out, struct pts_error *err) {
+  gpr_set_log_function(on_grpc_log);
   struct pts_grpc *g = pts_calloc(1, sizeof *g);
   size_t nq = o->grpc_infer_thread_count > 0 ? (size_t)o->grpc_infer_thread_count : 1;
   if (g) g->queues = pts_calloc(nq, sizeof *g->queues);
@@ -835,6 +894,8 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
   }
   enum pts_status rst = pts_grpc_restrictions_parse(
       o->grpc_restricted_protocol, o->n_grpc_restricted_protocol, &g->restrictions, err);
+  /* The port is ours, not gRPC's: listen_grpc.h says why. */
+  if (rst == PTS_OK) rst = pts_grpc_listen_open(o, &g->listen, &g->port, err);
   if (rst != PTS_OK) {
     pts_restrictions_clear(&g->restrictions);
     pts_free(g->queues);
@@ -848,28 +909,15 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
   g->shutdown_tag.kind = TAG_SHUTDOWN;
   pthread_mutex_init(&g->mu, NULL);
   pthread_cond_init(&g->changed, NULL);
+  g->quota = grpc_resource_quota_create("ptserve");
+  if (g->quota) grpc_resource_quota_resize(g->quota, grpc_quota_size(pts_overload_budget()));
   grpc_arg args[16];
-  grpc_channel_args ca = {channel_args(o, args), args};
+  grpc_channel_args ca = {channel_args(o, g->quota, args), args};
   g->gs = grpc_server_create(&ca, NULL);
   for (size_t i = 0; i < nq; i++) {
     g->queues[i].g = g;
     g->queues[i].cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(g->gs, g->queues[i].cq, NULL);
-  }
-  char addr[300];
-  const char *host = o->grpc_address ? o->grpc_address : "0.0.0.0";
-  format_address(host, o->grpc_port, addr, sizeof addr);
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-  g->port = grpc_server_add_http2_port(g->gs, addr, creds);
-  grpc_server_credentials_release(creds);
-  if (g->port == 0) {
-    grpc_server_destroy(g->gs);
-    destroy_queues(g);
-    grpc_free(g);
-    return pts_error_set(err, PTS_UNAVAILABLE,
-                         "failed to start the gRPC service: could not bind %s (address in use "
-                         "or not available; see --grpc-port, --grpc-address)",
-                         addr);
   }
   grpc_server_start(g->gs);
   for (size_t i = 0; i < nq; i++) {
@@ -880,8 +928,17 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
     else
       PTS_LOG_ERROR("gRPC: failed to start completion-queue thread %zu", i);
   }
+  enum pts_status st = pts_grpc_listen_run(g->listen, g->gs, err);
+  if (st != PTS_OK) {
+    pts_grpc_stop(g);
+    return st;
+  }
   *out = g;
   return PTS_OK;
+}
+
+unsigned long pts_grpc_max_connections(const struct pts_grpc *g) {
+  return g ? pts_grpc_listen_max_connections(g->listen) : 0;
 }
 
 int pts_grpc_port(const struct pts_grpc *g) { return g ? g->port : 0; }
@@ -889,6 +946,8 @@ int pts_grpc_port(const struct pts_grpc *g) { return g ? g->port : 0; }
 void pts_grpc_stop(struct pts_grpc *g) {
   if (!g) return;
   atomic_store(&g->stopping, true);
+  pts_grpc_listen_stop(g->listen); /* no new connections */
+  g->listen = NULL;
   grpc_server_shutdown_and_notify(g->gs, g->queues[0].cq, &g->shutdown_tag);
   if (!wait_for(g, is_shut_down, STOP_GRACE_S)) {
     grpc_server_cancel_all_calls(g->gs);

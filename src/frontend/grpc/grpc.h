@@ -28,6 +28,8 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
                                struct pts_grpc **out, struct pts_error *err);
 /* The port actually bound (useful with --grpc-port 0). */
 int pts_grpc_port(const struct pts_grpc *g);
+/* The connection limit in force (--grpc-max-connections or its default). */
+unsigned long pts_grpc_max_connections(const struct pts_grpc *g);
 /* Stops accepting calls, lets running calls finish (open streams are
  * cancelled after a grace period), joins the threads, frees. NULL-safe. */
 void pts_grpc_stop(struct pts_grpc *g);

@@ -13,15 +13,14 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/listener.h>
-#include <event2/thread.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,8 +29,13 @@
 #include "core/alloc.h"
 #include "core/log.h"
 #include "core/name.h"
+#include "core/overload.h"
+#include "frontend/http/admit.h"
 #include "frontend/http/compress.h"
 #include "frontend/http/repo_json.h"
+#include "net/libevent.h"
+#include "net/listen.h"
+#include "frontend/http/http_impl.h"
 #include "frontend/http/restrict.h"
 #include "frontend/http/router.h"
 #include "frontend/http/settings_http.h"
@@ -49,39 +53,11 @@ static const char *const EXTENSIONS[] = {"classification", "model_configuration"
                                          "model_repository(unload_dependents)",
                                          "schedule_policy", "statistics", "trace", "logging"};
 
-struct infer_ctx;
-
-struct loop {
-  struct pts_http *h;
-  struct event_base *base;
-  struct evhttp *http;
-  struct event *stop_ev;
-  pthread_t thread;
-  bool thread_started;
-  struct infer_ctx *pending; /* requests in the core; guarded by h->mu */
-};
-
-struct pts_http {
-  struct pts_server *server;
-  size_t max_input;
-  struct pts_restrictions restrictions; /* --http-restricted-api */
-  size_t max_header;   /* --http-max-header-size */
-  unsigned timeout_s;  /* --http-timeout-secs, 0 = none */
-  int port;
-  size_t n_loops;
-  struct loop *loops;
-  atomic_bool stopping;
-  atomic_int refs; /* the owner's, plus one per live infer_ctx */
-  pthread_mutex_t mu;
-  pthread_cond_t drained;
-  size_t in_flight; /* guarded by mu */
-};
-
 /* One inference between pts_server_infer_async and its reply. */
 struct infer_ctx {
   struct loop *loop;
   struct evhttp_request *req; /* NULL once the connection is gone */
-  struct evhttp_connection *conn;
+  struct conn *cn;            /* its connection; NULL once gone */
   struct event *ev;                /* on loop->base; fired by the done callback */
   struct pts_infer_request *ireq;  /* owned, except while the core has it */
   struct pts_infer_response *resp; /* owned once done ran */
@@ -167,6 +143,10 @@ static void send_error_msg(struct evhttp_request *req, enum pts_status code, con
 }
 
 static void send_error(struct evhttp_request *req, const struct pts_error *err) {
+  /* An overload answer says when to come back (RFC 9110 §10.2.3). */
+  if (err->code == PTS_EXHAUSTED)
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After",
+                      PTS_ADMIT_RETRY_AFTER_S == 1 ? "1" : "2");
   send_error_msg(req, err->code, err->msg);
 }
 
@@ -194,6 +174,9 @@ static enum pts_status read_body(struct pts_http *h, struct evhttp_request *req,
     pts_buf_release(b);
     return pts_error_set(err, PTS_INTERNAL, "failed to read the request body");
   }
+  /* evhttp would keep its copy until the reply is sent: one copy is
+   * enough while the request waits in a queue. */
+  evbuffer_drain(in, len);
   *out = b;
   return PTS_OK;
 }
@@ -353,13 +336,11 @@ static void ctx_free(struct infer_ctx *c) {
   hub_release(h);
 }
 
-static void on_conn_close(struct evhttp_connection *conn, void *arg) {
-  struct infer_ctx *c = arg;
+void pts_http_ctx_orphan_conn(struct infer_ctx *c) {
   /* libevent frees the request with its connection: forget it, the reply
    * has nowhere to go. */
-  (void)conn;
   c->req = NULL;
-  c->conn = NULL;
+  c->cn = NULL;
 }
 
 static void release_chunk(const void *data, size_t len, void *arg) {
@@ -447,8 +428,7 @@ static void send_infer_reply(struct infer_ctx *c) {
   evhttp_send_reply(c->req, 200, "OK", NULL);
 }
 
-/* Loop thread: the done callback fired our event. */
-static void reply_finished(struct pts_http *h) {
+void pts_http_reply_finished(struct pts_http *h) {
   pthread_mutex_lock(&h->mu);
   h->in_flight--;
   pthread_cond_broadcast(&h->drained);
@@ -458,16 +438,13 @@ static void reply_finished(struct pts_http *h) {
 /* An accepted request counts as in flight until its reply has been written
  * to the socket (or the connection is gone), so a shutdown never closes a
  * connection with an answer still in its output buffer. evhttp answers one
- * request per connection at a time, so the connection's close callback can
- * stand for that one reply. */
+ * request per connection at a time, so the connection's reply_pending
+ * stands for that one reply; its close callback (admit.c) ends it too. */
 static void on_reply_written(struct evhttp_request *req, void *arg) {
-  evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL, NULL);
-  reply_finished(arg);
-}
-
-static void on_reply_lost(struct evhttp_connection *conn, void *arg) {
-  (void)conn;
-  reply_finished(arg);
+  (void)req;
+  struct conn *cn = arg;
+  cn->reply_pending = false;
+  pts_http_reply_finished(cn->lp->h);
 }
 
 static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
@@ -479,10 +456,11 @@ static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
   ctx_unlink(c);
   pthread_mutex_unlock(&h->mu);
   if (!c->req) {
-    reply_finished(h); /* the client is gone: nothing to write */
+    pts_http_reply_finished(h); /* the client is gone: nothing to write */
   } else {
-    evhttp_request_set_on_complete_cb(c->req, on_reply_written, h);
-    evhttp_connection_set_closecb(c->conn, on_reply_lost, h);
+    c->cn->ctx = NULL;
+    c->cn->reply_pending = true;
+    evhttp_request_set_on_complete_cb(c->req, on_reply_written, c->cn);
     struct pts_trace *trace = c->ireq ? c->ireq->trace : NULL;
     pts_trace_record(trace, PTS_TRACE_HTTP_SEND_START, pts_now_ns());
     if (c->err.code != PTS_OK)
@@ -549,21 +527,40 @@ static enum pts_status decode_request(struct pts_http *h, struct evhttp_request 
   return st;
 }
 
-static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts_http_route *r) {
+/* Budget: `carried` bytes of the memory budget come with the request
+ * (admit.c charged them while it arrived); they become the inference
+ * request's charge, adjusted to what it holds once decoded, and return to
+ * the budget when it is freed. `checked`: the head check admitted it; a
+ * request it did not see is checked here. */
+static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts_http_route *r,
+                         struct conn *cn, size_t carried, bool checked) {
   struct pts_http *h = lp->h;
   struct pts_error err;
   if (atomic_load(&h->stopping)) {
+    pts_overload_release(carried);
     send_error_msg(req, PTS_UNAVAILABLE, "the server is shutting down");
+    return;
+  }
+  if (!checked && pts_overload_held() > pts_overload_budget()) {
+    pts_overload_release(carried);
+    pts_overload_count(PTS_OVERLOAD_HTTP_MEMORY_REFUSED, 1);
+    pts_error_set(&err, PTS_EXHAUSTED,
+                  "inference request refused: the request memory budget is exhausted (%zu of "
+                  "%zu bytes held; --request-memory-budget); retry later",
+                  pts_overload_held(), pts_overload_budget());
+    send_error(req, &err);
     return;
   }
   struct pts_infer_request *ireq = pts_infer_request_new();
   struct infer_ctx *c = pts_calloc(1, sizeof *c);
-  if (!ireq || !c) {
+  if (!ireq || !c || !cn) {
+    pts_overload_release(carried);
     pts_infer_request_free(ireq);
     pts_free(c);
     send_error_msg(req, PTS_NOMEM, "out of memory accepting an inference request");
     return;
   }
+  ireq->budget_bytes = carried; /* pts_infer_request_free returns it */
   ireq->receive_ns = pts_now_ns();
   ireq->model_name = r->model;
   r->model = NULL;
@@ -578,9 +575,16 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
     send_error(req, &err);
     return;
   }
+  /* Admitted: decoded tensors are charged whether or not they fit. */
+  size_t hold = pts_infer_request_held_bytes(ireq);
+  if (hold > ireq->budget_bytes)
+    pts_overload_charge(hold - ireq->budget_bytes);
+  else
+    pts_overload_release(ireq->budget_bytes - hold);
+  ireq->budget_bytes = hold;
   c->loop = lp;
   c->req = req;
-  c->conn = evhttp_request_get_connection(req);
+  c->cn = cn;
   c->accept = pts_http_accept_encoding(in_header(req, "Accept-Encoding"));
   c->ev = event_new(lp->base, -1, 0, on_infer_ready, c);
   if (!c->ev) {
@@ -598,11 +602,11 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
   lp->pending = c;
   h->in_flight++;
   pthread_mutex_unlock(&h->mu);
-  evhttp_connection_set_closecb(c->conn, on_conn_close, c);
+  cn->ctx = c;
 
   if (pts_server_infer_async(h->server, ireq, &err) != PTS_OK) {
     /* done will never run: the request is still ours. */
-    evhttp_connection_set_closecb(c->conn, NULL, NULL);
+    cn->ctx = NULL;
     pthread_mutex_lock(&h->mu);
     ctx_unlink(c);
     h->in_flight--;
@@ -625,16 +629,17 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
  * (the request was answered). */
 static struct infer_ctx *control_begin(struct loop *lp, struct evhttp_request *req) {
   struct pts_http *h = lp->h;
-  struct infer_ctx *c = pts_calloc(1, sizeof *c);
+  struct conn *cn = pts_admit_conn_of(lp, req); /* its close callback orphans c */
+  struct infer_ctx *c = cn ? pts_calloc(1, sizeof *c) : NULL;
   if (c) c->ev = event_new(lp->base, -1, 0, on_infer_ready, c);
   if (!c || !c->ev) {
-    pts_free(c);
+    if (c) pts_free(c);
     send_error_msg(req, PTS_NOMEM, "out of memory accepting a repository request");
     return NULL;
   }
   c->loop = lp;
   c->req = req;
-  c->conn = evhttp_request_get_connection(req);
+  c->cn = cn;
   c->control = true;
   atomic_fetch_add(&h->refs, 1);
   pthread_mutex_lock(&h->mu);
@@ -643,14 +648,14 @@ static struct infer_ctx *control_begin(struct loop *lp, struct evhttp_request *r
   lp->pending = c;
   h->in_flight++;
   pthread_mutex_unlock(&h->mu);
-  evhttp_connection_set_closecb(c->conn, on_conn_close, c);
+  cn->ctx = c;
   return c;
 }
 
 /* The server refused the request at once: no callback will come. */
 static void control_refused(struct infer_ctx *c, const struct pts_error *err) {
   struct pts_http *h = c->loop->h;
-  evhttp_connection_set_closecb(c->conn, NULL, NULL);
+  if (c->cn) c->cn->ctx = NULL;
   pthread_mutex_lock(&h->mu);
   ctx_unlink(c);
   h->in_flight--;
@@ -803,11 +808,17 @@ static void on_request(struct evhttp_request *req, void *arg) {
    * balancer's pooled connection, moves to a replica that stays. */
   if (pts_server_is_shutting_down(h->server))
     evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+  /* The bytes this request was charged while it arrived: an inference
+   * takes them over; for every other route they go back once answered. */
+  struct conn *cn = pts_admit_conn_of(lp, req);
+  bool checked = false;
+  size_t carried = pts_admit_request_read(cn, &checked);
   const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
   const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
   struct pts_http_route r;
   struct pts_error err;
   if (pts_http_route_parse(path, &r, &err) != PTS_OK) {
+    pts_overload_release(carried);
     send_error(req, &err);
     return;
   }
@@ -840,7 +851,8 @@ static void on_request(struct evhttp_request *req, void *arg) {
         handle_model_config(h, req, &r);
         break;
       case PTS_ROUTE_MODEL_INFER:
-        handle_infer(lp, req, &r);
+        handle_infer(lp, req, &r, cn, carried, checked);
+        carried = 0;
         break;
       case PTS_ROUTE_MODEL_STATS:
         handle_model_stats(h, req, &r);
@@ -865,6 +877,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
         send_error_msg(req, PTS_NOT_FOUND, "Not Found");
     }
   }
+  pts_overload_release(carried);
   pts_http_route_clear(&r);
 }
 
@@ -888,10 +901,10 @@ static void *loop_main(void *arg) {
  * configured limit and this cap get our JSON 413 (read_body); libevent 2.1
  * answers bodies beyond it itself, with a 413 whose body is HTML, but never
  * buffers them. */
-static ev_ssize_t hard_body_cap(size_t max_input) {
+static size_t hard_body_cap(size_t max_input) {
   size_t extra = max_input < (1u << 20) ? (1u << 20) : max_input;
   size_t cap = max_input > (size_t)INT64_MAX - extra ? (size_t)INT64_MAX : max_input + extra;
-  return (ev_ssize_t)cap;
+  return cap;
 }
 
 static enum pts_status loop_init(struct loop *lp, struct pts_http *h, evutil_socket_t listen_fd,
@@ -909,8 +922,10 @@ static enum pts_status loop_init(struct loop *lp, struct pts_http *h, evutil_soc
                          strerror(errno));
   evutil_make_socket_nonblocking(fd);
   evutil_make_socket_closeonexec(fd);
+  /* Backlog 0: the socket listens already, with 1024 (-1 would make
+   * libevent listen again with 128). */
   struct evconnlistener *lev = evconnlistener_new(
-      lp->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+      lp->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
   if (!lev) {
     close(fd);
     return pts_error_set(err, PTS_INTERNAL, "failed to listen on the HTTP socket");
@@ -919,13 +934,19 @@ static enum pts_status loop_init(struct loop *lp, struct pts_http *h, evutil_soc
     evconnlistener_free(lev);
     return pts_error_set(err, PTS_INTERNAL, "failed to attach the HTTP socket");
   }
+  lp->lev = lev;
+  /* accept() out of descriptors: pause, do not spin (net/listen.h). */
+  lp->pause = pts_accept_pause_attach(lev, "HTTP");
+  if (!lp->pause) return pts_error_set(err, PTS_NOMEM, "out of memory starting the HTTP frontend");
+  enum pts_status st = pts_admit_loop_init(lp, err);
+  if (st != PTS_OK) return st;
   evhttp_set_gencb(lp->http, on_request, lp);
   /* Every method reaches the router, which answers 405 as Triton does. */
   evhttp_set_allowed_methods(lp->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
                                            EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
                                            EVHTTP_REQ_PATCH);
-  evhttp_set_max_body_size(lp->http, hard_body_cap(h->max_input));
+  evhttp_set_max_body_size(lp->http, (ev_ssize_t)h->body_cap);
   /* Request line plus headers; libevent answers a longer one with 413. */
   evhttp_set_max_headers_size(lp->http, (ev_ssize_t)h->max_header);
   /* A connection that sends (or reads) nothing for this long is closed:
@@ -939,67 +960,43 @@ static enum pts_status loop_init(struct loop *lp, struct pts_http *h, evutil_soc
 
 static void loop_destroy(struct loop *lp) {
   if (lp->stop_ev) event_free(lp->stop_ev);
-  if (lp->http) evhttp_free(lp->http);
+  pts_accept_pause_free(lp->pause); /* before evhttp_free frees the listener */
+  lp->pause = NULL;
+  if (lp->http) evhttp_free(lp->http); /* closes every connection (admit.c's on_closed) */
+  pts_admit_loop_destroy(lp);
   if (lp->base) event_base_free(lp->base);
   lp->stop_ev = NULL;
   lp->http = NULL;
   lp->base = NULL;
 }
 
-static enum pts_status open_listener(const char *address, int port, evutil_socket_t *out,
-                                     int *bound_port, struct pts_error *err) {
-  struct addrinfo hints, *res = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  char port_s[16];
-  snprintf(port_s, sizeof port_s, "%d", port);
-  int gai = getaddrinfo(address && address[0] ? address : NULL, port_s, &hints, &res);
-  if (gai != 0)
-    return pts_error_set(err, PTS_INVALID_ARG, "invalid --http-address '%s': %s",
-                         address ? address : "", gai_strerror(gai));
-  enum pts_status st = PTS_OK;
-  evutil_socket_t fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol);
-  int one = 1;
-  if (fd < 0) {
-    st = pts_error_set(err, PTS_INTERNAL, "failed to create the HTTP socket: %s", strerror(errno));
-  } else if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-             bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
-    st = pts_error_set(err, PTS_UNAVAILABLE, "failed to bind the HTTP endpoint %s:%d: %s",
-                       address ? address : "", port, strerror(errno));
-  }
-  freeaddrinfo(res);
-  if (st != PTS_OK) {
-    if (fd >= 0) close(fd);
-    return st;
-  }
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  struct sockaddr_storage ss;
-  socklen_t sl = sizeof ss;
-  *bound_port = port;
-  if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-    if (ss.ss_family == AF_INET) *bound_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    if (ss.ss_family == AF_INET6) *bound_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-  }
-  *out = fd;
-  return PTS_OK;
-}
-
 /* ------------------------------------------------------------------ */
 /* start / stop                                                        */
 
+/* --http-max-connections, or by default what the descriptor limit leaves
+ * after files, loops and gRPC (core/overload.h). */
+static unsigned long max_connections(const struct pts_server_options *o) {
+  if (o->http_max_connections > 0) return o->http_max_connections;
+  struct rlimit rl;
+  uint64_t nofile = 1024;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+    nofile = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+  return pts_overload_default_connections(nofile, o->allow_grpc ? 75 : 100);
+}
+
 enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_options *o,
                                struct pts_http **out, struct pts_error *err) {
-  static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
-  /* Bases must be created lock-aware so instance threads may event_active. */
-  pthread_once(&threads_once, (void (*)(void))evthread_use_pthreads);
+  /* Bases must be created lock-aware so instance threads may event_active;
+   * libevent's log lines go through ours. */
+  pts_libevent_init();
   struct pts_http *h = pts_calloc(1, sizeof *h);
   if (!h) return pts_error_set(err, PTS_NOMEM, "out of memory starting the HTTP frontend");
   h->server = s;
   h->max_input = o->http_max_input_size;
   h->max_header = o->http_max_header_size ? o->http_max_header_size : 64u * 1024;
   h->timeout_s = o->http_timeout_secs;
+  h->body_cap = hard_body_cap(h->max_input);
+  h->max_connections = max_connections(o);
   h->n_loops = o->http_thread_count > 0 ? (size_t)o->http_thread_count : 1;
   atomic_init(&h->refs, 1);
   atomic_init(&h->stopping, false);
@@ -1017,7 +1014,8 @@ enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_opt
     hub_release(h);
     return st;
   }
-  st = open_listener(o->http_address, o->http_port, &fd, &h->port, err);
+  st = pts_listen_open("HTTP", "--http-address", o->http_address, o->http_port, false, &fd,
+                       &h->port, err);
   for (size_t i = 0; st == PTS_OK && i < h->n_loops; i++) st = loop_init(&h->loops[i], h, fd, err);
   if (fd >= 0) close(fd); /* each loop listens on its own duplicate */
   for (size_t i = 0; st == PTS_OK && i < h->n_loops; i++) {
@@ -1036,6 +1034,10 @@ enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_opt
 }
 
 int pts_http_port(const struct pts_http *h) { return h ? h->port : -1; }
+
+unsigned long pts_http_max_connections(const struct pts_http *h) {
+  return h ? h->max_connections : 0;
+}
 
 /* Waits (bounded) until every accepted inference was answered. */
 static void drain(struct pts_http *h) {
@@ -1062,6 +1064,8 @@ static void orphan_pending(struct pts_http *h) {
       event_free(c->ev);
       c->ev = NULL;
       c->req = NULL;
+      if (c->cn) c->cn->ctx = NULL; /* evhttp_free closes the connection later */
+      c->cn = NULL;
       if (c->completed) {
         pthread_mutex_unlock(&h->mu);
         ctx_free(c);

@@ -21,6 +21,8 @@ enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_opt
                                struct pts_http **out, struct pts_error *err);
 /* The port actually bound (useful with --http-port 0). */
 int pts_http_port(const struct pts_http *h);
+/* The connection limit in force (--http-max-connections or its default). */
+unsigned long pts_http_max_connections(const struct pts_http *h);
 /* Stops accepting, finishes the loops, joins the threads, frees. NULL-safe. */
 void pts_http_stop(struct pts_http *h);
 

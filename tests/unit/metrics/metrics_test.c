@@ -28,7 +28,7 @@ static void render_families_and_labels(void **state) {
   st.pending = 7;
   struct pts_host_metrics host = {true, 0.25, 1000, 400};
   size_t len = 0;
-  char *text = pts_metrics_render(&st, 1, &host, &len);
+  char *text = pts_metrics_render(&st, 1, &host, NULL, &len);
   assert_non_null(text);
   assert_int_equal(strlen(text), len);
   const char *want[] = {
@@ -55,11 +55,48 @@ static void render_families_and_labels(void **state) {
   pts_free(text);
 
   /* No models, no host gauges: the families' headers only. */
-  text = pts_metrics_render(NULL, 0, NULL, &len);
+  text = pts_metrics_render(NULL, 0, NULL, NULL, &len);
   assert_non_null(text);
   assert_non_null(strstr(text, "# HELP nv_inference_count "));
   assert_null(strstr(text, "nv_cpu"));
   assert_null(strstr(text, "{"));
+  pts_free(text);
+}
+
+/* ptserve's overload families (core/overload.h): names, types, labels. */
+static void render_overload(void **state) {
+  (void)state;
+  struct pts_overload_stats o;
+  memset(&o, 0, sizeof o);
+  o.budget = 8000000;
+  o.held = 4096;
+  o.counters[PTS_OVERLOAD_HTTP_CONNECTIONS] = 12;
+  o.counters[PTS_OVERLOAD_HTTP_CONN_REFUSED] = 3;
+  o.counters[PTS_OVERLOAD_GRPC_CONNECTIONS] = 2;
+  o.counters[PTS_OVERLOAD_GRPC_CONN_REFUSED] = 1;
+  o.counters[PTS_OVERLOAD_ACCEPT_PAUSES] = 5;
+  o.counters[PTS_OVERLOAD_HTTP_MEMORY_REFUSED] = 7;
+  o.counters[PTS_OVERLOAD_GRPC_MEMORY_REFUSED] = 4;
+  size_t len = 0;
+  char *text = pts_metrics_render(NULL, 0, NULL, &o, &len);
+  assert_non_null(text);
+  const char *want[] = {
+      "# TYPE ptserve_http_connections gauge\nptserve_http_connections 12\n",
+      "# TYPE ptserve_http_connections_refused_total counter\n"
+      "ptserve_http_connections_refused_total 3\n",
+      "# TYPE ptserve_grpc_connections gauge\nptserve_grpc_connections 2\n",
+      "# TYPE ptserve_grpc_connections_refused_total counter\n"
+      "ptserve_grpc_connections_refused_total 1\n",
+      "# TYPE ptserve_accept_pauses_total counter\nptserve_accept_pauses_total 5\n",
+      "# TYPE ptserve_request_memory_bytes gauge\nptserve_request_memory_bytes 4096\n",
+      "# TYPE ptserve_request_memory_budget_bytes gauge\n"
+      "ptserve_request_memory_budget_bytes 8000000\n",
+      "# TYPE ptserve_request_memory_refused_total counter\n"
+      "ptserve_request_memory_refused_total{protocol=\"grpc\"} 4\n"
+      "ptserve_request_memory_refused_total{protocol=\"http\"} 7\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(text, want[i])) fail_msg("missing:\n%s\nin:\n%s", want[i], text);
   pts_free(text);
 }
 
@@ -87,6 +124,7 @@ static void proc_parsers(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(render_families_and_labels),
+      cmocka_unit_test(render_overload),
       cmocka_unit_test(proc_parsers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
