@@ -12,7 +12,6 @@
 #ifndef PTS_CORE_LOG_H
 #define PTS_CORE_LOG_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +45,9 @@ void pts_log_write(enum pts_log_level level, int verbose, const char *file,
                    int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+#ifndef __cplusplus /* <stdatomic.h> is C11 only; the C++ bridge never rate-limits */
+#include <stdatomic.h>
+
 /* A rate limit for a line that can repeat without bound (accept() failing
  * while descriptors are exhausted, a library complaining in a loop): at most
  * one line per interval. Zero-initialise one per call site (static). */
@@ -57,6 +59,7 @@ struct pts_log_limit {
  * then gets how many were dropped since the last line written. */
 bool pts_log_limit_allow(struct pts_log_limit *l, uint64_t interval_ns,
                          unsigned long *suppressed);
+#endif
 
 #define PTS_LOG_ERROR(...) pts_log_write(PTS_LOG_ERROR, 0, __FILE__, __LINE__, __VA_ARGS__)
 #define PTS_LOG_WARN(...) pts_log_write(PTS_LOG_WARNING, 0, __FILE__, __LINE__, __VA_ARGS__)
