@@ -438,6 +438,10 @@ static enum pts_status plan_instances(const char *model, const Inference__ModelC
   return st;
 }
 
+/* The scheduler's release_hold: a request's hold is its reference to the
+ * version (pts_model_enqueue). */
+static void release_hold(void *hold) { pts_model_release(hold); }
+
 static enum pts_status start(struct pts_model *m, const char *model_dir, struct pts_error *err) {
   const Inference__ModelConfig *cfg = m->config;
   m->backend = pts_backend_find(cfg->backend);
@@ -487,7 +491,8 @@ static enum pts_status start(struct pts_model *m, const char *model_dir, struct 
                                     .model_state = m->backend_state,
                                     .n_instances = plan.n,
                                     .instances = plan.descs,
-                                    .model_dir = model_dir};
+                                    .model_dir = model_dir,
+                                    .release_hold = release_hold};
   st = pts_scheduler_create(&sp, &m->scheduler, err);
   plan_free(&plan);
   return st;
@@ -505,6 +510,16 @@ enum pts_status pts_model_start(struct pts_model *m, const char *model_dir,
     unload_now(m);
   }
   return st;
+}
+
+enum pts_status pts_model_enqueue(struct pts_model *m, struct pts_infer_request *req,
+                                  int64_t batch_size, struct pts_error *err) {
+  if (!m->scheduler)
+    return pts_error_set(err, PTS_UNAVAILABLE, "model '%s' version %lld is not ready", m->name,
+                         (long long)m->version);
+  /* The caller's reference becomes the request's hold: the scheduler gives
+   * it back (release_hold) once the request has been answered. */
+  return pts_scheduler_enqueue(m->scheduler, req, batch_size, m, err);
 }
 
 void pts_model_unload(struct pts_model *m, int owners) {

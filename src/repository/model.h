@@ -1,8 +1,8 @@
 /* repository/model.h — one version of one model (struct pts_model): its
  * lifecycle from LOADING to READY to UNLOADING to UNAVAILABLE, and the
  * reference count that lets a version be unloaded without dropping a
- * request. Private to src/repository/ (frontends see the accessors of
- * server/server.h).
+ * request. Private to src/repository/ (the layers above see the handle
+ * and its accessors through repository/types.h).
  *
  * References. The repository's table holds one per version record; every
  * request routed to the version holds one from lookup until after its done
@@ -25,8 +25,8 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "repository/types.h"
 #include "scheduler/scheduler.h"
-#include "server/server.h"
 
 /* A private directory holding the `file:` overrides of one load; removed
  * when the last version loaded from it is unloaded. */

@@ -4,7 +4,7 @@
  *
  * The table has one entry per model name the repositories hold (or a load
  * brought in with file overrides). Each entry keeps one record per version
- * it has seen (struct pts_model, declared in server/server.h): READY
+ * it has seen (struct pts_model, repository/types.h): READY
  * versions serve; LOADING, UNLOADING and UNAVAILABLE ones are there for the
  * index and for clear errors. A load builds the new versions beside the
  * ones serving and swaps them in under the table lock, so a model never
@@ -29,8 +29,8 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "repository/types.h"
 #include "scheduler/scheduler.h"
-#include "server/server.h"
 
 struct pts_repository;
 
@@ -92,7 +92,8 @@ void pts_repository_actions_free(struct pts_repository_action *a, size_t n);
 /* ---- lookups (any thread) ---- */
 
 /* A model version to serve (version < 0: the latest READY one), with the
- * messages of pts_server_model_get (server.h). Caller releases *out. */
+ * messages of pts_server_model_get (server/server.h, which passes them
+ * on). Caller releases *out. */
 enum pts_status pts_repository_get(struct pts_repository *r, const char *name, int64_t version,
                                    bool any_state, struct pts_model **out, struct pts_error *err);
 
@@ -109,7 +110,8 @@ enum pts_status pts_repository_snapshot(struct pts_repository *r, const char *na
                                         struct pts_error *err);
 void pts_repository_snapshot_free(struct pts_model **models, size_t n);
 
-/* The index (server.h, struct pts_index_entry) from the table as it is. */
+/* The index (struct pts_index_entry, repository/types.h) from the table as
+ * it is. */
 enum pts_status pts_repository_index(struct pts_repository *r, bool ready_only,
                                      struct pts_index_entry **entries, size_t *n,
                                      struct pts_error *err);
@@ -125,5 +127,13 @@ struct pts_model *pts_model_retain(struct pts_model *m);
 /* The model's scheduler; NULL unless loaded. Borrowed while a reference is
  * held: an unload waits for every reference before it destroys it. */
 struct pts_scheduler *pts_model_scheduler(const struct pts_model *m);
+/* Queues a request that pts_validate_request accepted (batch_size is what
+ * it found) on the version's scheduler. On OK the scheduler owns `req` and
+ * the caller's reference to `m`, which it releases after req->done; on
+ * error the caller keeps both: UNAVAILABLE when the version has no
+ * scheduler or it is shutting down, or the scheduler's queue-full refusal
+ * (pts_scheduler_enqueue). */
+enum pts_status pts_model_enqueue(struct pts_model *m, struct pts_infer_request *req,
+                                  int64_t batch_size, struct pts_error *err);
 
 #endif

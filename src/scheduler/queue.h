@@ -27,13 +27,12 @@
 #include "core/status.h"
 #include "model_config.pb-c.h"
 #include "scheduler/request.h"
-#include "server/server.h"
 
 /* One queued request. Owned by the scheduler from enqueue to completion. */
 struct pts_pending {
   struct pts_pending *next;
   struct pts_infer_request *req; /* owned until done is called */
-  struct pts_model *model;       /* one reference, may be NULL (unit tests) */
+  void *hold;                    /* what the request keeps alive (scheduler.h); may be NULL */
   int64_t batch_size;            /* elements (dim 0), 1 for a model without batching */
   uint64_t enqueue_ns;
   uint64_t deadline_ns; /* 0 = no timeout */

@@ -42,6 +42,7 @@ struct pts_scheduler {
   const Inference__ModelConfig *config;
   const struct pts_backend *backend;
   void *model_state;
+  void (*release_hold)(void *hold); /* params.release_hold */
   bool batching; /* max_batch_size > 0 */
   bool preserve_ordering;
   struct pts_batch_limits limits;
@@ -180,13 +181,16 @@ static enum pts_status reshape_full(const int64_t *from, size_t n_from, const in
 
 /* ------------------------------------------------------------ completion */
 
-static void deliver(struct pts_pending *p, struct pts_infer_response *resp,
-                    const struct pts_error *err) {
+/* Answers the request, then gives back its hold: the hold keeps the model
+ * version (and so this scheduler) alive until the answer is out. */
+static void deliver(struct pts_scheduler *s, struct pts_pending *p,
+                    struct pts_infer_response *resp, const struct pts_error *err) {
   struct pts_infer_request *req = p->req;
-  struct pts_model *model = p->model;
+  void *hold = p->hold;
+  void (*release)(void *) = s->release_hold;
   pts_free(p);
   req->done(req, resp, err, req->done_ctx);
-  pts_model_release(model);
+  if (release) release(hold);
 }
 
 /* Inserts p among the held requests (sorted by seq), then delivers every
@@ -202,7 +206,7 @@ static void deliver_in_order(struct pts_scheduler *s, struct pts_pending *p) {
     struct pts_pending *q = s->held;
     s->held = q->next;
     s->next_release++;
-    deliver(q, q->resp, q->err.code == PTS_OK ? NULL : &q->err);
+    deliver(s, q, q->resp, q->err.code == PTS_OK ? NULL : &q->err);
   }
   pthread_mutex_unlock(&s->order_lock);
 }
@@ -238,7 +242,7 @@ static void complete(struct pts_scheduler *s, struct pts_pending *p,
   else
     pts_stats_request_failure(&s->stats, why, d);
   if (!s->preserve_ordering) {
-    deliver(p, resp, ok ? NULL : err);
+    deliver(s, p, resp, ok ? NULL : err);
     return;
   }
   p->resp = resp;
@@ -707,14 +711,13 @@ static void trace_enqueue(struct pts_scheduler *s, struct pts_infer_request *req
 }
 
 enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_request *req,
-                                      int64_t batch_size, struct pts_model *model,
-                                      struct pts_error *err) {
+                                      int64_t batch_size, void *hold, struct pts_error *err) {
   struct pts_pending *p = pts_calloc(1, sizeof *p);
   if (!p)
     return pts_error_set(err, PTS_NOMEM, "out of memory queueing a request for model '%s'",
                          s->model_name);
   p->req = req;
-  p->model = model;
+  p->hold = hold;
   p->batch_size = s->batching && batch_size > 0 ? batch_size : 1;
   p->enqueue_ns = pts_now_ns();
   trace_enqueue(s, req, p->enqueue_ns);
@@ -941,6 +944,7 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
   s->config = p->config;
   s->backend = p->backend;
   s->model_state = p->model_state;
+  s->release_hold = p->release_hold;
   init_limits(s);
   pts_stats_init(&s->stats);
   if (!init_sync(s)) {

@@ -18,6 +18,11 @@
  * TRITONSERVER_DELAY_SCHEDULER, so batching tests need no timing. Never set
  * it in production.
  *
+ * Layers: the scheduler knows nothing above it. What a queued request must
+ * keep alive (its model version, in the repository) is an opaque `hold`
+ * that the scheduler gives back through the creator's `release_hold`
+ * callback once the request has been answered.
+ *
  * Threading: pts_scheduler_create/destroy run on the repository's load
  * thread; enqueue, wait_idle and stats may be called from any thread.
  */
@@ -32,7 +37,6 @@
 #include "model_config.pb-c.h"
 #include "scheduler/request.h"
 #include "scheduler/stats.h"
-#include "server/server.h"
 
 struct pts_scheduler;
 
@@ -46,6 +50,10 @@ struct pts_scheduler_params {
   const struct pts_backend_instance_desc *instances; /* copied during create */
   const char *model_dir; /* borrowed during create: where model_warmup's warmup/ and the
                             outputs' label files (classification) live */
+  /* Gives back the `hold` of a request (pts_scheduler_enqueue) after its
+   * done callback has returned; NULL when holds need no release. Called on
+   * an instance thread; it must not call into this scheduler. */
+  void (*release_hold)(void *hold);
 };
 
 /* Creates every instance through the backend, runs the config's
@@ -56,16 +64,15 @@ struct pts_scheduler_params {
 enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
                                      struct pts_scheduler **out, struct pts_error *err);
 
-/* Queues an already validated request. On OK the scheduler owns `req` and the
- * model reference `model` (one reference, released after req->done has been
- * called); `batch_size` is what pts_validate_request found. The request's
+/* Queues an already validated request. On OK the scheduler owns `req` and
+ * `hold` (opaque; given to params.release_hold after req->done has been
+ * called; may be NULL); `batch_size` is what pts_validate_request found. The request's
  * `priority` picks its level and `timeout_us` may shorten its queue timeout
  * (queue.h). On error the caller keeps both: UNAVAILABLE when the scheduler
  * is shutting down, or "Exceeds maximum queue size" when the level is full
  * (counted as a REJECTED failure in the statistics). */
 enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_request *req,
-                                      int64_t batch_size, struct pts_model *model,
-                                      struct pts_error *err);
+                                      int64_t batch_size, void *hold, struct pts_error *err);
 
 /* Copies this model version's statistics (stats.h) into *out, with
  * `pending` (requests queued now) and `version` filled and `name` NULL.

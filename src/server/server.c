@@ -377,15 +377,8 @@ static enum pts_status infer_model(struct pts_server *s, struct pts_infer_reques
   pts_trace_set_model(req->trace, pts_model_name(m), pts_model_version(m));
   int64_t batch = 0;
   st = pts_validate_request(pts_model_config(m), pts_model_name(m), req, &batch, err);
-  if (st == PTS_OK) {
-    struct pts_scheduler *sched = pts_model_scheduler(m);
-    if (!sched)
-      st = pts_error_set(err, PTS_UNAVAILABLE, "model '%s' version %lld is not ready",
-                         pts_model_name(m), (long long)pts_model_version(m));
-    else
-      st = pts_scheduler_enqueue(sched, req, batch, m, err);
-  }
-  if (st != PTS_OK) pts_model_release(m); /* on OK the scheduler holds it */
+  if (st == PTS_OK) st = pts_model_enqueue(m, req, batch, err);
+  if (st != PTS_OK) pts_model_release(m); /* on OK the request holds it */
   return st;
 }
 

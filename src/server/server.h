@@ -1,9 +1,10 @@
 /* server/server.h — the server core as the frontends see it.
  *
- * The server owns the model repository, one scheduler per loaded model
- * version, and the frontends. Frontends talk to the core only through the
- * functions below (and scheduler/request.h), so HTTP and (later) gRPC share
- * validation, scheduling and statistics.
+ * The server owns the model repository (which owns one scheduler per loaded
+ * model version) and the frontends. Frontends talk to the core only through
+ * the functions below, the request of scheduler/request.h and the model
+ * types of repository/types.h, so HTTP and gRPC share validation,
+ * scheduling and statistics.
  *
  * Threading: pts_server_create/run/destroy run on the main thread. Every
  * other function here is thread-safe and may be called from any frontend
@@ -20,6 +21,7 @@
 
 #include "core/status.h"
 #include "model_config.pb-c.h"
+#include "repository/types.h"
 #include "scheduler/request.h"
 #include "scheduler/stats.h"
 
@@ -138,52 +140,30 @@ const char *pts_server_version(void);
 
 /* ---- models ---- */
 
-enum pts_model_state {
-  PTS_MODEL_UNKNOWN,
-  PTS_MODEL_READY,
-  PTS_MODEL_UNAVAILABLE,
-  PTS_MODEL_LOADING,
-  PTS_MODEL_UNLOADING,
-};
-const char *pts_model_state_name(enum pts_model_state s); /* "READY", ... */
+/* The version handle, its states and accessors (pts_model_name, _version,
+ * _state, _reason, _config, _release) are the repository's:
+ * repository/types.h. */
 
-struct pts_model;  /* one version of one model; reference counted */
-
-/* Finds a model version. version < 0 = the latest READY version. Errors:
- * NOT_FOUND "Request for unknown model: 'x' is not found", NOT_FOUND
- * "... has no available versions", NOT_FOUND for an unknown explicit version,
- * UNAVAILABLE when that version exists but is not READY (Triton's wording).
- * With `any_state`, a known but not-ready version is returned instead (for
- * the model-ready endpoint). Caller releases *out with pts_model_release. */
+/* Finds a model version. version < 0 = the latest READY version. Errors, all
+ * NOT_FOUND with Triton's words: "Request for unknown model: 'x' is not
+ * found", "... has no available versions", an unknown explicit version, and
+ * an explicit version that exists but is not READY (the message names its
+ * state; Triton answers UNAVAILABLE there). With `any_state`, a known but
+ * not-ready version is returned instead (for the model-ready endpoint).
+ * Caller releases *out with pts_model_release. */
 enum pts_status pts_server_model_get(struct pts_server *s, const char *name, int64_t version,
                                      bool any_state, struct pts_model **out,
                                      struct pts_error *err);
-void pts_model_release(struct pts_model *m); /* NULL-safe */
-
-const char *pts_model_name(const struct pts_model *m);
-int64_t pts_model_version(const struct pts_model *m);
-enum pts_model_state pts_model_state(const struct pts_model *m);
-/* Copies the state's reason ("" when none) into buf, truncated to `size`;
- * returns its full length. A copy, because a load thread may change it. */
-size_t pts_model_reason(const struct pts_model *m, char *buf, size_t size);
-/* The completed config; borrowed while the reference is held. NULL only for
- * a model whose config failed to load. */
-const Inference__ModelConfig *pts_model_config(const struct pts_model *m);
 
 /* READY versions of `name`, ascending, into a new array (pts_free). */
 enum pts_status pts_server_model_versions(struct pts_server *s, const char *name,
                                           int64_t **versions, size_t *n, struct pts_error *err);
 
 /* The repository index (model_repository extension, protocol-facts §1.12):
- * one entry per known version of every model, and one entry with version -1
- * and state UNKNOWN (rendered as just the name) for a model of the
- * repositories that has never been loaded (left out when ready_only). */
-struct pts_index_entry {
-  char *name;                 /* owned */
-  int64_t version;            /* -1 when no version is known */
-  enum pts_model_state state;
-  char *reason;               /* owned, "" when none */
-};
+ * one entry (struct pts_index_entry, repository/types.h) per known version
+ * of every model, and one entry with version -1 and state UNKNOWN (rendered
+ * as just the name) for a model of the repositories that has never been
+ * loaded (left out when ready_only). */
 /* The index as the server knows it now (no file is read). Caller frees
  * with pts_server_index_free. */
 enum pts_status pts_server_index(struct pts_server *s, bool ready_only,
@@ -199,25 +179,9 @@ void pts_server_index_free(struct pts_index_entry *entries, size_t n);
  * called), queue the work and return; `done` is called exactly once, from a
  * server thread, when it has finished. */
 
-/* A `file:<version>/<name>` parameter of a load: one model file. */
-struct pts_load_file {
-  char *path;    /* owned; "<version>/<name>", relative to the model directory */
-  uint8_t *data; /* owned (pts_free) */
-  size_t size;
-};
-
-/* The parameters of a load request. */
-struct pts_load_params {
-  char *config;       /* owned; a ModelConfig as JSON that replaces config.pbtxt; NULL = none */
-  size_t config_len;
-  struct pts_load_file *files; /* owned; n_files entries */
-  size_t n_files;
-};
-/* Adds a file (takes `data`, copies `path`); NOMEM leaves `data` freed. */
-enum pts_status pts_load_params_add_file(struct pts_load_params *p, const char *path,
-                                         uint8_t *data, size_t size, struct pts_error *err);
-/* Frees everything and zeroes *p. NULL-safe. */
-void pts_load_params_clear(struct pts_load_params *p);
+/* The parameters of a load (struct pts_load_params, with its `file:`
+ * overrides and pts_load_params_add_file/_clear) are the repository's:
+ * repository/types.h. */
 
 /* err->code is PTS_OK on success. Called on a server thread. */
 typedef void (*pts_server_control_done_fn)(const struct pts_error *err, void *ctx);

@@ -1,10 +1,14 @@
 """Soak: concurrent clients send a mix of valid and invalid requests for
-PTS_SOAK_SECONDS (default 20) against one server.
+PTS_SOAK_SECONDS (default 20) against one server, while the model most of
+the valid requests go to (id_fp32) is reloaded again and again through the
+repository API (explicit mode; tests/e2e/test_model_reload_load.py is the
+reload soak proper).
 
 Pass criteria: every valid request gets its full, correct answer (zero
-lost); every invalid one gets its 4xx with a JSON error; the server never
-dies and exits 0 on SIGTERM with a clean sanitizer report; resident memory
-after the warm-up stays flat (growth reported, bounded).
+lost, reloads included); every invalid one gets its 4xx with a JSON error;
+every reload succeeds; the server never dies and exits 0 on SIGTERM with a
+clean sanitizer report; resident memory after the warm-up stays flat
+(growth reported, bounded).
 
 With PTS_SOAK_REPORT=<path> the figures are written there as JSON
 (scripts/reliability-report.sh uses this for docs/reliability.md).
@@ -33,6 +37,44 @@ def rss_kb(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+class Progress:
+    """Requests completed by all clients, for the reloader to pace itself
+    by (no clock: it waits for traffic between two reloads)."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.n = 0
+
+    def add(self):
+        with self.cond:
+            self.n += 1
+            self.cond.notify_all()
+
+    def wait_for_more(self, k, deadline):
+        with self.cond:
+            target = self.n + k
+            self.cond.wait_for(lambda: self.n >= target or time.time() >= deadline,
+                               timeout=max(0.0, deadline - time.time()))
+
+
+def reloader(url, deadline, progress, result):
+    """Reloads id_fp32 until the deadline, after every 20 completed requests;
+    result["reloads"] counts them, result["failures"] keeps what went wrong."""
+    with requests.Session() as s:
+        while time.time() < deadline:
+            progress.wait_for_more(20, deadline)
+            if time.time() >= deadline:
+                break
+            try:
+                r = s.post(url + "/v2/repository/models/id_fp32/load", timeout=60)
+                if r.status_code == 200:
+                    result["reloads"] += 1
+                else:
+                    result["failures"].append("reload: HTTP %d %s" % (r.status_code, r.text))
+            except requests.RequestException as e:
+                result["failures"].append("reload: %r" % e)
 
 
 # --------------------------------------------------------------- the mix
@@ -155,7 +197,7 @@ MIX = [(valid_json, 30), (valid_binary_bytes, 15), (valid_gzip, 10), (valid_meta
        (invalid_raw, 3)]
 
 
-def client(url, seed, deadline, stats, lock):
+def client(url, seed, deadline, stats, lock, progress):
     rng = random.Random(seed)
     funcs = [f for f, w in MIX for _ in range(w)]
     # Half the clients keep connections alive, half open one per request.
@@ -169,6 +211,7 @@ def client(url, seed, deadline, stats, lock):
             kind, ok = ("valid" if f.__name__.startswith("valid") else "invalid"), False
             local["failures"].append("%s: %s" % (f.__name__, e))
         local[kind] += 1
+        progress.add()
         if not ok:
             local["lost" if kind == "valid" else "wrong_refusal"] += 1
             if len(local["failures"]) < 5:
@@ -182,14 +225,20 @@ def client(url, seed, deadline, stats, lock):
 def test_soak(start_server, model_repo):
     env = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") +
            ":quarantine_size_mb=16:thread_local_quarantine_size_kb=256"}
-    server = start_server(model_repo("identity"), "--http-max-input-size", MAX_INPUT, env=env)
+    server = start_server(model_repo("identity"), "--http-max-input-size", MAX_INPUT,
+                          "--model-control-mode=explicit", "--load-model=*", env=env)
     pid = server.proc.pid
     stats = {"valid": 0, "invalid": 0, "lost": 0, "wrong_refusal": 0, "failures": []}
+    reloads = {"reloads": 0, "failures": []}
     lock = threading.Lock()
+    progress = Progress()
     t0 = time.time()
     deadline = t0 + SECONDS
-    threads = [threading.Thread(target=client, args=(server.url, k, deadline, stats, lock))
+    threads = [threading.Thread(target=client,
+                                args=(server.url, k, deadline, stats, lock, progress))
                for k in range(CLIENTS)]
+    threads.append(threading.Thread(target=reloader,
+                                    args=(server.url, deadline, progress, reloads)))
     for t in threads:
         t.start()
     # RSS: after a warm-up of a quarter of the run (allocator pools, ASan
@@ -218,6 +267,8 @@ def test_soak(start_server, model_repo):
         "invalid": stats["invalid"],
         "lost_valid": stats["lost"],
         "wrong_refusals": stats["wrong_refusal"],
+        "reloads": reloads["reloads"],
+        "failed_reloads": len(reloads["failures"]),
         "requests_per_second": round((stats["valid"] + stats["invalid"]) / elapsed, 1),
         "crashes": 0 if alive and code == 0 else 1,
         "exit_code": code,
@@ -237,4 +288,6 @@ def test_soak(start_server, model_repo):
     assert stats["lost"] == 0, stats["failures"]
     assert stats["wrong_refusal"] == 0, stats["failures"]
     assert stats["valid"] > 50
+    assert reloads["failures"] == [], reloads["failures"][:5]
+    assert reloads["reloads"] > 0
     assert report["rss_growth_kb"] < RSS_GROWTH_LIMIT_KB, report

@@ -603,6 +603,266 @@ static void a_first_load_shows_loading(void **state) {
   assert_true(pts_repository_all_ready(f->repo));
 }
 
+/* ------------------------------------------------------ state machine
+ *
+ * One test per edge of the state machine of docs/internals/repository.md
+ * that the tests above do not already walk. A version object only moves
+ * forward (LOADING, then READY, UNLOADING, UNAVAILABLE, or straight to
+ * UNAVAILABLE); a new load makes a new object, which takes the place of
+ * the old record in the table. */
+
+/* The object itself, without a repository: where each marking leads. */
+static void a_version_object_only_moves_forward(void **state) {
+  (void)state;
+  struct pts_model *m = pts_model_new("sm", 3);
+  assert_non_null(m);
+  assert_int_equal(pts_model_state(m), PTS_MODEL_LOADING); /* born LOADING */
+  assert_false(pts_model_loaded(m));
+  struct pts_error why;
+  pts_error_set(&why, PTS_INVALID_ARG, "no good");
+  pts_model_fail(m, &why); /* LOADING -> UNAVAILABLE, a failure */
+  assert_int_equal(pts_model_state(m), PTS_MODEL_UNAVAILABLE);
+  assert_true(pts_model_failed(m));
+  char reason[128];
+  pts_model_reason(m, reason, sizeof reason);
+  assert_string_equal(reason, "Invalid argument: no good"); /* Triton's "<Code>: <message>" */
+  /* Unloading a version that never started changes nothing: it keeps its
+   * failure and reason. */
+  pts_model_unload(m, 1);
+  assert_int_equal(pts_model_state(m), PTS_MODEL_UNAVAILABLE);
+  assert_true(pts_model_failed(m));
+  /* Asked away: UNAVAILABLE "unloaded", no longer a failure. */
+  pts_model_mark_unloaded(m, "unloaded");
+  assert_int_equal(pts_model_state(m), PTS_MODEL_UNAVAILABLE);
+  assert_false(pts_model_failed(m));
+  pts_model_reason(m, reason, sizeof reason);
+  assert_string_equal(reason, "unloaded");
+  pts_model_release(m);
+
+  /* A version the policy names but no directory holds: UNAVAILABLE with
+   * its reason, not a failure. */
+  struct pts_model *absent = pts_model_new("sm", 9);
+  pts_error_set(&why, PTS_INVALID_ARG, "version 9 is not there");
+  pts_model_absent(absent, &why);
+  assert_int_equal(pts_model_state(absent), PTS_MODEL_UNAVAILABLE);
+  assert_false(pts_model_failed(absent));
+  pts_model_reason(absent, reason, sizeof reason);
+  assert_string_equal(reason, "Invalid argument: version 9 is not there");
+  pts_model_release(absent);
+}
+
+/* "load_gate_file" config text for `name`: its load waits for <root>/gate. */
+static void gated_model(struct fixture *f, const char *name, const char *more) {
+  char extra[1024];
+  snprintf(extra, sizeof extra,
+           "parameters { key: \"load_gate_file\" value { string_value: \"%s/gate\" } }\n%s",
+           f->root, more ? more : "");
+  assert_int_equal(fs_identity_model(f->root, name, 8, extra), 0);
+}
+
+static void wait_versions(struct fixture *f, const char *name, const char *want) {
+  for (;;) {
+    char got[256];
+    versions_of(f, name, got, sizeof got);
+    if (strcmp(got, want) == 0) return;
+    sched_yield();
+  }
+}
+
+/* UNAVAILABLE (failed) -> LOADING -> READY: a model whose load failed
+ * loads once its files are fixed; readiness waits for it meanwhile and
+ * comes back with it. */
+static void a_failed_model_loads_once_fixed(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(fs_identity_model(f->root, "fx", 8,
+                                     "parameters { key: \"fail_load_versions\" value { "
+                                     "string_value: \"1\" } }"),
+                   0);
+  assert_int_equal(fs_mkdirs(f->root, "fx/1"), 0);
+  create(f);
+  struct pts_error err;
+  assert_int_equal(load(f, "fx", &err), PTS_INVALID_ARG);
+  assert_versions(f, "fx", "1:UNAVAILABLE");
+  struct pts_model *failed = NULL;
+  assert_int_equal(pts_repository_get(f->repo, "fx", 1, true, &failed, &err), PTS_OK);
+  assert_true(pts_model_failed(failed));
+  assert_false(pts_repository_all_ready(f->repo));
+
+  gated_model(f, "fx", NULL); /* fixed, and its load waits for the gate */
+  struct op o = {.f = f, .name = "fx"};
+  op_start(&o);
+  wait_versions(f, "fx", "1:LOADING"); /* a new record took the failed one's place */
+  assert_int_equal(pts_model_state(failed), PTS_MODEL_UNAVAILABLE); /* the old object stays */
+  assert_false(pts_repository_all_ready(f->repo));
+  struct pts_model *m = NULL;
+  assert_int_equal(pts_repository_get(f->repo, "fx", -1, false, &m, &err), PTS_NOT_FOUND);
+  assert_contains(err.msg, "(version 1 is LOADING)");
+  assert_int_equal(fs_write(f->root, "gate", ""), 0);
+  op_join(&o);
+  assert_int_equal(o.st, PTS_OK);
+  assert_versions(f, "fx", "1:READY");
+  assert_true(pts_repository_all_ready(f->repo));
+  m = get(f, "fx", 1);
+  assert_ptr_not_equal(m, failed);
+  pts_model_release(m);
+  pts_model_release(failed);
+}
+
+/* UNAVAILABLE (failed) -> UNAVAILABLE (unloaded): unloading a model that
+ * failed clears the failure, so readiness no longer waits for it. */
+static void unloading_a_failed_model_clears_its_failure(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(fs_identity_model(f->root, "uf", 8,
+                                     "parameters { key: \"fail_load_versions\" value { "
+                                     "string_value: \"1\" } }"),
+                   0);
+  assert_int_equal(fs_mkdirs(f->root, "uf/1"), 0);
+  create(f);
+  struct pts_error err;
+  assert_int_equal(load(f, "uf", &err), PTS_INVALID_ARG);
+  assert_false(pts_repository_all_ready(f->repo));
+  char st[32], reason[1024];
+  index_entry(f, "uf", 1, st, reason);
+  assert_string_equal(st, "UNAVAILABLE");
+  assert_contains(reason, "version 1 fails to load");
+  assert_int_equal(pts_repository_unload(f->repo, "uf", &err), PTS_OK);
+  assert_versions(f, "uf", "1:UNAVAILABLE");
+  index_entry(f, "uf", 1, st, reason);
+  assert_string_equal(st, "UNAVAILABLE");
+  assert_string_equal(reason, "unloaded");
+  assert_true(pts_repository_all_ready(f->repo));
+}
+
+/* READY stays READY while the same version reloads in the background; then
+ * the new object is READY and the old one UNLOADING in one step, and the
+ * old one is unloaded once its last reference (a request's) goes. */
+static void a_background_reload_keeps_the_version_ready(void **state) {
+  struct fixture *f = *state;
+  char log_path[128];
+  snprintf(log_path, sizeof log_path, "%s/log", f->root);
+  assert_int_equal(fs_identity_model(f->root, "bg", 8, NULL), 0);
+  assert_int_equal(fs_mkdirs(f->root, "bg/1"), 0);
+  create(f);
+  load_ok(f, "bg");
+  struct pts_model *old = get(f, "bg", 1); /* a request in flight */
+
+  /* The reload's backend load waits for the gate. "loading: bg:1" is
+   * logged as a load of version 1 starts; the log file is opened after the
+   * first load, so the line in it says the reload is under way. */
+  gated_model(f, "bg", NULL);
+  struct pts_log_settings info = {true, false, false, 0, PTS_LOG_FORMAT_DEFAULT};
+  assert_int_equal(pts_log_set_file(log_path), 0);
+  pts_log_set(&info);
+  struct op o = {.f = f, .name = "bg"};
+  op_start(&o);
+  for (;;) {
+    FILE *lf = fopen(log_path, "r");
+    char line[512];
+    bool started = false;
+    while (lf && fgets(line, sizeof line, lf)) started = started || strstr(line, "loading: bg:1");
+    if (lf) fclose(lf);
+    if (started) break;
+    sched_yield();
+  }
+  /* Mid-reload: the version serves on, readiness holds, the index says
+   * READY without a reason. */
+  assert_versions(f, "bg", "1:READY");
+  assert_true(pts_repository_all_ready(f->repo));
+  struct pts_model *now = get(f, "bg", -1);
+  assert_ptr_equal(now, old);
+  pts_model_release(now);
+  char st[32], reason[1024];
+  index_entry(f, "bg", 1, st, reason);
+  assert_string_equal(st, "READY");
+  assert_string_equal(reason, "");
+
+  assert_int_equal(fs_write(f->root, "gate", ""), 0);
+  wait_state(old, PTS_MODEL_UNLOADING); /* the swap */
+  now = get(f, "bg", 1);
+  assert_ptr_not_equal(now, old); /* a new object serves version 1 */
+  assert_int_equal(pts_model_state(now), PTS_MODEL_READY);
+  pts_model_release(now);
+  assert_non_null(pts_model_scheduler(old)); /* still there for the request */
+  pts_model_release(old); /* the request is done: the unload goes on */
+  op_join(&o);
+  struct pts_log_settings quiet = {false, false, false, 0, PTS_LOG_FORMAT_DEFAULT};
+  pts_log_set(&quiet);
+  pts_log_set_file(NULL);
+  assert_int_equal(o.st, PTS_OK);
+  assert_versions(f, "bg", "1:READY");
+  FILE *lf = fopen(log_path, "r");
+  assert_non_null(lf);
+  char line[512];
+  bool unloaded = false;
+  while (fgets(line, sizeof line, lf))
+    unloaded = unloaded || strstr(line, "successfully unloaded 'bg' version 1");
+  fclose(lf);
+  assert_true(unloaded);
+}
+
+/* LOADING -> UNAVAILABLE for a new version while the old one serves: the
+ * old one stays READY (with a note in the index), strict readiness counts
+ * the failure; the next good load replaces both (READY -> UNLOADING ->
+ * UNAVAILABLE for version 1, UNAVAILABLE -> LOADING -> READY for 2). */
+static void a_new_version_that_fails_leaves_the_old_one_serving(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(fs_identity_model(f->root, "nv", 8,
+                                     "parameters { key: \"fail_load_versions\" value { "
+                                     "string_value: \"2\" } }"),
+                   0);
+  assert_int_equal(fs_mkdirs(f->root, "nv/1"), 0);
+  create(f);
+  load_ok(f, "nv");
+  struct pts_model *v1 = get(f, "nv", -1);
+  assert_int_equal(pts_model_version(v1), 1);
+  pts_model_release(v1);
+  assert_int_equal(fs_mkdirs(f->root, "nv/2"), 0);
+  struct pts_error err;
+  assert_int_equal(load(f, "nv", &err), PTS_INVALID_ARG);
+  assert_contains(err.msg, "version 2 is at UNAVAILABLE state");
+  assert_versions(f, "nv", "1:READY,2:UNAVAILABLE");
+  struct pts_model *m = get(f, "nv", -1);
+  assert_ptr_equal(m, v1);
+  pts_model_release(m);
+  char st[32], reason[1024];
+  index_entry(f, "nv", 1, st, reason);
+  assert_string_equal(st, "READY");
+  assert_contains(reason, "the last load failed, the previously loaded versions still serve");
+  assert_false(pts_repository_all_ready(f->repo));
+
+  assert_int_equal(fs_identity_model(f->root, "nv", 8, NULL), 0);
+  load_ok(f, "nv");
+  assert_versions(f, "nv", "1:UNAVAILABLE,2:READY");
+  assert_string_equal(reason_of(f, "nv", 0), "unloaded");
+  index_entry(f, "nv", 2, st, reason);
+  assert_string_equal(reason, "");
+  assert_true(pts_repository_all_ready(f->repo));
+}
+
+/* One operation per model at a time: an unload asked for while the first
+ * load is LOADING runs after it (LOADING -> READY -> UNLOADING ->
+ * UNAVAILABLE), never beside it. */
+static void an_unload_waits_for_the_load_in_progress(void **state) {
+  struct fixture *f = *state;
+  gated_model(f, "lu", NULL);
+  assert_int_equal(fs_mkdirs(f->root, "lu/1"), 0);
+  create(f);
+  struct op l = {.f = f, .name = "lu"};
+  op_start(&l);
+  wait_versions(f, "lu", "1:LOADING"); /* the load holds the model's operation */
+  struct op u = {.f = f, .name = "lu", .unload = true};
+  op_start(&u);
+  assert_int_equal(fs_write(f->root, "gate", ""), 0);
+  op_join(&l);
+  op_join(&u);
+  assert_int_equal(l.st, PTS_OK);
+  assert_int_equal(u.st, PTS_OK);
+  /* Had the unload run first, the load would have left it READY. */
+  assert_versions(f, "lu", "1:UNAVAILABLE");
+  assert_string_equal(reason_of(f, "lu", 0), "unloaded");
+  assert_true(pts_repository_all_ready(f->repo));
+}
+
 /* ---------------------------------------------------------------- poll */
 
 static void poll_sees_changes(void **state) {
@@ -749,6 +1009,15 @@ int main(void) {
       cmocka_unit_test_setup_teardown(version_policy_applies_on_reload, setup, teardown),
       cmocka_unit_test_setup_teardown(unload_waits_for_requests_in_flight, setup, teardown),
       cmocka_unit_test_setup_teardown(a_first_load_shows_loading, setup, teardown),
+      cmocka_unit_test(a_version_object_only_moves_forward),
+      cmocka_unit_test_setup_teardown(a_failed_model_loads_once_fixed, setup, teardown),
+      cmocka_unit_test_setup_teardown(unloading_a_failed_model_clears_its_failure, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(a_background_reload_keeps_the_version_ready, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(a_new_version_that_fails_leaves_the_old_one_serving, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(an_unload_waits_for_the_load_in_progress, setup, teardown),
       cmocka_unit_test_setup_teardown(poll_sees_changes, setup, teardown),
       cmocka_unit_test_setup_teardown(file_overrides_load_from_a_private_directory, setup,
                                       teardown),
