@@ -77,6 +77,7 @@ enum {
   OPT_TRACE_COUNT,
   OPT_TRACE_LOG_FREQUENCY,
   OPT_PROFILE_DIR,
+  OPT_ALLOW_CLIENT_SHM,
   OPT_MODEL_CONTROL_MODE,
   OPT_LOAD_MODEL,
   OPT_REPOSITORY_POLL_SECS,
@@ -121,6 +122,7 @@ static const struct option long_options[] = {
     {"allow-metrics", required_argument, NULL, OPT_ALLOW_METRICS},
     {"allow-gpu-metrics", required_argument, NULL, OPT_ALLOW_GPU_METRICS},
     {"allow-cpu-metrics", required_argument, NULL, OPT_ALLOW_CPU_METRICS},
+    {"allow-client-shm", required_argument, NULL, OPT_ALLOW_CLIENT_SHM},
     /* The rest of tritonserver's flags, so that each gets a clear refusal
      * rather than "unrecognized option". */
     {"load-model", required_argument, NULL, OPT_LOAD_MODEL},
@@ -281,6 +283,8 @@ static const char usage_text[] =
     "  --metrics-interval-ms <int>  CPU utilisation sampling interval (default 2000).\n"
     "  --allow-cpu-metrics <bool>   CPU and memory gauges (default true).\n"
     "  --allow-gpu-metrics <bool>   Only false: ptserve has no GPU (DCGM) metrics.\n"
+    "  --allow-client-shm <bool>    Let clients register and use system and CUDA shared\n"
+    "                               memory regions (default false, as tritonserver).\n"
     "  --log-verbose <int>          Verbose logging level, 0 = off (default 0).\n"
     "  --log-info <bool>            Info lines (default true).\n"
     "  --log-warning <bool>         Warning lines (default true).\n"
@@ -653,6 +657,8 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (!*v) return fail("--profile-dir needs a directory, got an empty value");
       o->profile_dir = v;
       return 0;
+    case OPT_ALLOW_CLIENT_SHM:
+      return parse_bool(flag, v, &o->allow_client_shm);
   }
   return fail("internal error: unhandled flag --%s", flag);
 }

@@ -26,6 +26,7 @@
 #include "tensor/tensor.h"
 
 struct pts_profile_ticket;
+struct pts_shm_cuda_ops;
 
 struct pts_backend_model_desc {
   const char *name;
@@ -79,7 +80,20 @@ struct pts_backend {
   /* (optional) How many GPUs this backend can place instances on (CUDA
    * devices; 1 for MPS); decides what KIND_AUTO means. NULL = none. */
   int (*gpu_count)(void);
+  /* Whether execute() takes inputs in device memory (PTS_MEM_DEVICE: CUDA
+   * shared memory) itself. When false the server copies such inputs to
+   * host memory before the request is queued. Every backend takes
+   * PTS_MEM_PINNED inputs, which are ordinary host memory to the CPU. */
+  bool device_inputs;
+  /* (optional) The CUDA runtime operations of the CUDA shared-memory
+   * extension (shm/shm.h), or NULL when this build of the backend has no
+   * CUDA. Called once, when the server starts. */
+  const struct pts_shm_cuda_ops *(*cuda_shm_ops)(void);
 };
+
+/* The CUDA operations of the first compiled-in backend that has them
+ * (cuda_shm_ops), or NULL: then this build has no CUDA shared memory. */
+const struct pts_shm_cuda_ops *pts_backend_cuda_shm_ops(void);
 
 /* The registry: backends compiled into this binary, by config `backend`
  * name ("identity", "pytorch"). NULL when unknown. */

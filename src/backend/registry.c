@@ -35,3 +35,12 @@ void pts_backend_list(char *out, size_t out_size) {
     used += (size_t)n;
   }
 }
+
+const struct pts_shm_cuda_ops *pts_backend_cuda_shm_ops(void) {
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+    const struct pts_shm_cuda_ops *ops =
+        backends[i]->cuda_shm_ops ? backends[i]->cuda_shm_ops() : NULL;
+    if (ops) return ops;
+  }
+  return NULL;
+}

@@ -29,6 +29,9 @@ bool pts_batch_compatible(const Inference__ModelConfig *cfg, const struct pts_in
       continue;
     }
     if (ta->dtype != tb->dtype || !same_but_batch(&ta->shape, &tb->shape)) return false;
+    /* Device memory (CUDA shared memory) is handed to the backend as it is:
+     * gathering it would need a device copy, so such requests run alone. */
+    if (ta->mem == PTS_MEM_DEVICE || tb->mem == PTS_MEM_DEVICE) return false;
   }
   return true;
 }

@@ -18,9 +18,17 @@ void pts_infer_request_free(struct pts_infer_request *req) {
   if (!req) return;
   pts_nvtx_request_end(req->nvtx_range);
   pts_trace_end(req->trace);
-  for (size_t i = 0; i < req->n_inputs; i++) pts_tensor_clear(&req->inputs[i]);
+  for (size_t i = 0; i < req->n_inputs; i++) {
+    pts_tensor_clear(&req->inputs[i]);
+    if (req->input_shm) pts_free(req->input_shm[i].region);
+  }
   pts_free(req->inputs);
-  for (size_t i = 0; i < req->n_outputs; i++) pts_free(req->outputs[i].name);
+  pts_free(req->input_shm);
+  for (size_t i = 0; i < req->n_outputs; i++) {
+    pts_free(req->outputs[i].name);
+    pts_free(req->outputs[i].shm.region);
+    pts_buf_release(req->outputs[i].shm_target);
+  }
   pts_free(req->outputs);
   pts_free(req->id);
   pts_free(req->model_name);
@@ -38,6 +46,12 @@ size_t pts_infer_request_held_bytes(const struct pts_infer_request *req) {
     if (!seen) total += b->size;
   }
   return total;
+}
+
+struct pts_shm_place *pts_infer_request_input_shm(struct pts_infer_request *req, size_t i) {
+  if (i >= req->n_inputs) return NULL;
+  if (!req->input_shm) req->input_shm = pts_calloc(req->n_inputs, sizeof *req->input_shm);
+  return req->input_shm ? &req->input_shm[i] : NULL;
 }
 
 struct pts_infer_response *pts_infer_response_new(void) {

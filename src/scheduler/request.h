@@ -36,11 +36,30 @@ struct pts_trace;
 typedef void (*pts_infer_done_fn)(struct pts_infer_request *req, struct pts_infer_response *resp,
                                   const struct pts_error *err, void *ctx);
 
+/* Where a tensor lives in a registered shared-memory region: the
+ * shared_memory_region / shared_memory_byte_size / shared_memory_offset
+ * parameters of an input or a requested output (protocol-facts §1.15).
+ * Frontends fill it while decoding; the server resolves it against the
+ * region registry (shm/shm.h) before validation. */
+struct pts_shm_place {
+  char *region;       /* owned; NULL = not in shared memory */
+  uint64_t offset;
+  uint64_t byte_size;
+};
+
 struct pts_requested_output {
   char *name;              /* owned */
   bool binary;             /* HTTP: send as binary data (frontend detail, kept for it) */
   bool binary_set;         /* whether the request said binary_data for this output */
   uint32_t classification; /* 0 = off; k > 0 = top-k classification (scheduler/classify.h) */
+  struct pts_shm_place shm; /* region.region != NULL: write the output there */
+  /* Set when `shm` is resolved: one reference to the region, `data` the
+   * output's place in it (shm.byte_size bytes), `mem`/`device` what memory
+   * that is. The scheduler copies the output there; the response then
+   * carries the output's name, datatype and shape but no data. */
+  struct pts_buf *shm_target;
+  enum pts_mem shm_mem;
+  int shm_device;
 };
 
 struct pts_infer_request {
@@ -50,6 +69,11 @@ struct pts_infer_request {
 
   size_t n_inputs;
   struct pts_tensor *inputs;  /* owned array of n_inputs */
+  /* NULL, or an owned array of n_inputs: where each input lives in shared
+   * memory (entries with region == NULL carry their data in the request).
+   * Once the server resolved them, inputs[i] is a view of the region that
+   * holds a reference to it (so the region stays mapped while in use). */
+  struct pts_shm_place *input_shm;
   size_t n_outputs;           /* 0 = every output of the model */
   struct pts_requested_output *outputs; /* owned array of n_outputs */
 
@@ -90,6 +114,9 @@ void pts_infer_request_free(struct pts_infer_request *req);  /* NULL-safe */
 /* Bytes the request's inputs hold: each distinct buffer once (binary
  * inputs share the body's). What the memory budget charges it. */
 size_t pts_infer_request_held_bytes(const struct pts_infer_request *req);
+/* The shared-memory place of input i (i < n_inputs), allocating
+ * req->input_shm on first use; NULL when out of memory. */
+struct pts_shm_place *pts_infer_request_input_shm(struct pts_infer_request *req, size_t i);
 struct pts_infer_response *pts_infer_response_new(void);
 void pts_infer_response_free(struct pts_infer_response *resp); /* NULL-safe */
 

@@ -22,6 +22,7 @@
 #include "scheduler/classify.h"
 #include "scheduler/queue.h"
 #include "scheduler/warmup.h"
+#include "shm/shm.h"
 #include "tensor/bytes.h"
 #include "trace/nvtx.h"
 #include "trace/profile.h"
@@ -410,6 +411,35 @@ static int config_output_index(const Inference__ModelConfig *cfg, const char *na
   return -1;
 }
 
+/* An output the request placed in shared memory: its bytes go there (one
+ * copy, host to region, or host to device for CUDA regions) and the
+ * response keeps only name, datatype and shape, as Triton's does. */
+static enum pts_status write_shm_output(const struct pts_scheduler *s,
+                                        const struct pts_requested_output *o, struct pts_tensor *t,
+                                        struct pts_error *err) {
+  if (t->byte_size > o->shm_target->size)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "shared memory size specified with the request for output '%s' (%zu "
+                         "bytes) should be at least %zu bytes to hold the results (model '%s')",
+                         o->name, o->shm_target->size, t->byte_size, s->model_name);
+  /* A backend that wrote straight into the region (pts_batch.output_dest)
+   * left nothing to copy. */
+  if (t->data != o->shm_target->data) {
+    enum pts_status st =
+        pts_shm_write(o->shm_target, o->shm_mem, o->shm_device, t->data, t->byte_size, err);
+    if (st != PTS_OK) {
+      pts_error_prefix(err, "writing output '%s' of model '%s' to shared memory region '%s'",
+                       o->name, s->model_name, o->shm.region);
+      return st;
+    }
+  }
+  pts_buf_release(t->buf);
+  t->buf = NULL;
+  t->data = NULL;
+  t->byte_size = 0;
+  return PTS_OK;
+}
+
 /* The response shares the output buffers: each tensor is a second view that
  * holds its own reference. */
 static enum pts_status build_response(const struct pts_scheduler *s,
@@ -446,6 +476,11 @@ static enum pts_status build_response(const struct pts_scheduler *s,
       return st;
     }
     resp->n_outputs = i + 1;
+    if (req->n_outputs && req->outputs[i].shm_target &&
+        write_shm_output(s, &req->outputs[i], &resp->outputs[i], err) != PTS_OK) {
+      pts_infer_response_free(resp);
+      return err->code;
+    }
   }
   *out = resp;
   return PTS_OK;

@@ -12,8 +12,11 @@
 #include "core/alloc.h"
 #include "core/log.h"
 #include "core/name.h"
+#include "backend/backend.h"
 #include "scheduler/validate.h"
 #include "server/server_impl.h"
+#include "shm/resolve.h"
+#include "shm/shm.h"
 #include "trace/trace.h"
 
 void pts_server_options_default(struct pts_server_options *o) {
@@ -250,6 +253,10 @@ enum pts_status pts_server_create(const struct pts_server_options *o, struct pts
   enum pts_status st = copy_options(s, o, err);
   if (st == PTS_OK) st = open_stop_pipe(s, err);
   if (st == PTS_OK) st = start_tracing(s, o, err); /* before models: PROFILE_EXECUTIONS arms */
+  if (st == PTS_OK) {
+    s->shm = pts_shm_registry_new(o->allow_client_shm, pts_backend_cuda_shm_ops());
+    if (!s->shm) st = pts_error_set(err, PTS_NOMEM, "out of memory creating the server");
+  }
   if (st == PTS_OK)
     st = pts_repository_create((const char *const *)s->repo_paths, o->n_model_repositories,
                                &s->repo, err);
@@ -309,6 +316,7 @@ void pts_server_destroy(struct pts_server *s) {
   pts_control_stop(s); /* no load or unload runs past this point */
   if (s->repo) pts_server_drain(s, s->opts.exit_timeout_secs);
   pts_repository_destroy(s->repo);
+  pts_shm_registry_free(s->shm); /* after the models: no request uses a region now */
   for (int i = 0; i < 2; i++)
     if (s->stop_pipe[i] >= 0) close(s->stop_pipe[i]);
   for (size_t i = 0; s->repo_paths && i < s->opts.n_model_repositories; i++)
@@ -318,6 +326,8 @@ void pts_server_destroy(struct pts_server *s) {
   if (s->owns_trace) pts_trace_shutdown(); /* after the models: their traces are written */
   pts_free(s);
 }
+
+struct pts_shm_registry *pts_server_shm(struct pts_server *s) { return s->shm; }
 
 /* --------------------------------------------------------------- health */
 
@@ -376,7 +386,10 @@ static enum pts_status infer_model(struct pts_server *s, struct pts_infer_reques
   if (st != PTS_OK) return st;
   pts_trace_set_model(req->trace, pts_model_name(m), pts_model_version(m));
   int64_t batch = 0;
-  st = pts_validate_request(pts_model_config(m), pts_model_name(m), req, &batch, err);
+  const Inference__ModelConfig *cfg = pts_model_config(m);
+  const struct pts_backend *backend = cfg ? pts_backend_find(cfg->backend) : NULL;
+  st = pts_shm_resolve(s->shm, req, backend && backend->device_inputs, err);
+  if (st == PTS_OK) st = pts_validate_request(cfg, pts_model_name(m), req, &batch, err);
   if (st == PTS_OK) st = pts_model_enqueue(m, req, batch, err);
   if (st != PTS_OK) pts_model_release(m); /* on OK the request holds it */
   return st;
@@ -402,12 +415,3 @@ enum pts_status pts_server_infer_async(struct pts_server *s, struct pts_infer_re
   return st;
 }
 
-enum pts_status pts_server_shm_unsupported(bool cuda, struct pts_error *err) {
-  if (cuda)
-    return pts_error_set(err, PTS_UNSUPPORTED,
-                         "CUDA shared memory is not supported by this server (the "
-                         "cuda_shared_memory extension is not implemented)");
-  return pts_error_set(err, PTS_UNSUPPORTED,
-                       "system shared memory is not supported by this server (the "
-                       "system_shared_memory extension is not implemented)");
-}

@@ -102,6 +102,8 @@ struct pts_server_options {
   size_t n_trace_config;
   const char *profile_dir;          /* --profile-dir (ptserve): operator profiles; NULL =
                                        the trace file's directory, else the working one */
+  bool allow_client_shm;            /* --allow-client-shm (default false, as Triton 26.04+):
+                                       clients may register and use shared-memory regions */
 };
 
 /* Fills `o` with tritonserver's defaults. */
@@ -216,13 +218,23 @@ enum pts_status pts_server_index_async(struct pts_server *s, bool ready_only,
 
 /* ---- inference ---- */
 
-/* Validates `req` against the model's config (datatypes, shapes, batch size,
+/* Resolves the request's shared-memory places (shm/resolve.h), validates
+ * `req` against the model's config (datatypes, shapes, batch size,
  * unknown or missing inputs, unknown outputs, byte sizes, BYTES element
  * counts) and queues it. On OK the server owns req and calls req->done
  * exactly once. On error (returned synchronously with a message naming the
  * problem) done is never called and the caller keeps req. */
 enum pts_status pts_server_infer_async(struct pts_server *s, struct pts_infer_request *req,
                                        struct pts_error *err);
+
+/* ---- shared memory (system and CUDA shared-memory extensions §1.15) ---- */
+
+struct pts_shm_registry;
+/* The server's region registry (shm/shm.h), for the frontends'
+ * register / unregister / status endpoints. Borrowed for the server's
+ * life. Inference requests are resolved against it inside
+ * pts_server_infer_async. */
+struct pts_shm_registry *pts_server_shm(struct pts_server *s);
 
 /* ---- statistics (statistics extension §1.11, metrics) ---- */
 
@@ -236,12 +248,5 @@ enum pts_status pts_server_model_stats(struct pts_server *s, const char *name, i
                                        struct pts_model_stats **out, size_t *n,
                                        struct pts_error *err);
 void pts_server_model_stats_free(struct pts_model_stats *st, size_t n); /* NULL-safe */
-
-/* ---- shared memory (system_shared_memory, cuda_shared_memory §1.1) ---- */
-
-/* Not supported yet: every shared-memory call of both protocols (status,
- * register, unregister) gets this UNSUPPORTED error naming the extension,
- * so HTTP and gRPC clients read the same message. */
-enum pts_status pts_server_shm_unsupported(bool cuda, struct pts_error *err);
 
 #endif

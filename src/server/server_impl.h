@@ -30,6 +30,7 @@ struct pts_server {
   struct pts_workq *load_q; /* --model-load-thread-count threads: loads and unloads */
   struct pts_workq *repo_q; /* one thread: index refreshes and, in poll mode, the poll */
   atomic_bool control_stopping; /* load/unload/index requests are refused */
+  struct pts_shm_registry *shm; /* client shared-memory regions (shm/shm.h) */
 };
 
 /* Model control (control.c). Start creates the load threads and loads the

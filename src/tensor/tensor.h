@@ -29,6 +29,19 @@ struct pts_shape {
   int64_t dims[PTS_TENSOR_MAX_DIMS];
 };
 
+/* Where a tensor's bytes live. Almost every tensor is in ordinary host
+ * memory (the zero value). Pinned host memory is host memory a GPU copies by
+ * DMA without staging (a registered shared-memory region, a backend's
+ * staging buffer). Device memory (a CUDA shared-memory region) can not be
+ * read by the CPU at all: only a backend that declares it can take device
+ * inputs ever sees such a tensor (backend.h), and code that reads tensor
+ * bytes on the host checks `mem` first. */
+enum pts_mem {
+  PTS_MEM_HOST = 0,
+  PTS_MEM_PINNED,
+  PTS_MEM_DEVICE,
+};
+
 struct pts_tensor {
   char *name;            /* owned (pts_free) */
   enum pts_dtype dtype;
@@ -36,6 +49,8 @@ struct pts_tensor {
   const void *data;      /* points into buf->data (or borrowed when buf is NULL) */
   size_t byte_size;
   struct pts_buf *buf;   /* one reference held, may be NULL */
+  enum pts_mem mem;      /* where `data` points */
+  int device;            /* CUDA device of PTS_MEM_DEVICE data; 0 otherwise */
 };
 
 /* Element count (product of dims; 1 for rank 0). Returns -1 when the product

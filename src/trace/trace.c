@@ -736,7 +736,7 @@ static void render_element(struct tbuf *b, enum pts_dtype dt, const unsigned cha
 
 /* The tensor's elements, comma-separated; BYTES elements as their text. */
 static void render_data(struct tbuf *data, const struct pts_tensor *t) {
-  if (!t->data) return;
+  if (!t->data || t->mem == PTS_MEM_DEVICE) return; /* the CPU can not read device memory */
   if (t->dtype == PTS_DTYPE_BYTES) {
     size_t off = 0;
     const char *e;

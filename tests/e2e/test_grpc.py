@@ -269,18 +269,26 @@ def test_repository_load_unload_refused_in_none_mode(stub, pb):
     assert stub.ModelReady(pb.svc.ModelReadyRequest(name="id_fp32"), timeout=TIMEOUT).ready
 
 
-@pytest.mark.parametrize("rpc,request_type,words", [
-    ("SystemSharedMemoryStatus", "SystemSharedMemoryStatusRequest", ["shared memory"]),
-    ("SystemSharedMemoryRegister", "SystemSharedMemoryRegisterRequest", ["shared memory"]),
-    ("SystemSharedMemoryUnregister", "SystemSharedMemoryUnregisterRequest", ["shared memory"]),
-    ("CudaSharedMemoryStatus", "CudaSharedMemoryStatusRequest", ["shared memory"]),
-    ("CudaSharedMemoryRegister", "CudaSharedMemoryRegisterRequest", ["shared memory"]),
-    ("CudaSharedMemoryUnregister", "CudaSharedMemoryUnregisterRequest", ["shared memory"]),
+@pytest.mark.parametrize("rpc,request_type", [
+    ("SystemSharedMemoryRegister", "SystemSharedMemoryRegisterRequest"),
+    ("SystemSharedMemoryUnregister", "SystemSharedMemoryUnregisterRequest"),
+    ("CudaSharedMemoryRegister", "CudaSharedMemoryRegisterRequest"),
+    ("CudaSharedMemoryUnregister", "CudaSharedMemoryUnregisterRequest"),
 ])
-def test_unimplemented_rpcs_say_what_is_missing(stub, pb, rpc, request_type, words):
-    req = getattr(pb.svc, request_type)()
+def test_shared_memory_needs_allow_client_shm(stub, pb, rpc, request_type):
+    """This server runs without --allow-client-shm (Triton's default): the
+    shared-memory rpcs that change or use regions say which flag is missing
+    (test_shm.py covers the extension itself)."""
+    req = getattr(pb.svc, request_type)(name="r")
     expect_code(lambda: getattr(stub, rpc)(req, timeout=TIMEOUT),
-                grpc.StatusCode.UNIMPLEMENTED, words)
+                grpc.StatusCode.UNIMPLEMENTED, ["--allow-client-shm=true"])
+
+
+def test_shared_memory_status_without_regions(stub, pb):
+    assert len(stub.SystemSharedMemoryStatus(pb.svc.SystemSharedMemoryStatusRequest(),
+                                             timeout=TIMEOUT).regions) == 0
+    assert len(stub.CudaSharedMemoryStatus(pb.svc.CudaSharedMemoryStatusRequest(),
+                                           timeout=TIMEOUT).regions) == 0
 
 
 def test_unknown_method(channel):
@@ -575,8 +583,13 @@ def test_bad_parameters(stub, pb):
                 ["priority"])
     req = good_fp32(pb)
     req.inputs[0].parameters["shared_memory_region"].string_param = "r0"
+    expect_code(lambda: stub.ModelInfer(req, timeout=TIMEOUT), grpc.StatusCode.INVALID_ARGUMENT,
+                ["'shared_memory_byte_size' must be given"])
+    req.inputs[0].parameters["shared_memory_byte_size"].int64_param = 16
+    del req.raw_input_contents[:]
+    # this server runs without --allow-client-shm
     expect_code(lambda: stub.ModelInfer(req, timeout=TIMEOUT), grpc.StatusCode.UNIMPLEMENTED,
-                ["shared memory"])
+                ["--allow-client-shm=true"])
     # classification must be a positive int64_param (tritonclient always
     # sends one; test_client_grpc.py checks the results)
     for set_param in (lambda p: setattr(p, "int64_param", 0),

@@ -521,14 +521,67 @@ static enum pts_status decode_contents(const Inference__InferTensorContents *c,
 /* ------------------------------------------------------------------ */
 /* inputs and outputs                                                  */
 
-static enum pts_status input_params(const Inference__ModelInferRequest__InferInputTensor *in,
-                                    struct pts_error *err) {
-  for (size_t i = 0; i < in->n_parameters; i++) {
-    const char *key = in->parameters[i]->key;
-    if (strncmp(key, "shared_memory_", 14) == 0)
-      return pts_error_set(err, PTS_UNSUPPORTED,
-                           "input '%s': shared memory is not supported by this server", in->name);
+/* The shared-memory parameters of an input or requested output
+ * (protocol-facts §1.15): shared_memory_region (string_param),
+ * shared_memory_byte_size (required with a region) and shared_memory_offset
+ * (default 0), each int64_param >= 0 or uint64_param. Other
+ * shared_memory_* keys are refused rather than ignored. Callers feed every
+ * parameter to shm_key, then call shm_place. */
+struct shm_keys {
+  const Inference__InferParameter *region, *size, *offset;
+};
+
+static enum pts_status shm_key(const char *key, const Inference__InferParameter *v,
+                               const char *what, struct shm_keys *k, struct pts_error *err) {
+  if (strncmp(key, "shared_memory_", 14) != 0) return PTS_OK;
+  if (strcmp(key, "shared_memory_region") == 0)
+    k->region = v;
+  else if (strcmp(key, "shared_memory_byte_size") == 0)
+    k->size = v;
+  else if (strcmp(key, "shared_memory_offset") == 0)
+    k->offset = v;
+  else
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "%s: unknown parameter '%.60s' (shared memory takes "
+                         "shared_memory_region, shared_memory_byte_size and shared_memory_offset)",
+                         what, key);
+  return PTS_OK;
+}
+
+/* `what` is "input 'x'" or "output 'x'". Leaves place->region NULL when no
+ * region is named. */
+static enum pts_status shm_place(const struct shm_keys *k, const char *what,
+                                 struct pts_shm_place *place, struct pts_error *err) {
+  const Inference__InferParameter *region = k->region, *size = k->size, *offset = k->offset;
+  if (!region) {
+    if (size || offset)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "%s: 'shared_memory_%s' is given without 'shared_memory_region'", what,
+                           size ? "byte_size" : "offset");
+    return PTS_OK;
   }
+  if (!param_is(region, INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM) ||
+      !region->string_param[0])
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "%s: 'shared_memory_region' must be a non-empty string_param, got %s",
+                         what, param_kind(region));
+  if (!size)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "%s: 'shared_memory_byte_size' must be given with 'shared_memory_region'",
+                         what);
+  if (!param_uint(size, &place->byte_size))
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "%s: 'shared_memory_byte_size' must be a non-negative int64_param or a "
+                         "uint64_param, got %s",
+                         what, param_kind(size));
+  place->offset = 0;
+  if (offset && !param_uint(offset, &place->offset))
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "%s: 'shared_memory_offset' must be a non-negative int64_param or a "
+                         "uint64_param, got %s",
+                         what, param_kind(offset));
+  place->region = pts_strdup(region->string_param);
+  if (!place->region) return pts_error_set(err, PTS_NOMEM, "%s: out of memory", what);
   return PTS_OK;
 }
 
@@ -566,9 +619,30 @@ static enum pts_status decode_inputs(const Inference__ModelInferRequest *m, stru
     if (t->dtype == PTS_DTYPE_INVALID)
       return pts_error_set(err, PTS_INVALID_ARG, "input '%s': unknown datatype '%.40s'", in->name,
                            in->datatype);
-    enum pts_status st = input_params(in, err);
-    if (st == PTS_OK) st = decode_shape(in, t, err);
+    enum pts_status st = decode_shape(in, t, err);
     if (st != PTS_OK) return st;
+    char what[PTS_ERROR_MSG_MAX / 4];
+    snprintf(what, sizeof what, "input '%s'", in->name);
+    struct shm_keys keys = {0};
+    for (size_t k = 0; st == PTS_OK && k < in->n_parameters; k++)
+      st = shm_key(in->parameters[k]->key, in->parameters[k]->value, what, &keys, err);
+    struct pts_shm_place place = {0};
+    if (st == PTS_OK) st = shm_place(&keys, what, &place, err);
+    if (st != PTS_OK) return st;
+    if (place.region) {
+      /* §2.4: shared memory first; it consumes no raw_input_contents entry. */
+      struct pts_shm_place *slot = pts_infer_request_input_shm(req, i);
+      if (!slot || in->contents) {
+        pts_free(place.region);
+        if (!slot) return pts_error_set(err, PTS_NOMEM, "out of memory decoding input %zu", i);
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "input '%s' has both shared-memory parameters and 'contents'; it "
+                             "must have one of them",
+                             in->name);
+      }
+      *slot = place;
+      continue;
+    }
     if (in->contents) {
       if (sp->n_raw > 0)
         return pts_error_set(err, PTS_INVALID_ARG,
@@ -612,11 +686,22 @@ static enum pts_status decode_output(
                              "output '%s': 'classification' must be a positive int64_param",
                              o->name);
       ro->classification = (uint32_t)k;
-    } else if (strncmp(key, "shared_memory_", 14) == 0) {
-      return pts_error_set(err, PTS_UNSUPPORTED,
-                           "output '%s': shared memory is not supported by this server", o->name);
     }
   }
+  char what[PTS_ERROR_MSG_MAX / 4];
+  snprintf(what, sizeof what, "output '%s'", o->name);
+  struct shm_keys keys = {0};
+  enum pts_status st = PTS_OK;
+  for (size_t k = 0; st == PTS_OK && k < o->n_parameters; k++)
+    st = shm_key(o->parameters[k]->key, o->parameters[k]->value, what, &keys, err);
+  if (st == PTS_OK) st = shm_place(&keys, what, &ro->shm, err);
+  if (st != PTS_OK) return st;
+  /* §1.9: classification replaces the output by strings; Triton refuses it
+   * together with shared memory. */
+  if (ro->classification > 0 && ro->shm.region)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "output '%s': 'classification' can not be combined with shared memory",
+                         o->name);
   return PTS_OK;
 }
 

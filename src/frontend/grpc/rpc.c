@@ -7,11 +7,14 @@
 
 #include "core/alloc.h"
 #include "core/log.h"
+#include "frontend/grpc/shm_grpc.h"
+#include "shm/shm.h"
 #include "trace/trace.h"
 #include "grpc_service.pb-c.h"
 #include "health.pb-c.h"
 
-/* The HTTP frontend's list (a test checks that it stays included). */
+/* The HTTP frontend's list (a test checks that it stays included);
+ * cuda_shared_memory, last, only when this build has CUDA. */
 const char *const PTS_GRPC_EXTENSIONS[] = {"classification",
                                            "model_configuration",
                                            "binary_tensor_data",
@@ -20,7 +23,9 @@ const char *const PTS_GRPC_EXTENSIONS[] = {"classification",
                                            "schedule_policy",
                                            "statistics",
                                            "logging",
-                                           "trace"};
+                                           "trace",
+                                           "system_shared_memory",
+                                           "cuda_shared_memory"};
 const size_t PTS_GRPC_N_EXTENSIONS = sizeof PTS_GRPC_EXTENSIONS / sizeof PTS_GRPC_EXTENSIONS[0];
 
 /* ------------------------------------------------------------------ */
@@ -110,7 +115,6 @@ static enum pts_status health_check(struct pts_server *s, const struct pts_buf *
 
 static enum pts_status server_metadata(struct pts_server *s, const struct pts_buf *in,
                                        struct pts_grpc_reply *out, struct pts_error *err) {
-  (void)s;
   ProtobufCMessage *rq;
   enum pts_status ust = unpack(&inference__server_metadata_request__descriptor, in, &rq, err);
   if (ust != PTS_OK) return ust;
@@ -119,7 +123,7 @@ static enum pts_status server_metadata(struct pts_server *s, const struct pts_bu
   inference__server_metadata_response__init(&r);
   r.name = "ptserve";
   r.version = (char *)pts_server_version();
-  r.n_extensions = PTS_GRPC_N_EXTENSIONS;
+  r.n_extensions = PTS_GRPC_N_EXTENSIONS - (pts_shm_cuda_available(pts_server_shm(s)) ? 0 : 1);
   r.extensions = (char **)PTS_GRPC_EXTENSIONS;
   return pts_grpc_pack(&r.base, out, err);
 }
@@ -593,25 +597,6 @@ static enum pts_status model_statistics(struct pts_server *s, const struct pts_b
 }
 
 /* ------------------------------------------------------------------ */
-/* not implemented yet                                                 */
-
-static enum pts_status system_shm(struct pts_server *s, const struct pts_buf *in,
-                                  struct pts_grpc_reply *out, struct pts_error *err) {
-  (void)s;
-  (void)in;
-  (void)out;
-  return pts_server_shm_unsupported(false, err);
-}
-
-static enum pts_status cuda_shm(struct pts_server *s, const struct pts_buf *in,
-                                struct pts_grpc_reply *out, struct pts_error *err) {
-  (void)s;
-  (void)in;
-  (void)out;
-  return pts_server_shm_unsupported(true, err);
-}
-
-/* ------------------------------------------------------------------ */
 /* trace                                                               */
 
 /* Settings as the HTTP trace extension renders them (trace/trace.h), each
@@ -832,12 +817,12 @@ static const struct pts_grpc_rpc RPCS[] = {
     {SVC "RepositoryIndex", PTS_GRPC_ASYNC, NULL, repository_index},
     {SVC "RepositoryModelLoad", PTS_GRPC_ASYNC, NULL, model_load},
     {SVC "RepositoryModelUnload", PTS_GRPC_ASYNC, NULL, model_unload},
-    {SVC "SystemSharedMemoryStatus", PTS_GRPC_UNARY, system_shm, NULL},
-    {SVC "SystemSharedMemoryRegister", PTS_GRPC_UNARY, system_shm, NULL},
-    {SVC "SystemSharedMemoryUnregister", PTS_GRPC_UNARY, system_shm, NULL},
-    {SVC "CudaSharedMemoryStatus", PTS_GRPC_UNARY, cuda_shm, NULL},
-    {SVC "CudaSharedMemoryRegister", PTS_GRPC_UNARY, cuda_shm, NULL},
-    {SVC "CudaSharedMemoryUnregister", PTS_GRPC_UNARY, cuda_shm, NULL},
+    {SVC "SystemSharedMemoryStatus", PTS_GRPC_UNARY, pts_grpc_system_shm_status, NULL},
+    {SVC "SystemSharedMemoryRegister", PTS_GRPC_UNARY, pts_grpc_system_shm_register, NULL},
+    {SVC "SystemSharedMemoryUnregister", PTS_GRPC_UNARY, pts_grpc_system_shm_unregister, NULL},
+    {SVC "CudaSharedMemoryStatus", PTS_GRPC_UNARY, pts_grpc_cuda_shm_status, NULL},
+    {SVC "CudaSharedMemoryRegister", PTS_GRPC_UNARY, pts_grpc_cuda_shm_register, NULL},
+    {SVC "CudaSharedMemoryUnregister", PTS_GRPC_UNARY, pts_grpc_cuda_shm_unregister, NULL},
     {SVC "TraceSetting", PTS_GRPC_UNARY, trace_setting, NULL},
     {SVC "LogSettings", PTS_GRPC_UNARY, log_settings, NULL},
     {"/grpc.health.v1.Health/Check", PTS_GRPC_UNARY, health_check, NULL},

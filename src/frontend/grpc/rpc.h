@@ -10,8 +10,7 @@
  * (grpc.c), so their rows carry no handler. The repository rpcs (index,
  * load, unload) read files and load models, so they are PTS_GRPC_ASYNC:
  * their handler hands the work to a server thread, which answers the call.
- * What ptserve can not do yet (shared memory) answers UNSUPPORTED (gRPC
- * UNIMPLEMENTED) with a message saying what is missing.
+ * The shared-memory rpcs are shm_grpc.h's.
  *
  * Threading: the handlers are thread-safe (they use only thread-safe server
  * functions) and run on a completion-queue thread; async `done` callbacks

@@ -39,6 +39,7 @@
 #include "frontend/http/restrict.h"
 #include "frontend/http/router.h"
 #include "frontend/http/settings_http.h"
+#include "frontend/http/shm_http.h"
 #include "frontend/http/v2_json.h"
 #include "frontend/http/stats_json.h"
 #include "trace/trace.h"
@@ -47,11 +48,14 @@
  * before it closes the connections anyway. */
 #define DRAIN_SECONDS 10
 
-/* The extensions this frontend implements today (protocol-facts §1.4). */
+/* The extensions this frontend implements today (protocol-facts §1.4);
+ * cuda_shared_memory is added when this build has CUDA (as Triton lists it
+ * only when built with GPU support). */
 static const char *const EXTENSIONS[] = {"classification", "model_configuration",
                                          "binary_tensor_data", "model_repository",
                                          "model_repository(unload_dependents)",
-                                         "schedule_policy", "statistics", "trace", "logging"};
+                                         "schedule_policy", "statistics", "trace", "logging",
+                                         "system_shared_memory", "cuda_shared_memory"};
 
 /* One inference between pts_server_infer_async and its reply. */
 struct infer_ctx {
@@ -199,10 +203,10 @@ static void handle_health(struct pts_http *h, struct evhttp_request *req, bool r
   send_empty(req, ok ? 200 : 400);
 }
 
-static void handle_server_metadata(struct evhttp_request *req) {
-  size_t len = 0;
-  char *json = pts_v2_server_metadata("ptserve", pts_server_version(), EXTENSIONS,
-                                      sizeof EXTENSIONS / sizeof EXTENSIONS[0], &len);
+static void handle_server_metadata(struct pts_http *h, struct evhttp_request *req) {
+  size_t len = 0, n = sizeof EXTENSIONS / sizeof EXTENSIONS[0];
+  if (!pts_shm_cuda_available(pts_server_shm(h->server))) n--; /* cuda_shared_memory is last */
+  char *json = pts_v2_server_metadata("ptserve", pts_server_version(), EXTENSIONS, n, &len);
   send_owned_json(req, 200, json, len);
 }
 
@@ -283,11 +287,33 @@ static void handle_model_stats(struct pts_http *h, struct evhttp_request *req,
   send_owned_json(req, 200, json, len);
 }
 
-/* Shared memory is not supported yet: the core's error, as over gRPC. */
-static void handle_shm(struct evhttp_request *req, const struct pts_http_route *r) {
+/* System and CUDA shared-memory extensions (shm_http.h). */
+static void handle_shm(struct pts_http *h, struct evhttp_request *req,
+                       const struct pts_http_route *r) {
   struct pts_error err;
-  pts_server_shm_unsupported(r->cuda, &err);
-  send_error(req, &err);
+  struct pts_shm_registry *shm = pts_server_shm(h->server);
+  enum pts_status st = PTS_OK;
+  if (r->kind == PTS_ROUTE_SHM_STATUS) {
+    char *json = NULL;
+    size_t len = 0;
+    st = pts_http_shm_status(shm, r->cuda, r->region, &json, &len, &err);
+    if (st == PTS_OK) {
+      send_owned_json(req, 200, json, len);
+      return;
+    }
+  } else if (r->kind == PTS_ROUTE_SHM_REGISTER) {
+    struct pts_buf *body = NULL;
+    st = read_body(h, req, &body, &err);
+    if (st == PTS_OK)
+      st = pts_http_shm_register(shm, r->cuda, r->region, body->data, body->size, &err);
+    pts_buf_release(body);
+  } else {
+    st = pts_shm_unregister(shm, r->cuda ? PTS_SHM_CUDA : PTS_SHM_SYSTEM, r->region, &err);
+  }
+  if (st != PTS_OK)
+    send_error(req, &err);
+  else
+    send_empty(req, 200);
 }
 
 /* Trace and logging extensions (settings_http.h): GET reads, POST updates. */
@@ -839,7 +865,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
         handle_health(h, req, true);
         break;
       case PTS_ROUTE_SERVER_METADATA:
-        handle_server_metadata(req);
+        handle_server_metadata(h, req);
         break;
       case PTS_ROUTE_MODEL_METADATA:
         handle_model_metadata(h, req, &r);
@@ -871,7 +897,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
       case PTS_ROUTE_SHM_STATUS:
       case PTS_ROUTE_SHM_REGISTER:
       case PTS_ROUTE_SHM_UNREGISTER:
-        handle_shm(req, &r);
+        handle_shm(h, req, &r);
         break;
       default:
         send_error_msg(req, PTS_NOT_FOUND, "Not Found");

@@ -381,6 +381,48 @@ static enum pts_status decode_shape(const json_t *shape, struct pts_tensor *t,
   return PTS_OK;
 }
 
+/* The shared-memory parameters of an input or a requested output
+ * (protocol-facts §1.15): shared_memory_region (string), then
+ * shared_memory_byte_size (unsigned integer, required with a region) and
+ * shared_memory_offset (unsigned integer, default 0). `what` is "input
+ * 'x'" or "output 'x'". Leaves place->region NULL when no region is named;
+ * a size or offset without a region is an error. */
+static enum pts_status decode_shm_params(const json_t *params, const char *what,
+                                         struct pts_shm_place *place, struct pts_error *err) {
+  const json_t *region = json_object_get(params, "shared_memory_region");
+  const json_t *size = json_object_get(params, "shared_memory_byte_size");
+  const json_t *offset = json_object_get(params, "shared_memory_offset");
+  if (!region) {
+    if (size || offset)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "%s: 'shared_memory_%s' is given without 'shared_memory_region'", what,
+                           size ? "byte_size" : "offset");
+    return PTS_OK;
+  }
+  const char *name = plain_string(region);
+  if (!name || !name[0])
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "%s: 'shared_memory_region' must be a non-empty string, got %s", what,
+                         json_is_string(region) ? "an empty string or one with NUL bytes"
+                                                : json_kind(region));
+  if (!size)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "%s: 'shared_memory_byte_size' must be given with 'shared_memory_region'",
+                         what);
+  if (!get_uint(size, &place->byte_size))
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "%s: 'shared_memory_byte_size' must be a non-negative integer, got %s",
+                         what, json_kind(size));
+  place->offset = 0;
+  if (offset && !get_uint(offset, &place->offset))
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "%s: 'shared_memory_offset' must be a non-negative integer, got %s", what,
+                         json_kind(offset));
+  place->region = pts_strdup(name);
+  if (!place->region) return pts_error_set(err, PTS_NOMEM, "%s: out of memory", what);
+  return PTS_OK;
+}
+
 static enum pts_status decode_binary(const json_t *size_v, struct pts_buf *body, size_t *offset,
                                      int64_t count, struct pts_tensor *t, struct pts_error *err) {
   uint64_t size;
@@ -416,7 +458,8 @@ static enum pts_status decode_binary(const json_t *size_v, struct pts_buf *body,
 
 static enum pts_status decode_input(const json_t *in, size_t index, struct pts_buf *body,
                                     size_t *offset, const struct big_ints *bigs,
-                                    struct pts_tensor *t, struct pts_error *err) {
+                                    struct pts_infer_request *req, struct pts_error *err) {
+  struct pts_tensor *t = &req->inputs[index];
   if (!json_is_object(in))
     return pts_error_set(err, PTS_INVALID_ARG, "element %zu of 'inputs' must be an object, got %s",
                          index, json_kind(in));
@@ -453,6 +496,14 @@ static enum pts_status decode_input(const json_t *in, size_t index, struct pts_b
   const json_t *data = json_object_get(in, "data");
   const json_t *bds = params ? json_object_get(params, "binary_data_size") : NULL;
   const json_t *shm = params ? json_object_get(params, "shared_memory_region") : NULL;
+  if (!shm && params &&
+      (json_object_get(params, "shared_memory_byte_size") ||
+       json_object_get(params, "shared_memory_offset")))
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "input '%s': 'shared_memory_%s' is given without 'shared_memory_region'",
+                         name,
+                         json_object_get(params, "shared_memory_byte_size") ? "byte_size"
+                                                                             : "offset");
   int set = (data != NULL) + (bds != NULL) + (shm != NULL);
   if (set != 1) {
     char what[160] = "none of them";
@@ -466,9 +517,15 @@ static enum pts_status decode_input(const json_t *in, size_t index, struct pts_b
                          "it sets %s",
                          name, what);
   }
-  if (shm)
-    return pts_error_set(err, PTS_UNSUPPORTED,
-                         "input '%s': shared memory is not supported by this server", name);
+  if (shm) {
+    /* The bytes are in a registered region: the server resolves the place
+     * (and checks the size against the shape) before validation. */
+    struct pts_shm_place *place = pts_infer_request_input_shm(req, index);
+    if (!place) return pts_error_set(err, PTS_NOMEM, "out of memory decoding input '%s'", name);
+    char what[PTS_ERROR_MSG_MAX / 4];
+    snprintf(what, sizeof what, "input '%s'", name);
+    return decode_shm_params(params, what, place, err);
+  }
   if (bds) return decode_binary(bds, body, offset, count, t, err);
   return decode_json_data(data, count, bigs, t, err);
 }
@@ -487,7 +544,7 @@ static enum pts_status decode_inputs(const json_t *root, struct pts_buf *body, s
   size_t offset = header_len;
   for (size_t i = 0; i < n; i++) {
     enum pts_status st =
-        decode_input(json_array_get(inputs, i), i, body, &offset, bigs, &req->inputs[i], err);
+        decode_input(json_array_get(inputs, i), i, body, &offset, bigs, req, err);
     if (st != PTS_OK) return st;
     for (size_t j = 0; j < i; j++)
       if (strcmp(req->inputs[j].name, req->inputs[i].name) == 0)
@@ -540,9 +597,21 @@ static enum pts_status decode_output(const json_t *o, size_t index, struct pts_r
                            "output '%s': 'classification' must be a positive integer", name);
     ro->classification = (uint32_t)k;
   }
-  if (json_object_get(params, "shared_memory_region"))
-    return pts_error_set(err, PTS_UNSUPPORTED,
-                         "output '%s': shared memory is not supported by this server", name);
+  char what[PTS_ERROR_MSG_MAX / 4];
+  snprintf(what, sizeof what, "output '%s'", name);
+  enum pts_status st = decode_shm_params(params, what, &ro->shm, err);
+  if (st != PTS_OK) return st;
+  if (ro->shm.region && ro->binary)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "output '%s' can not set both 'binary_data' (true) and "
+                         "'shared_memory_region': its bytes go to the region",
+                         name);
+  /* §1.9: classification replaces the output by strings; Triton refuses it
+   * together with shared memory. */
+  if (ro->shm.region && ro->classification > 0)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "output '%s': 'classification' can not be combined with shared memory",
+                         name);
   return PTS_OK;
 }
 
@@ -811,6 +880,15 @@ static enum pts_status write_json_data(struct pts_jsonw *w, const struct pts_ten
 
 /* §1.7 as Triton's code does it: a listed output is binary only when it
  * says binary_data: true; binary_data_output covers the unlisted ones. */
+/* Whether the request placed this output in shared memory: the response
+ * then names it without data (§1.7: neither 'data' nor 'binary_data_size'). */
+static bool output_in_shm(const struct pts_infer_request *req, const char *name) {
+  for (size_t i = 0; i < req->n_outputs; i++)
+    if (req->outputs[i].name && strcmp(req->outputs[i].name, name) == 0)
+      return req->outputs[i].shm.region != NULL;
+  return false;
+}
+
 static bool output_is_binary(const struct pts_infer_request *req, const char *name) {
   for (size_t i = 0; i < req->n_outputs; i++)
     if (req->outputs[i].name && strcmp(req->outputs[i].name, name) == 0)
@@ -868,7 +946,9 @@ enum pts_status pts_v2_encode_infer(const struct pts_infer_request *req,
     pts_jsonw_cstr(&w, "\",");
     pts_jsonw_key(&w, "shape");
     write_shape(&w, &t->shape);
-    if (output_is_binary(req, name)) {
+    if (output_in_shm(req, name)) {
+      /* the bytes are in the client's region already */
+    } else if (output_is_binary(req, name)) {
       r.binary = true;
       pts_jsonw_cstr(&w, ",\"parameters\":{\"binary_data_size\":");
       pts_jsonw_uint(&w, t->byte_size);

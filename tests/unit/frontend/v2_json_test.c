@@ -311,9 +311,68 @@ static void data_source_exactly_one(void **state) {
       "\"parameters\":{\"binary_data_size\":4}}]}",
       PTS_INVALID_ARG, "'data' 'parameters.binary_data_size'", NULL);
   expect_error(
-      "{\"inputs\":[{\"name\":\"X\",\"datatype\":\"FP32\",\"shape\":[1],"
-      "\"parameters\":{\"shared_memory_region\":\"r\"}}]}",
-      PTS_UNSUPPORTED, "shared memory", NULL);
+      "{\"inputs\":[{\"name\":\"X\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1],"
+      "\"parameters\":{\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":4}}]}",
+      PTS_INVALID_ARG, "'data' 'parameters.shared_memory_region'", NULL);
+}
+
+/* §1.15: the decoder records where the bytes are; the server resolves it. */
+static void shared_memory_params(void **state) {
+  (void)state;
+  struct pts_infer_request *req;
+  struct pts_error err;
+  assert_int_equal(
+      decode("{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]},"
+             "{\"name\":\"B\",\"datatype\":\"FP32\",\"shape\":[2],\"parameters\":{"
+             "\"shared_memory_region\":\"in\",\"shared_memory_byte_size\":8,"
+             "\"shared_memory_offset\":16}}],\"outputs\":[{\"name\":\"O\",\"parameters\":{"
+             "\"binary_data\":false,\"shared_memory_region\":\"out\","
+             "\"shared_memory_byte_size\":32}}]}",
+             &req, &err),
+      PTS_OK);
+  assert_non_null(req->input_shm);
+  assert_null(req->input_shm[0].region);
+  assert_string_equal(req->input_shm[1].region, "in");
+  assert_int_equal(req->input_shm[1].byte_size, 8);
+  assert_int_equal(req->input_shm[1].offset, 16);
+  assert_null(req->inputs[1].data); /* no bytes in the body */
+  assert_string_equal(req->outputs[0].shm.region, "out");
+  assert_int_equal(req->outputs[0].shm.byte_size, 32);
+  assert_int_equal(req->outputs[0].shm.offset, 0);
+  pts_infer_request_free(req);
+  /* no shared memory: no array at all */
+  assert_int_equal(
+      decode("{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}",
+             &req, &err),
+      PTS_OK);
+  assert_null(req->input_shm);
+  pts_infer_request_free(req);
+
+  const char *in = "{\"inputs\":[{\"name\":\"X\",\"datatype\":\"FP32\",\"shape\":[1],"
+                   "\"parameters\":{%s}}]}";
+  const char *out = "{\"inputs\":[],\"outputs\":[{\"name\":\"O\",\"parameters\":{%s}}]}";
+  struct {
+    const char *tmpl, *params, *w1, *w2;
+  } bad[] = {
+      {in, "\"shared_memory_region\":\"r\"", "input 'X'", "'shared_memory_byte_size' must be given"},
+      {in, "\"shared_memory_region\":7,\"shared_memory_byte_size\":4", "input 'X'",
+       "'shared_memory_region' must be a non-empty string"},
+      {in, "\"shared_memory_region\":\"\",\"shared_memory_byte_size\":4", "input 'X'",
+       "non-empty string"},
+      {in, "\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":-4", "input 'X'",
+       "'shared_memory_byte_size' must be a non-negative integer"},
+      {in, "\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":4,\"shared_memory_offset\":"
+           "\"0\"",
+       "input 'X'", "'shared_memory_offset' must be a non-negative integer"},
+      {out, "\"shared_memory_byte_size\":4", "output 'O'", "without 'shared_memory_region'"},
+      {out, "\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":4,\"binary_data\":true",
+       "output 'O'", "'binary_data'"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char json[512];
+    snprintf(json, sizeof json, bad[i].tmpl, bad[i].params);
+    expect_error(json, PTS_INVALID_ARG, bad[i].w1, bad[i].w2);
+  }
 }
 
 static void request_parameters(void **state) {
@@ -762,6 +821,7 @@ int main(void) {
       cmocka_unit_test(depth_limit),
       cmocka_unit_test(structure_errors),
       cmocka_unit_test(data_source_exactly_one),
+      cmocka_unit_test(shared_memory_params),
       cmocka_unit_test(request_parameters),
       cmocka_unit_test(requested_outputs),
       cmocka_unit_test(binary_inputs_are_views),

@@ -275,11 +275,25 @@ static void index_and_control(void **state) {
   tq.model_name = "nope";
   assert_int_equal(call(f->s, "TraceSetting", &tq.base, &out, &len, &err), PTS_INVALID_ARG);
   assert_non_null(strstr(err.msg, "Request for unknown model : nope"));
+  /* Shared memory: status answers (no regions); registering needs
+   * --allow-client-shm, which this server was not given. */
   Inference__SystemSharedMemoryStatusRequest sq =
       INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_REQUEST__INIT;
-  assert_int_equal(call(f->s, "SystemSharedMemoryStatus", &sq.base, &out, &len, &err),
+  assert_int_equal(call(f->s, "SystemSharedMemoryStatus", &sq.base, &out, &len, &err), PTS_OK);
+  Inference__SystemSharedMemoryStatusResponse *ss =
+      inference__system_shared_memory_status_response__unpack(NULL, len, out);
+  assert_non_null(ss);
+  assert_int_equal(ss->n_regions, 0);
+  inference__system_shared_memory_status_response__free_unpacked(ss, NULL);
+  pts_free(out);
+  Inference__SystemSharedMemoryRegisterRequest rq =
+      INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_REQUEST__INIT;
+  rq.name = "r";
+  rq.key = "/k";
+  rq.byte_size = 8;
+  assert_int_equal(call(f->s, "SystemSharedMemoryRegister", &rq.base, &out, &len, &err),
                    PTS_UNSUPPORTED);
-  assert_non_null(strstr(err.msg, "shared memory"));
+  assert_non_null(strstr(err.msg, "--allow-client-shm=true"));
 }
 
 static void statistics(void **state) {

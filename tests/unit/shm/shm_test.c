@@ -1,0 +1,496 @@
+/* tests/unit/shm/shm_test.c — the shared-memory region registry and the
+ * resolution of a request's shared-memory places (shm/shm.h, resolve.h).
+ *
+ * System regions are real POSIX shared-memory objects made here with
+ * shm_open; CUDA regions go through fake CUDA operations whose "device"
+ * is host memory, so the registry's CUDA bookkeeping (open, close, copies,
+ * pinning) runs without a GPU. Expected bytes are written by the test. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "shm/resolve.h"
+#include "shm/shm.h"
+
+/* ---- a POSIX shared-memory object of the test ---- */
+
+struct object {
+  char key[64];
+  unsigned char *p;
+  size_t size;
+};
+
+static void object_make(struct object *o, const char *tag, size_t size) {
+  snprintf(o->key, sizeof o->key, "/pts_shm_test_%d_%s", (int)getpid(), tag);
+  int fd = shm_open(o->key, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(ftruncate(fd, (off_t)size), 0);
+  o->p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  assert_true(o->p != MAP_FAILED);
+  close(fd);
+  o->size = size;
+  for (size_t i = 0; i < size; i++) o->p[i] = (unsigned char)(i & 0xff);
+}
+
+static void object_drop(struct object *o) {
+  munmap(o->p, o->size);
+  shm_unlink(o->key);
+}
+
+/* ---- fake CUDA: the "device" is host memory named by the handle ---- */
+
+struct fake_device {
+  unsigned char mem[256];
+  int opened, closed, pinned, unpinned, to_device, to_host;
+};
+static struct fake_device dev;
+
+static enum pts_status fake_open(const void *handle, int device, uint64_t byte_size,
+                                 void **dev_ptr, struct pts_error *err) {
+  (void)device;
+  if (memcmp(handle, "GOOD", 4) != 0)
+    return pts_error_set(err, PTS_INVALID_ARG, "fake: the handle does not open");
+  if (byte_size > sizeof dev.mem)
+    return pts_error_set(err, PTS_INVALID_ARG, "fake: the allocation is smaller");
+  dev.opened++;
+  *dev_ptr = dev.mem;
+  return PTS_OK;
+}
+static void fake_close(void *p, int device) {
+  (void)device;
+  assert_ptr_equal(p, dev.mem);
+  dev.closed++;
+}
+static enum pts_status fake_to_device(void *dst, const void *src, size_t n, int device,
+                                      struct pts_error *err) {
+  (void)device;
+  (void)err;
+  memcpy(dst, src, n);
+  dev.to_device++;
+  return PTS_OK;
+}
+static enum pts_status fake_to_host(void *dst, const void *src, size_t n, int device,
+                                    struct pts_error *err) {
+  (void)device;
+  (void)err;
+  memcpy(dst, src, n);
+  dev.to_host++;
+  return PTS_OK;
+}
+static bool fake_pin(void *addr, size_t n) {
+  (void)addr;
+  (void)n;
+  dev.pinned++;
+  return true;
+}
+static void fake_unpin(void *addr) {
+  (void)addr;
+  dev.unpinned++;
+}
+static const struct pts_shm_cuda_ops fake_cuda = {fake_open,    fake_close, fake_to_device,
+                                                  fake_to_host, fake_pin,   fake_unpin};
+
+static unsigned char good_handle[PTS_SHM_CUDA_HANDLE_SIZE] = "GOOD";
+
+/* ---- tests ---- */
+
+static void register_status_unregister(void **state) {
+  (void)state;
+  struct object a, b;
+  object_make(&a, "a", 4096);
+  object_make(&b, "b", 64);
+  struct pts_shm_registry *r = pts_shm_registry_new(true, NULL);
+  struct pts_error err;
+  assert_int_equal(pts_shm_register_system(r, "zeta", a.key, 100, 200, &err), PTS_OK);
+  assert_int_equal(pts_shm_register_system(r, "alpha", b.key, 0, 64, &err), PTS_OK);
+  struct pts_shm_status *s;
+  size_t n;
+  assert_int_equal(pts_shm_status_get(r, PTS_SHM_SYSTEM, NULL, &s, &n, &err), PTS_OK);
+  assert_int_equal(n, 2); /* sorted by name, as Triton's map */
+  assert_string_equal(s[0].name, "alpha");
+  assert_string_equal(s[0].key, b.key);
+  assert_int_equal(s[0].byte_size, 64);
+  assert_string_equal(s[1].name, "zeta");
+  assert_int_equal(s[1].offset, 100);
+  assert_int_equal(s[1].byte_size, 200);
+  pts_shm_status_free(s, n);
+  assert_int_equal(pts_shm_status_get(r, PTS_SHM_SYSTEM, "zeta", &s, &n, &err), PTS_OK);
+  assert_int_equal(n, 1);
+  assert_string_equal(s[0].name, "zeta");
+  pts_shm_status_free(s, n);
+  assert_int_equal(pts_shm_status_get(r, PTS_SHM_SYSTEM, "nope", &s, &n, &err), PTS_NOT_FOUND);
+  assert_non_null(strstr(err.msg, "Unable to find system shared memory region: 'nope'"));
+  assert_int_equal(pts_shm_status_get(r, PTS_SHM_CUDA, NULL, &s, &n, &err), PTS_OK);
+  assert_int_equal(n, 0);
+  pts_shm_status_free(s, n);
+  assert_int_equal(pts_shm_status_get(r, PTS_SHM_CUDA, "zeta", &s, &n, &err), PTS_NOT_FOUND);
+  assert_non_null(strstr(err.msg, "registered as system shared memory, not CUDA"));
+
+  /* unregister one; an unknown name, or the other kind, is a no-op (Triton) */
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_SYSTEM, "zeta", &err), PTS_OK);
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_SYSTEM, "zeta", &err), PTS_OK);
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_CUDA, "alpha", &err), PTS_OK);
+  assert_int_equal(pts_shm_status_get(r, PTS_SHM_SYSTEM, NULL, &s, &n, &err), PTS_OK);
+  assert_int_equal(n, 1);
+  pts_shm_status_free(s, n);
+  /* the name is free again */
+  assert_int_equal(pts_shm_register_system(r, "zeta", a.key, 0, 8, &err), PTS_OK);
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_SYSTEM, NULL, &err), PTS_OK);
+  assert_int_equal(pts_shm_status_get(r, PTS_SHM_SYSTEM, NULL, &s, &n, &err), PTS_OK);
+  assert_int_equal(n, 0);
+  pts_shm_status_free(s, n);
+  pts_shm_registry_free(r);
+  object_drop(&a);
+  object_drop(&b);
+}
+
+static void bad_registrations(void **state) {
+  (void)state;
+  struct object a;
+  object_make(&a, "bad", 100);
+  struct pts_shm_registry *r = pts_shm_registry_new(true, NULL);
+  struct pts_error err;
+  struct {
+    const char *name, *key;
+    uint64_t offset, size;
+    enum pts_status code;
+    const char *words;
+  } cases[] = {
+      {"x", "/pts_shm_test_missing_key", 0, 8, PTS_INVALID_ARG, "unable to open shared memory"},
+      {"x", "", 0, 8, PTS_INVALID_ARG, "key"},
+      {"x", "/a/b", 0, 8, PTS_INVALID_ARG, "invalid key '/a/b'"},
+      {"x", "/", 0, 8, PTS_INVALID_ARG, "invalid key"},
+      {"", a.key, 0, 8, PTS_INVALID_ARG, "region name is empty"},
+      {"x", a.key, 0, 0, PTS_INVALID_ARG, "byte_size must be greater than 0"},
+      {"x", a.key, 0, 101, PTS_INVALID_ARG, "past the end"},
+      {"x", a.key, 99, 2, PTS_INVALID_ARG, "past the end"},
+      {"x", a.key, 100, 1, PTS_INVALID_ARG, "past the end"},
+      {"x", a.key, UINT64_MAX, 2, PTS_INVALID_ARG, "overflows"},
+      {"x", a.key, 1, UINT64_MAX, PTS_INVALID_ARG, "overflows"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    enum pts_status st = pts_shm_register_system(r, cases[i].name, cases[i].key, cases[i].offset,
+                                                 cases[i].size, &err);
+    if (st != cases[i].code || !strstr(err.msg, cases[i].words))
+      fail_msg("case %zu: status %d, message '%s'", i, st, err.msg);
+  }
+  /* double registration: either kind owns the name */
+  assert_int_equal(pts_shm_register_system(r, "x", a.key, 0, 100, &err), PTS_OK);
+  assert_int_equal(pts_shm_register_system(r, "x", a.key, 0, 100, &err), PTS_ALREADY_EXISTS);
+  assert_non_null(strstr(err.msg, "shared memory region 'x' already in manager"));
+  /* no CUDA in this registry */
+  assert_int_equal(
+      pts_shm_register_cuda(r, "c", good_handle, sizeof good_handle, 0, 8, &err), PTS_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "CUDA is not available in this build"));
+  assert_false(pts_shm_cuda_available(r));
+  pts_shm_registry_free(r);
+  object_drop(&a);
+}
+
+static void disabled_registry(void **state) {
+  (void)state;
+  struct object a;
+  object_make(&a, "off", 64);
+  struct pts_shm_registry *r = pts_shm_registry_new(false, NULL);
+  struct pts_error err;
+  assert_int_equal(pts_shm_register_system(r, "x", a.key, 0, 8, &err), PTS_UNSUPPORTED);
+  assert_non_null(strstr(err.msg, "--allow-client-shm=true"));
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_SYSTEM, NULL, &err), PTS_UNSUPPORTED);
+  struct pts_buf *v;
+  enum pts_mem mem;
+  int device;
+  assert_int_equal(pts_shm_acquire(r, "x", 0, 8, "input 'I'", &v, &mem, &device, &err),
+                   PTS_UNSUPPORTED);
+  struct pts_shm_status *s;
+  size_t n;
+  assert_int_equal(pts_shm_status_get(r, PTS_SHM_SYSTEM, NULL, &s, &n, &err), PTS_OK);
+  assert_int_equal(n, 0);
+  pts_shm_status_free(s, n);
+  pts_shm_registry_free(r);
+  object_drop(&a);
+}
+
+/* Views are bounds-checked, point at the right bytes (an unaligned offset
+ * included), and keep the region from being unregistered. */
+static void views_and_in_use(void **state) {
+  (void)state;
+  struct object a;
+  object_make(&a, "views", 8192);
+  struct pts_shm_registry *r = pts_shm_registry_new(true, NULL);
+  struct pts_error err;
+  assert_int_equal(pts_shm_register_system(r, "reg", a.key, 4100, 1000, &err), PTS_OK);
+  struct pts_buf *v, *w;
+  enum pts_mem mem;
+  int device;
+  assert_int_equal(pts_shm_acquire(r, "reg", 10, 20, "input 'I'", &v, &mem, &device, &err),
+                   PTS_OK);
+  assert_int_equal(mem, PTS_MEM_HOST);
+  assert_int_equal(v->size, 20);
+  assert_memory_equal(v->data, a.p + 4110, 20);
+  /* a write through the view reaches the object */
+  unsigned char data[4] = {9, 8, 7, 6};
+  assert_int_equal(pts_shm_write(v, mem, device, data, 4, &err), PTS_OK);
+  assert_memory_equal(a.p + 4110, data, 4);
+  assert_int_equal(pts_shm_write(v, mem, device, data, 21, &err), PTS_INVALID_ARG);
+
+  struct {
+    const char *name;
+    uint64_t offset, size;
+    enum pts_status code;
+    const char *words;
+  } bad[] = {
+      {"nope", 0, 1, PTS_NOT_FOUND, "Unable to find shared memory region: 'nope'"},
+      {"reg", 1000, 0, PTS_INVALID_ARG, "Invalid offset for shared memory region: 'reg'"},
+      {"reg", 999, 2, PTS_INVALID_ARG, "Invalid offset + byte size"},
+      {"reg", 0, 1001, PTS_INVALID_ARG, "Invalid offset + byte size"},
+      {"reg", 1, UINT64_MAX, PTS_INVALID_ARG, "Invalid offset + byte size"},
+      {"reg", UINT64_MAX, 1, PTS_INVALID_ARG, "Invalid offset"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    enum pts_status st = pts_shm_acquire(r, bad[i].name, bad[i].offset, bad[i].size,
+                                         "output 'O'", &w, &mem, &device, &err);
+    if (st != bad[i].code || !strstr(err.msg, bad[i].words) || !strstr(err.msg, "output 'O'"))
+      fail_msg("case %zu: status %d, message '%s'", i, st, err.msg);
+    assert_null(w);
+  }
+  /* the whole region is one valid view */
+  assert_int_equal(pts_shm_acquire(r, "reg", 0, 1000, "input 'I'", &w, &mem, &device, &err),
+                   PTS_OK);
+
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_SYSTEM, "reg", &err), PTS_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "'reg': inference requests in flight use it (2 tensor(s))"));
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_SYSTEM, NULL, &err), PTS_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "'reg'"));
+  pts_buf_release(v);
+  pts_buf_release(w);
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_SYSTEM, "reg", &err), PTS_OK);
+  pts_shm_registry_free(r);
+  object_drop(&a);
+}
+
+/* A client that shrinks its object after registering gets an error, not a
+ * SIGBUS in the server. */
+static void shrunk_object_is_refused(void **state) {
+  (void)state;
+  struct object a;
+  object_make(&a, "shrink", 8192);
+  struct pts_shm_registry *r = pts_shm_registry_new(true, NULL);
+  struct pts_error err;
+  assert_int_equal(pts_shm_register_system(r, "reg", a.key, 0, 8192, &err), PTS_OK);
+  int fd = shm_open(a.key, O_RDWR, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(ftruncate(fd, 100), 0);
+  close(fd);
+  struct pts_buf *v;
+  enum pts_mem mem;
+  int device;
+  assert_int_equal(pts_shm_acquire(r, "reg", 0, 8, "input 'I'", &v, &mem, &device, &err),
+                   PTS_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "shrank to 100 bytes"));
+  pts_shm_registry_free(r);
+  munmap(a.p, a.size);
+  shm_unlink(a.key);
+}
+
+/* A view outlives the registry: the mapping stays until it is released. */
+static void view_outlives_registry(void **state) {
+  (void)state;
+  struct object a;
+  object_make(&a, "outlive", 4096);
+  struct pts_shm_registry *r = pts_shm_registry_new(true, NULL);
+  struct pts_error err;
+  assert_int_equal(pts_shm_register_system(r, "reg", a.key, 0, 4096, &err), PTS_OK);
+  struct pts_buf *v;
+  enum pts_mem mem;
+  int device;
+  assert_int_equal(pts_shm_acquire(r, "reg", 0, 16, "input 'I'", &v, &mem, &device, &err),
+                   PTS_OK);
+  pts_shm_registry_free(r);
+  assert_memory_equal(v->data, a.p, 16); /* still mapped */
+  pts_buf_release(v);
+  object_drop(&a);
+}
+
+static void cuda_regions(void **state) {
+  (void)state;
+  memset(&dev, 0, sizeof dev);
+  struct object a;
+  object_make(&a, "pinned", 4096);
+  struct pts_shm_registry *r = pts_shm_registry_new(true, &fake_cuda);
+  struct pts_error err;
+  assert_true(pts_shm_cuda_available(r));
+  /* system regions get pinned when CUDA is there */
+  assert_int_equal(pts_shm_register_system(r, "sys", a.key, 0, 4096, &err), PTS_OK);
+  assert_int_equal(dev.pinned, 1);
+  struct pts_buf *v;
+  enum pts_mem mem;
+  int device;
+  assert_int_equal(pts_shm_acquire(r, "sys", 0, 8, "input 'I'", &v, &mem, &device, &err), PTS_OK);
+  assert_int_equal(mem, PTS_MEM_PINNED);
+  pts_buf_release(v);
+
+  unsigned char short_handle[10] = "GOOD";
+  assert_int_equal(pts_shm_register_cuda(r, "c", short_handle, sizeof short_handle, 0, 8, &err),
+                   PTS_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "10 bytes, a cudaIpcMemHandle_t is 64"));
+  unsigned char bad_handle[PTS_SHM_CUDA_HANDLE_SIZE] = "BAD";
+  assert_int_equal(pts_shm_register_cuda(r, "c", bad_handle, sizeof bad_handle, 0, 8, &err),
+                   PTS_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "failed to register CUDA shared memory region 'c'"));
+  assert_non_null(strstr(err.msg, "does not open"));
+  assert_int_equal(
+      pts_shm_register_cuda(r, "c", good_handle, sizeof good_handle, -1, 8, &err), PTS_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "device id"));
+  assert_int_equal(
+      pts_shm_register_cuda(r, "sys", good_handle, sizeof good_handle, 0, 8, &err),
+      PTS_ALREADY_EXISTS);
+  assert_int_equal(
+      pts_shm_register_cuda(r, "c", good_handle, sizeof good_handle, 3, 128, &err), PTS_OK);
+  assert_int_equal(dev.opened, 1);
+
+  struct pts_shm_status *s;
+  size_t n;
+  assert_int_equal(pts_shm_status_get(r, PTS_SHM_CUDA, NULL, &s, &n, &err), PTS_OK);
+  assert_int_equal(n, 1);
+  assert_string_equal(s[0].name, "c");
+  assert_int_equal(s[0].device, 3);
+  assert_int_equal(s[0].byte_size, 128);
+  pts_shm_status_free(s, n);
+
+  assert_int_equal(pts_shm_acquire(r, "c", 16, 8, "output 'O'", &v, &mem, &device, &err), PTS_OK);
+  assert_int_equal(mem, PTS_MEM_DEVICE);
+  assert_int_equal(device, 3);
+  assert_ptr_equal(v->data, dev.mem + 16);
+  unsigned char data[8] = {1, 2, 3, 4, 5, 6, 7, 8}, back[8];
+  assert_int_equal(pts_shm_write(v, mem, device, data, 8, &err), PTS_OK);
+  assert_int_equal(dev.to_device, 1);
+  assert_memory_equal(dev.mem + 16, data, 8);
+  assert_int_equal(pts_shm_read_device(v, device, back, 8, &err), PTS_OK);
+  assert_memory_equal(back, data, 8);
+  /* CUDA regions are unregistered through their own endpoint only */
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_SYSTEM, NULL, &err), PTS_OK);
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_CUDA, "c", &err), PTS_INVALID_ARG);
+  pts_buf_release(v);
+  assert_int_equal(dev.unpinned, 1);
+  assert_int_equal(dev.closed, 0);
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_CUDA, "c", &err), PTS_OK);
+  assert_int_equal(dev.closed, 1);
+  pts_shm_registry_free(r);
+  object_drop(&a);
+}
+
+/* ---- resolution of a request ---- */
+
+static struct pts_infer_request *request(size_t n_in, size_t n_out) {
+  struct pts_infer_request *req = pts_infer_request_new();
+  req->inputs = pts_calloc(n_in, sizeof *req->inputs);
+  req->n_inputs = n_in;
+  req->outputs = pts_calloc(n_out ? n_out : 1, sizeof *req->outputs);
+  req->n_outputs = n_out;
+  return req;
+}
+
+static void resolve_places(void **state) {
+  (void)state;
+  memset(&dev, 0, sizeof dev);
+  struct object a;
+  object_make(&a, "resolve", 4096);
+  struct pts_shm_registry *r = pts_shm_registry_new(true, &fake_cuda);
+  struct pts_error err;
+  assert_int_equal(pts_shm_register_system(r, "in", a.key, 0, 4096, &err), PTS_OK);
+  assert_int_equal(
+      pts_shm_register_cuda(r, "gpu", good_handle, sizeof good_handle, 1, 256, &err), PTS_OK);
+  for (size_t i = 0; i < sizeof dev.mem; i++) dev.mem[i] = (unsigned char)(255 - i);
+
+  struct pts_infer_request *req = request(3, 1);
+  req->inputs[0].name = pts_strdup("A");
+  req->inputs[0].dtype = PTS_DTYPE_FP32;
+  req->inputs[1].name = pts_strdup("B");
+  req->inputs[1].dtype = PTS_DTYPE_FP32;
+  req->inputs[2].name = pts_strdup("S");
+  req->inputs[2].dtype = PTS_DTYPE_BYTES;
+  pts_infer_request_input_shm(req, 0)->region = pts_strdup("in");
+  req->input_shm[0].offset = 8;
+  req->input_shm[0].byte_size = 16;
+  req->input_shm[1] = (struct pts_shm_place){pts_strdup("gpu"), 4, 8};
+  req->input_shm[2] = (struct pts_shm_place){pts_strdup("gpu"), 0, 8};
+  req->outputs[0].name = pts_strdup("O");
+  req->outputs[0].shm = (struct pts_shm_place){pts_strdup("in"), 100, 32};
+
+  /* a backend that reads device memory: B stays on the device, S (BYTES)
+   * is copied to the host */
+  assert_int_equal(pts_shm_resolve(r, req, true, &err), PTS_OK);
+  /* a view of the object (the server's own mapping of it): no copy */
+  assert_memory_equal(req->inputs[0].data, a.p + 8, 16);
+  a.p[8] ^= 0xff;
+  assert_memory_equal(req->inputs[0].data, a.p + 8, 16);
+  assert_int_equal(req->inputs[0].byte_size, 16);
+  assert_int_equal(req->inputs[0].mem, PTS_MEM_PINNED);
+  assert_ptr_equal(req->inputs[1].data, dev.mem + 4);
+  assert_int_equal(req->inputs[1].mem, PTS_MEM_DEVICE);
+  assert_int_equal(req->inputs[1].device, 1);
+  assert_int_equal(req->inputs[2].mem, PTS_MEM_HOST);
+  assert_memory_equal(req->inputs[2].data, dev.mem, 8);
+  assert_int_equal(dev.to_host, 1);
+  assert_non_null(req->outputs[0].shm_target);
+  assert_int_equal(req->outputs[0].shm_target->size, 32);
+  unsigned char out[4] = {1, 2, 3, 4};
+  assert_int_equal(pts_shm_write(req->outputs[0].shm_target, req->outputs[0].shm_mem, 0, out, 4,
+                                 &err),
+                   PTS_OK);
+  assert_memory_equal(a.p + 100, out, 4);
+  /* in use while the request lives */
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_SYSTEM, "in", &err), PTS_INVALID_ARG);
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_CUDA, "gpu", &err), PTS_INVALID_ARG);
+  pts_infer_request_free(req);
+
+  /* a backend that does not: device inputs come to the host */
+  req = request(1, 0);
+  req->inputs[0].name = pts_strdup("B");
+  req->inputs[0].dtype = PTS_DTYPE_INT8;
+  pts_infer_request_input_shm(req, 0)->region = pts_strdup("gpu");
+  req->input_shm[0].byte_size = 3;
+  assert_int_equal(pts_shm_resolve(r, req, false, &err), PTS_OK);
+  assert_int_equal(req->inputs[0].mem, PTS_MEM_HOST);
+  assert_memory_equal(req->inputs[0].data, dev.mem, 3);
+  pts_infer_request_free(req);
+
+  /* errors name the tensor; what was resolved is released with the request */
+  req = request(2, 0);
+  req->inputs[0].name = pts_strdup("A");
+  req->inputs[1].name = pts_strdup("B");
+  pts_infer_request_input_shm(req, 0)->region = pts_strdup("in");
+  req->input_shm[0].byte_size = 4;
+  req->input_shm[1] = (struct pts_shm_place){pts_strdup("missing"), 0, 4};
+  assert_int_equal(pts_shm_resolve(r, req, true, &err), PTS_NOT_FOUND);
+  assert_non_null(strstr(err.msg, "input 'B': Unable to find shared memory region: 'missing'"));
+  pts_infer_request_free(req);
+
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_SYSTEM, "in", &err), PTS_OK);
+  assert_int_equal(pts_shm_unregister(r, PTS_SHM_CUDA, "gpu", &err), PTS_OK);
+  pts_shm_registry_free(r);
+  object_drop(&a);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(register_status_unregister),
+      cmocka_unit_test(bad_registrations),
+      cmocka_unit_test(disabled_registry),
+      cmocka_unit_test(views_and_in_use),
+      cmocka_unit_test(shrunk_object_is_refused),
+      cmocka_unit_test(view_outlives_registry),
+      cmocka_unit_test(cuda_regions),
+      cmocka_unit_test(resolve_places),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
