@@ -44,6 +44,15 @@ struct pts_backend_instance_desc {
   int index;            /* 0-based index over all instances of the model */
 };
 
+/* Where the request of a batch of one wants an output: its shared-memory
+ * place (scheduler/request.h). */
+struct pts_output_dest {
+  void *data; /* NULL: no wish for this output */
+  size_t size;
+  enum pts_mem mem;
+  int device;
+};
+
 struct pts_batch {
   int64_t batch_size;          /* total batch; 0 when the model does not batch */
   size_t n_inputs;
@@ -54,6 +63,12 @@ struct pts_batch {
   struct pts_tensor *outputs;  /* zeroed by the caller; the backend fills every
                                   entry (name, dtype, shape, data, buf); the
                                   caller clears them */
+  /* NULL, or one entry per config output: a batch of one request that
+   * placed outputs in shared memory says where. A backend may write a
+   * (non-BYTES) output straight there when it fits (its output tensor then
+   * points at `data`; the copy it saves is the scheduler's). Ignoring it is
+   * always correct. Borrowed for the call. */
+  const struct pts_output_dest *output_dest;
   /* Set by a backend that timed the phases on the device itself (CUDA
    * events): input copies, the model, output copies. Statistics then use
    * these instead of the host clock. */
@@ -80,6 +95,16 @@ struct pts_backend {
   /* (optional) How many GPUs this backend can place instances on (CUDA
    * devices; 1 for MPS); decides what KIND_AUTO means. NULL = none. */
   int (*gpu_count)(void);
+  /* (optional) Memory to gather the batch's input `input` (config order)
+   * into: at least `byte_size` bytes the backend owns, reused from batch
+   * to batch (a CUDA instance's pinned staging buffer, from which its
+   * host-to-device copy needs no further host copy). The scheduler calls
+   * it on the instance thread before execute; the memory must stay valid
+   * and untouched by the backend until that execute returns. *data NULL
+   * (with OK) declines: the scheduler then gathers as usual. *mem says
+   * what memory it is. */
+  enum pts_status (*input_staging)(void *instance_state, size_t input, size_t byte_size,
+                                   void **data, enum pts_mem *mem, struct pts_error *err);
   /* Whether execute() takes inputs in device memory (PTS_MEM_DEVICE: CUDA
    * shared memory) itself. When false the server copies such inputs to
    * host memory before the request is queued. Every backend takes

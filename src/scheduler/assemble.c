@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/copy.h"
 #include "tensor/bytes.h"
 
 const struct pts_tensor *pts_request_input(const struct pts_infer_request *req, const char *name) {
@@ -36,43 +37,118 @@ bool pts_batch_compatible(const Inference__ModelConfig *cfg, const struct pts_in
   return true;
 }
 
+/* Total bytes and rows of input `name` over the batch. */
+static enum pts_status measure(const char *name, struct pts_infer_request *const *reqs, size_t n,
+                               size_t *total, int64_t *rows, struct pts_error *err) {
+  *total = 0;
+  *rows = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct pts_tensor *t = pts_request_input(reqs[i], name);
+    if (!t || (n > 1 && t->shape.ndim < 1))
+      return pts_error_set(err, PTS_INTERNAL, "input '%s' can not be batched: request %zu %s", name,
+                           i, t ? "has no batch dimension" : "lacks it");
+    if (t->mem == PTS_MEM_DEVICE && n > 1)
+      return pts_error_set(err, PTS_INTERNAL,
+                           "input '%s' of request %zu is in device memory and can not be batched",
+                           name, i);
+    *total += t->byte_size;
+    if (t->shape.ndim > 0) *rows += t->shape.dims[0];
+  }
+  return PTS_OK;
+}
+
+/* Copies every request's bytes of input `name` one after the other into
+ * `into`: one copy per byte, shared over the copy threads when large. */
+static enum pts_status copy_into(const char *name, struct pts_infer_request *const *reqs, size_t n,
+                                 void *into, struct pts_error *err) {
+  struct pts_copy_part stack[32] = {{0}}; /* (GCC can not see every used entry is set) */
+  struct pts_copy_part *parts = n <= 32 ? stack : pts_malloc(n * sizeof *parts);
+  if (!parts)
+    return pts_error_set(err, PTS_NOMEM, "out of memory gathering input '%s'", name);
+  size_t at = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct pts_tensor *t = pts_request_input(reqs[i], name);
+    parts[i] = (struct pts_copy_part){(char *)into + at, t->data, t->byte_size};
+    at += t->byte_size;
+  }
+  pts_copy_parts(parts, n);
+  if (parts != stack) pts_free(parts);
+  return PTS_OK;
+}
+
+static void describe(const struct pts_tensor *first, int64_t rows, size_t n, size_t total,
+                     struct pts_tensor *dst) {
+  dst->dtype = first->dtype;
+  dst->shape = first->shape;
+  if (n > 1) dst->shape.dims[0] = rows;
+  dst->byte_size = total;
+  dst->device = 0;
+}
+
 enum pts_status pts_batch_gather(const char *name, struct pts_infer_request *const *reqs, size_t n,
                                  struct pts_tensor *dst, struct pts_buf **owned,
                                  struct pts_error *err) {
   *owned = NULL;
   const struct pts_tensor *first = pts_request_input(reqs[0], name);
   if (!first) return PTS_OK;
-  dst->dtype = first->dtype;
-  dst->shape = first->shape;
-  dst->data = first->data;
-  dst->byte_size = first->byte_size;
-  dst->buf = first->buf;
-  if (n == 1) return PTS_OK;
-  size_t total = 0;
-  int64_t rows = 0;
-  for (size_t i = 0; i < n; i++) {
-    const struct pts_tensor *t = pts_request_input(reqs[i], name);
-    if (!t || t->shape.ndim < 1)
-      return pts_error_set(err, PTS_INTERNAL, "input '%s' can not be batched: request %zu %s", name,
-                           i, t ? "has no batch dimension" : "lacks it");
-    total += t->byte_size;
-    rows += t->shape.dims[0];
+  if (n == 1) {
+    dst->dtype = first->dtype;
+    dst->shape = first->shape;
+    dst->data = first->data;
+    dst->byte_size = first->byte_size;
+    dst->buf = first->buf;
+    dst->mem = first->mem;
+    dst->device = first->device;
+    return PTS_OK;
   }
+  size_t total;
+  int64_t rows;
+  enum pts_status st = measure(name, reqs, n, &total, &rows, err);
+  if (st != PTS_OK) return st;
   struct pts_buf *b = pts_buf_new(total ? total : 1);
   if (!b)
     return pts_error_set(err, PTS_NOMEM, "out of memory gathering %zu bytes of input '%s'", total,
                          name);
-  size_t at = 0;
-  for (size_t i = 0; i < n; i++) {
-    const struct pts_tensor *t = pts_request_input(reqs[i], name);
-    if (t->byte_size) memcpy((char *)b->data + at, t->data, t->byte_size);
-    at += t->byte_size;
+  st = copy_into(name, reqs, n, b->data, err);
+  if (st != PTS_OK) {
+    pts_buf_release(b);
+    return st;
   }
-  dst->shape.dims[0] = rows;
+  describe(first, rows, n, total, dst);
   dst->data = b->data;
-  dst->byte_size = total;
   dst->buf = b;
+  dst->mem = PTS_MEM_HOST;
   *owned = b;
+  return PTS_OK;
+}
+
+enum pts_status pts_batch_gather_size(const char *name, struct pts_infer_request *const *reqs,
+                                      size_t n, size_t *bytes, struct pts_error *err) {
+  *bytes = 0;
+  if (!pts_request_input(reqs[0], name)) return PTS_OK;
+  int64_t rows;
+  return measure(name, reqs, n, bytes, &rows, err);
+}
+
+enum pts_status pts_batch_gather_into(const char *name, struct pts_infer_request *const *reqs,
+                                      size_t n, void *into, size_t cap, enum pts_mem mem,
+                                      struct pts_tensor *dst, struct pts_error *err) {
+  const struct pts_tensor *first = pts_request_input(reqs[0], name);
+  if (!first) return PTS_OK;
+  size_t total;
+  int64_t rows;
+  enum pts_status st = measure(name, reqs, n, &total, &rows, err);
+  if (st != PTS_OK) return st;
+  if (total > cap)
+    return pts_error_set(err, PTS_INTERNAL,
+                         "input '%s' needs %zu bytes, the staging buffer holds %zu", name, total,
+                         cap);
+  st = copy_into(name, reqs, n, into, err);
+  if (st != PTS_OK) return st;
+  describe(first, rows, n, total, dst);
+  dst->data = into;
+  dst->buf = NULL;
+  dst->mem = mem;
   return PTS_OK;
 }
 

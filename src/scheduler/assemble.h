@@ -3,8 +3,9 @@
  * per-request slices.
  *
  * Gather makes one copy (each request's bytes once, into one contiguous
- * buffer), or none for a batch of one request (the tensor is then a view of
- * the request's own bytes). Split makes no copy: every slice points into the
+ * buffer: a new host buffer, or memory the backend provides, such as its
+ * pinned staging), or none for a batch of one request (the tensor is then a
+ * view of the request's own bytes). Split makes no copy: every slice points into the
  * batch output and holds its own reference to its buffer, so a response
  * lives on after the batch, and the HTTP frontend writes the slice to the
  * socket by reference. BYTES tensors are split by element count (each
@@ -35,16 +36,32 @@ bool pts_batch_compatible(const Inference__ModelConfig *cfg, const struct pts_in
                           const struct pts_infer_request *b);
 
 /* Gathers input `name` of reqs[0..n) (already checked compatible) into
- * *dst: dtype, shape ([sum of dim 0] + the common rest), data, byte_size.
- * n == 1: dst borrows the request's bytes and buffer (no copy, no
- * reference) and *owned is NULL. n > 1: the bytes are copied into a new
- * buffer returned in *owned (one reference, the caller releases it after the
- * backend ran); dst->buf points to it without a reference of its own. A
- * request without this (optional) input leaves dst with data == NULL.
- * dst->name is not touched. */
+ * *dst: dtype, shape ([sum of dim 0] + the common rest), data, byte_size,
+ * mem. n == 1: dst borrows the request's bytes and buffer (no copy, no
+ * reference) and *owned is NULL. n > 1: the bytes are copied (once, on
+ * several threads when large: core/copy.h) into a new host buffer returned
+ * in *owned (one reference, the caller releases it after the backend ran);
+ * dst->buf points to it without a reference of its own. A request without
+ * this (optional) input leaves dst with data == NULL. dst->name is not
+ * touched. */
 enum pts_status pts_batch_gather(const char *name, struct pts_infer_request *const *reqs, size_t n,
                                  struct pts_tensor *dst, struct pts_buf **owned,
                                  struct pts_error *err);
+
+/* The bytes input `name` takes once gathered (0 when the requests left
+ * that optional input out). */
+enum pts_status pts_batch_gather_size(const char *name, struct pts_infer_request *const *reqs,
+                                      size_t n, size_t *bytes, struct pts_error *err);
+
+/* Gathers like pts_batch_gather, for any n, into memory the caller
+ * provides (a backend's pinned staging buffer: the one host copy of the
+ * input's bytes, with no intermediate buffer). `into` holds `cap` bytes,
+ * at least pts_batch_gather_size (INTERNAL otherwise); dst->data = into,
+ * dst->buf = NULL (the caller owns `into`), dst->mem = mem. Requests in
+ * device memory can not be gathered (INTERNAL). */
+enum pts_status pts_batch_gather_into(const char *name, struct pts_infer_request *const *reqs,
+                                      size_t n, void *into, size_t cap, enum pts_mem mem,
+                                      struct pts_tensor *dst, struct pts_error *err);
 
 /* Splits `src` (a batch output, dim 0 = the sum of rows[]) into n slices
  * along dim 0, rows[i] rows each, into slices[0..n) (zeroed by the caller).

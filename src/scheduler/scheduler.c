@@ -269,6 +269,7 @@ struct run {
   struct pts_tensor *slices;  /* n × n_output, request-major */
   struct pts_infer_response **resps;
   struct pts_error *errs; /* per request (response building) */
+  struct pts_output_dest *dests; /* output_dests, or NULL */
 };
 
 static void run_free(const struct pts_scheduler *s, struct run *r) {
@@ -285,6 +286,7 @@ static void run_free(const struct pts_scheduler *s, struct run *r) {
   pts_free(r->slices);
   pts_free(r->resps);
   pts_free(r->errs);
+  pts_free(r->dests);
 }
 
 static enum pts_status run_init(const struct pts_scheduler *s, struct pts_pending *list, size_t n,
@@ -317,18 +319,48 @@ static enum pts_status run_init(const struct pts_scheduler *s, struct pts_pendin
   return PTS_OK;
 }
 
-/* The backend's view of the batch's inputs: config order, gathered (a view
- * for one request), reshaped. An optional input the requests left out is
- * passed with data == NULL. */
-static enum pts_status build_inputs(const struct pts_scheduler *s, struct run *r,
-                                    struct pts_error *err) {
+/* Gathers input k straight into the backend's staging memory when it
+ * offers some: then the bytes are copied once, into memory the device
+ * reads by DMA. Only when there is something to copy: several requests,
+ * or one whose bytes are in ordinary host memory (pinned or device memory
+ * is handed over as it is). BYTES inputs stay on the host (the model takes
+ * them as strings). *done says whether it gathered. */
+static enum pts_status gather_staged(const struct pts_scheduler *s, struct instance *inst,
+                                     struct run *r, size_t k, struct pts_tensor *dst, bool *done,
+                                     struct pts_error *err) {
+  *done = false;
+  const char *name = s->config->input[k]->name;
+  const struct pts_tensor *first = pts_request_input(r->reqs[0], name);
+  if (!s->backend->input_staging || !first || first->dtype == PTS_DTYPE_BYTES ||
+      (r->n == 1 && first->mem != PTS_MEM_HOST))
+    return PTS_OK;
+  size_t bytes;
+  enum pts_status st = pts_batch_gather_size(name, r->reqs, r->n, &bytes, err);
+  void *into = NULL;
+  enum pts_mem mem = PTS_MEM_HOST;
+  if (st == PTS_OK && bytes > 0)
+    st = s->backend->input_staging(inst->state, k, bytes, &into, &mem, err);
+  if (st != PTS_OK || !into) return st;
+  st = pts_batch_gather_into(name, r->reqs, r->n, into, bytes, mem, dst, err);
+  *done = st == PTS_OK;
+  return st;
+}
+
+/* The backend's view of the batch's inputs: config order, gathered (into
+ * the backend's staging memory, or a view for one request), reshaped. An
+ * optional input the requests left out is passed with data == NULL. */
+static enum pts_status build_inputs(const struct pts_scheduler *s, struct instance *inst,
+                                    struct run *r, struct pts_error *err) {
   const Inference__ModelConfig *cfg = s->config;
   for (size_t k = 0; k < cfg->n_input; k++) {
     const Inference__ModelInput *in = cfg->input[k];
     struct pts_tensor *dst = &r->inputs[k];
     dst->name = in->name;
     dst->dtype = (enum pts_dtype)in->data_type;
-    enum pts_status st = pts_batch_gather(in->name, r->reqs, r->n, dst, &r->gathered[k], err);
+    bool staged;
+    enum pts_status st = gather_staged(s, inst, r, k, dst, &staged, err);
+    if (st == PTS_OK && !staged)
+      st = pts_batch_gather(in->name, r->reqs, r->n, dst, &r->gathered[k], err);
     if (st != PTS_OK) return st;
     if (!dst->data && dst->shape.ndim == 0) continue;
     if (!in->reshape) continue;
@@ -538,6 +570,26 @@ static void apply_device_times(struct pts_batch_times *t, const struct pts_batch
   t->input_end_ns = t->infer_end_ns - infer;
 }
 
+/* A batch of one request whose outputs go to shared memory: where, per
+ * config output, so a backend can write them there directly (the copy
+ * build_response would make then finds nothing to do). NULL otherwise, or
+ * when out of memory (the copy then happens as usual). */
+static struct pts_output_dest *output_dests(const struct pts_scheduler *s, struct run *r) {
+  const struct pts_infer_request *req = r->reqs[0];
+  bool any = false;
+  for (size_t i = 0; r->n == 1 && i < req->n_outputs; i++) any |= req->outputs[i].shm_target != NULL;
+  if (!any) return NULL;
+  r->dests = pts_calloc(s->config->n_output, sizeof *r->dests);
+  for (size_t i = 0; r->dests && i < req->n_outputs; i++) {
+    const struct pts_requested_output *o = &req->outputs[i];
+    int k = config_output_index(s->config, o->name);
+    if (!o->shm_target || k < 0) continue;
+    r->dests[k] = (struct pts_output_dest){o->shm_target->data, o->shm_target->size, o->shm_mem,
+                                           o->shm_device};
+  }
+  return r->dests;
+}
+
 /* Gathers, executes and splits one batch; fills the times. On a failure
  * that concerns the whole batch, *why says whose fault it was. */
 static enum pts_status execute_batch(struct pts_scheduler *s, struct instance *inst, struct run *r,
@@ -545,7 +597,7 @@ static enum pts_status execute_batch(struct pts_scheduler *s, struct instance *i
                                      struct pts_error *err) {
   const Inference__ModelConfig *cfg = s->config;
   *why = PTS_FAIL_OTHER;
-  enum pts_status st = build_inputs(s, r, err);
+  enum pts_status st = build_inputs(s, inst, r, err);
   t->input_end_ns = pts_now_ns();
   if (st != PTS_OK) return st;
   PTS_LOG_VERBOSE(1, "model '%s' version %lld: instance '%s' runs %zu requests (batch size %lld)",
@@ -556,6 +608,7 @@ static enum pts_status execute_batch(struct pts_scheduler *s, struct instance *i
       .inputs = r->inputs,
       .n_outputs = cfg->n_output,
       .outputs = r->outputs,
+      .output_dest = output_dests(s, r),
   };
   *why = PTS_FAIL_BACKEND;
   batch.profile = pts_profile_take(s->model_name, s->version, inst->name, r->total);

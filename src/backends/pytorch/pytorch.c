@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
+#include "backends/pytorch/cuda_shm.h"
 #include "backends/pytorch/device.h"
 #include "backends/pytorch/torch_bridge.h"
 #include "config/model_config.h"
@@ -31,6 +32,9 @@
 #include "trace/profile.h"
 
 _Static_assert(PTS_TORCH_MAX_DIMS == PTS_TENSOR_MAX_DIMS, "bridge and tensor ranks must agree");
+_Static_assert(PTS_TORCH_MEM_HOST == (int)PTS_MEM_HOST && PTS_TORCH_MEM_PINNED == (int)PTS_MEM_PINNED &&
+                   PTS_TORCH_MEM_DEVICE == (int)PTS_MEM_DEVICE,
+               "bridge and tensor memory kinds must agree");
 _Static_assert((int)PTS_DEVICE_KIND_GPU == (int)INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU &&
                    (int)PTS_DEVICE_KIND_CPU == (int)INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU &&
                    (int)PTS_DEVICE_KIND_MODEL ==
@@ -64,6 +68,7 @@ struct pt_instance {
   struct pts_device device;
   struct pts_torch_module *module;
   struct pts_torch_input *inputs; /* scratch, one per config input */
+  struct pts_torch_dest *dests;   /* scratch, one per config output */
   bool *graph_replay_logged;      /* per CUDA_GRAPH_BATCH_SIZES entry: first replay logged */
 };
 
@@ -690,6 +695,7 @@ static void instance_free(struct pt_instance *in) {
   pts_torch_free(in->module);
   pts_free(in->graph_replay_logged);
   pts_free(in->inputs);
+  pts_free(in->dests);
   pts_free(in->name);
   pts_free(in);
 }
@@ -704,9 +710,10 @@ static enum pts_status pt_instance_create(void *model_state,
     in->model = m;
     in->name = pts_strdup(desc->name);
     in->inputs = pts_calloc(m->cfg->n_input ? m->cfg->n_input : 1, sizeof *in->inputs);
+    in->dests = pts_calloc(m->cfg->n_output ? m->cfg->n_output : 1, sizeof *in->dests);
     in->graph_replay_logged = pts_calloc(m->n_graph_batch_sizes + 1, sizeof(bool));
   }
-  if (!in || !in->name || !in->inputs || !in->graph_replay_logged) {
+  if (!in || !in->name || !in->inputs || !in->dests || !in->graph_replay_logged) {
     instance_free(in);
     return pts_error_set(err, PTS_NOMEM, "out of memory creating instance '%s' of model '%s'",
                          desc->name, m->name);
@@ -881,6 +888,43 @@ static void profile_stop(struct pt_instance *in, struct pts_profile_ticket *tick
   pts_torch_profile_free(&prof);
 }
 
+/* The places the scheduler would like outputs written (pts_batch.
+ * output_dest), as the bridge names returned values: by key for a dict
+ * result, else by position. BYTES outputs are left out (their size is
+ * known only once serialized). */
+static void set_dests(struct pt_instance *in, const struct pts_batch *batch,
+                      struct pts_torch_run_opts *opts) {
+  const struct pt_model *m = in->model;
+  size_t n = 0;
+  for (size_t i = 0; batch->output_dest && i < m->cfg->n_output; i++) {
+    const struct pts_output_dest *d = &batch->output_dest[i];
+    if (!d->data || m->cfg->output[i]->data_type == INFERENCE__DATA_TYPE__TYPE_STRING) continue;
+    bool keyed = pts_torch_returns_dict(in->module);
+    in->dests[n++] = (struct pts_torch_dest){
+        .index = keyed ? 0 : (size_t)m->output_index[i],
+        .key = keyed ? m->cfg->output[i]->name : NULL,
+        .data = d->data,
+        .size = d->size,
+        .mem = (int)d->mem,
+        .device = d->device,
+    };
+  }
+  opts->dests = n ? in->dests : NULL;
+  opts->n_dests = n;
+}
+
+/* backend.h input_staging: a CUDA instance's pinned staging buffers. */
+static enum pts_status pt_input_staging(void *state, size_t input, size_t byte_size, void **data,
+                                        enum pts_mem *mem, struct pts_error *err) {
+  struct pt_instance *in = state;
+  *data = NULL;
+  if (in->device.type != PTS_DEVICE_CUDA || in->device.keep_placement) return PTS_OK;
+  enum pts_status st = pts_torch_staging(in->module, input, byte_size, data, err);
+  if (st != PTS_OK) pts_error_prefix(err, "model '%s', instance '%s'", in->model->name, in->name);
+  *mem = PTS_MEM_PINNED;
+  return st;
+}
+
 static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct pts_error *err) {
   struct pt_instance *in = state;
   const struct pt_model *m = in->model;
@@ -901,8 +945,11 @@ static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct p
     slot->dims = t->shape.dims;
     slot->data = t->data;
     slot->byte_size = t->byte_size;
+    slot->mem = (int)t->mem;
+    slot->device = t->device;
   }
   struct pts_torch_run_opts opts = run_opts(m);
+  set_dests(in, batch, &opts);
   struct pts_torch_outputs outs;
   bool profiling = batch->profile && profile_start(in, batch->profile);
   enum pts_status st = pts_torch_forward(in->module, in->inputs, cfg->n_input, &opts, &outs, err);
@@ -923,6 +970,11 @@ static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct p
         (st = check_output(m, i, o, batch->batch_size, err)))
       break;
     st = adopt_output(cfg->output[i]->name, o, &batch->outputs[i], err);
+    const struct pts_output_dest *d = batch->output_dest ? &batch->output_dest[i] : NULL;
+    if (st == PTS_OK && d && d->data && batch->outputs[i].data == d->data) {
+      batch->outputs[i].mem = d->mem; /* written straight into the request's region */
+      batch->outputs[i].device = d->device;
+    }
   }
   if (st)
     for (size_t i = 0; i < cfg->n_output; i++) pts_tensor_clear(&batch->outputs[i]);
@@ -944,4 +996,9 @@ const struct pts_backend pts_pytorch_backend = {
     .instance_destroy = pt_instance_destroy,
     .execute = pt_execute,
     .gpu_count = pt_gpu_count,
+    /* The bridge reads CUDA shared-memory inputs where they are (only a
+     * CUDA build ever gets them). */
+    .device_inputs = true,
+    .cuda_shm_ops = pts_pytorch_cuda_shm_ops,
+    .input_staging = pt_input_staging,
 };

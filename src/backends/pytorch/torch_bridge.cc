@@ -68,6 +68,11 @@ struct pts_torch_module {
   c10::optional<c10::cuda::CUDAStream> stream;
   std::unique_ptr<at::cuda::CUDAEvent> events[4];
   std::vector<std::unique_ptr<CapturedGraph>> graphs;
+  // Pinned staging per input slot (pts_torch_staging): the scheduler
+  // gathers into it, forward() copies it to the device. Reused; the copy
+  // of one batch is complete (the stream is synchronized) before the
+  // next gather writes it again.
+  std::vector<at::Tensor> staging;
 #endif
 };
 
@@ -257,15 +262,26 @@ at::Tensor wrap_tensor(const pts_torch_input &in, const pts_torch_module *m) {
   std::vector<int64_t> sizes(in.dims, in.dims + in.ndim);
   auto options = torch::TensorOptions().dtype(st);
   at::Tensor t;
-  if (in.byte_size == 0 || in.data == nullptr)
+  if (in.byte_size == 0 || in.data == nullptr) {
     t = torch::empty(sizes, options);  // from_blob wants real memory
-  else
+  } else if (in.mem == PTS_TORCH_MEM_DEVICE) {
+    // CUDA shared memory: a view of the client's device buffer. On the
+    // instance's own device the model reads it where it is (no copy).
+    c10::Device where(c10::kCUDA, static_cast<c10::DeviceIndex>(in.device));
+    t = torch::from_blob(const_cast<void *>(in.data), sizes, options.device(where));
+    if (m->move_inputs && m->device == where) return t;
+    return t.to(m->move_inputs ? m->device : c10::Device(c10::kCPU));
+  } else {
     t = torch::from_blob(const_cast<void *>(in.data), sizes, options);
+  }
   if (!m->move_inputs) return t;
   if (m->device.is_cuda() && t.numel() > 0) {
-    // Pinned staging makes the host-to-device copy asynchronous on the
-    // instance's stream; LibTorch's caching host allocator recycles the
-    // block once the copy's event has passed.
+    // Pinned memory (the staging buffer the scheduler gathered into, or a
+    // pinned shared-memory region) goes to the device by DMA directly, on
+    // the instance's stream. Anything else is staged in pinned memory
+    // first, so that the copy is still asynchronous; LibTorch's caching
+    // host allocator recycles that block once the copy's event has passed.
+    if (in.mem == PTS_TORCH_MEM_PINNED) return t.to(m->device, /*non_blocking=*/true);
     at::Tensor pinned = at::empty(t.sizes(), t.options().pinned_memory(true));
     pinned.copy_(t);
     return pinned.to(m->device, /*non_blocking=*/true);
@@ -290,6 +306,7 @@ c10::List<std::string> wrap_strings(const pts_torch_input &in) {
 extern "C" {
 static void release_tensor(void *ctx, void *) { delete static_cast<at::Tensor *>(ctx); }
 static void release_malloc(void *, void *data) { pts_free(data); }
+static void release_nothing(void *, void *) {}  // a caller's destination (pts_torch_dest)
 }
 
 std::string describe(const std::string *key, size_t index) {
@@ -297,8 +314,18 @@ std::string describe(const std::string *key, size_t index) {
   return "output " + std::to_string(index);
 }
 
+const pts_torch_dest *find_dest(const pts_torch_run_opts *opts, const std::string *key,
+                                size_t index) {
+  for (size_t i = 0; opts && i < opts->n_dests; i++) {
+    const pts_torch_dest &d = opts->dests[i];
+    if (key ? d.key && *key == d.key : !d.key && d.index == index) return &d;
+  }
+  return nullptr;
+}
+
 pts_torch_output tensor_output(at::Tensor t, const std::vector<Range> &inputs,
-                               const std::string *key, size_t index) {
+                               const std::string *key, size_t index,
+                               const pts_torch_run_opts *opts) {
   enum pts_dtype dtype = from_scalar_type(t.scalar_type());
   if (dtype == PTS_DTYPE_INVALID)
     fail(PTS_INVALID_ARG, describe(key, index) + " of the model has data type " +
@@ -307,10 +334,30 @@ pts_torch_output tensor_output(at::Tensor t, const std::vector<Range> &inputs,
   if (t.dim() > PTS_TORCH_MAX_DIMS)
     fail(PTS_INVALID_ARG, describe(key, index) + " of the model has " +
                               std::to_string(t.dim()) + " dimensions, more than ptserve supports");
+  const pts_torch_dest *dest = t.device().is_cuda() ? find_dest(opts, key, index) : nullptr;
+  if (dest && static_cast<size_t>(t.nbytes()) <= dest->size) {
+    // The request wants this output in its shared-memory region: the one
+    // copy off the device goes straight there (stream-ordered; the caller
+    // synchronizes the stream before the response announces it).
+    c10::Device where = dest->mem == PTS_TORCH_MEM_DEVICE
+                            ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(dest->device))
+                            : c10::Device(c10::kCPU);
+    at::Tensor placed = torch::from_blob(dest->data, t.sizes(), t.options().device(where));
+    placed.copy_(t, /*non_blocking=*/true);
+    pts_torch_output o{};
+    o.dtype = dtype;
+    o.ndim = static_cast<int>(t.dim());
+    for (int d = 0; d < o.ndim; d++) o.dims[d] = t.size(d);
+    o.data = dest->data;
+    o.byte_size = placed.nbytes();
+    o.release = release_nothing;
+    return o;
+  }
   if (t.device().is_cuda()) {
     // Stream-ordered copy into pinned host memory; the caller synchronizes
     // the stream before anyone reads it. The pinned block returns to
-    // LibTorch's caching host allocator when the response is done with it.
+    // LibTorch's caching host allocator when the response is done with it
+    // (and is recycled from there: no cudaHostAlloc per batch).
     at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
     host.copy_(t, /*non_blocking=*/true);
     t = host;
@@ -376,11 +423,11 @@ struct OutputList {
 };
 
 void add_value(OutputList &out, const c10::IValue &v, const std::vector<Range> &inputs,
-               const std::string *key) {
+               const std::string *key, const pts_torch_run_opts *opts) {
   size_t index = out.items.size();
   pts_torch_output o{};
   if (v.isTensor())
-    o = tensor_output(v.toTensor(), inputs, key, index);
+    o = tensor_output(v.toTensor(), inputs, key, index, opts);
   else if (is_string_list(v))
     o = strings_output(v, key, index);
   else
@@ -393,11 +440,14 @@ void add_value(OutputList &out, const c10::IValue &v, const std::vector<Range> &
   }
 }
 
-void walk_result(OutputList &out, const c10::IValue &result, const std::vector<Range> &inputs) {
+void walk_result(OutputList &out, const c10::IValue &result, const std::vector<Range> &inputs,
+                 const pts_torch_run_opts *opts) {
   if (result.isTuple()) {
-    for (const c10::IValue &e : result.toTupleRef().elements()) add_value(out, e, inputs, nullptr);
+    for (const c10::IValue &e : result.toTupleRef().elements())
+      add_value(out, e, inputs, nullptr, opts);
   } else if (result.isTensorList()) {
-    for (const at::Tensor &t : result.toTensorVector()) add_value(out, c10::IValue(t), inputs, nullptr);
+    for (const at::Tensor &t : result.toTensorVector())
+      add_value(out, c10::IValue(t), inputs, nullptr, opts);
   } else if (result.isGenericDict()) {
     out.keyed = true;
     for (const auto &kv : result.toGenericDict()) {
@@ -405,10 +455,10 @@ void walk_result(OutputList &out, const c10::IValue &result, const std::vector<R
         fail(PTS_INVALID_ARG, std::string("the model returned a dict keyed by ") +
                                   kv.key().tagKind() + "; output dicts must be keyed by str");
       std::string k = kv.key().toStringRef();
-      add_value(out, kv.value(), inputs, &k);
+      add_value(out, kv.value(), inputs, &k, opts);
     }
   } else if (result.isTensor() || is_string_list(result)) {
-    add_value(out, result, inputs, nullptr);
+    add_value(out, result, inputs, nullptr, opts);
   } else {
     fail(PTS_INVALID_ARG, std::string("the model returned a ") + result.tagKind() +
                               "; ptserve accepts Tensor, List[str], a Tuple or List of those, "
@@ -788,7 +838,7 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
     mps_timer.record(2);
 
     OutputList list;
-    walk_result(list, result, ranges);
+    walk_result(list, result, ranges, opts);
     mps_timer.record(3);
     mps_timer.finish(out);
     finish_device_work(m, out);
@@ -975,6 +1025,32 @@ void pts_torch_profile_free(struct pts_torch_profile *p) {
   pts_free(p->ops);
   p->ops = nullptr;
   p->count = 0;
+}
+
+enum pts_status pts_torch_staging(struct pts_torch_module *m, size_t slot, size_t bytes,
+                                  void **out, struct pts_error *err) {
+  *out = nullptr;
+  return guarded(err, PTS_NOMEM, "allocating pinned staging memory failed: ", [&]() {
+#ifdef PTS_WITH_CUDA
+    if (!m->stream) return PTS_OK;
+    if (m->staging.size() <= slot) m->staging.resize(slot + 1);
+    at::Tensor &buf = m->staging[slot];
+    if (!buf.defined() || static_cast<size_t>(buf.numel()) < bytes) {
+      // Grow by powers of two, so batch sizes that vary settle quickly.
+      size_t cap = 1u << 16;
+      while (cap < bytes) cap *= 2;
+      buf = at::Tensor();  // the old block back to the allocator first
+      buf = at::empty({static_cast<int64_t>(cap)},
+                      at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+    }
+    *out = buf.data_ptr();
+#else
+    (void)m;
+    (void)slot;
+    (void)bytes;
+#endif
+    return PTS_OK;
+  });
 }
 
 void pts_torch_outputs_free(struct pts_torch_outputs *out) {

@@ -53,6 +53,12 @@ struct pts_torch_arg {
   enum pts_torch_arg_kind kind;
 };
 
+/* Where input or destination bytes live: enum pts_mem's values
+ * (tensor/tensor.h, which C++ can not include; pytorch.c checks they
+ * agree). Pinned host memory goes to a CUDA device by DMA with no staging
+ * copy; device memory (CUDA shared memory) is used where it is. */
+enum { PTS_TORCH_MEM_HOST = 0, PTS_TORCH_MEM_PINNED = 1, PTS_TORCH_MEM_DEVICE = 2 };
+
 /* One input. For BYTES, `data` holds serialized elements (tensor/bytes.h)
  * and the argument becomes a List[str]. An absent (optional) input is
  * passed as None, or left out of the dict in dict mode. */
@@ -64,6 +70,23 @@ struct pts_torch_input {
   const int64_t *dims; /* borrowed */
   const void *data;    /* borrowed for the call; never written by ptserve */
   size_t byte_size;
+  int mem;             /* PTS_TORCH_MEM_*; never DEVICE for BYTES */
+  int device;          /* CUDA device of DEVICE memory */
+};
+
+/* Where the caller would like one returned value written (a request's
+ * shared-memory place): the value at position `index`, or under `key`
+ * when the model returns a dict. The bridge writes a CUDA result there
+ * directly (the device-to-host or device-to-device copy it makes anyway)
+ * when it fits; the output then points at `data` and its release does
+ * nothing. Results on the CPU are left to the caller. */
+struct pts_torch_dest {
+  size_t index;
+  const char *key; /* NULL for positional values */
+  void *data;      /* borrowed for the call */
+  size_t size;
+  int mem;         /* PTS_TORCH_MEM_* */
+  int device;
 };
 
 /* One value the model returned. The memory stays valid until
@@ -104,6 +127,8 @@ struct pts_torch_run_opts {
    * other's value, unlike Triton's backend, which flips it on every execute. */
   bool disable_cudnn;
   bool empty_cache;         /* ENABLE_CACHE_CLEANING: release cached CUDA blocks after the run */
+  const struct pts_torch_dest *dests; /* borrowed; n_dests entries, may be NULL */
+  size_t n_dests;
 };
 
 /* LibTorch's version, e.g. "1.13.0". Static string. */
@@ -165,6 +190,16 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
                                         const struct pts_torch_input *inputs, size_t n_inputs,
                                         const struct pts_torch_run_opts *opts,
                                         struct pts_error *err);
+
+/* Pinned host memory of at least `bytes` bytes for input `slot` of a
+ * module on a CUDA device, reused from call to call (grown when too
+ * small): the scheduler gathers a batch's input straight into it, and
+ * forward() copies it to the device by DMA with no further host copy.
+ * *out is NULL (with OK) for a module that is not on CUDA. The memory
+ * stays valid until the next call for the same slot or pts_torch_free;
+ * call it only from the thread that runs forward() on this module. */
+enum pts_status pts_torch_staging(struct pts_torch_module *m, size_t slot, size_t bytes,
+                                  void **out, struct pts_error *err);
 
 /* Releases every output whose `release` is still set, then the array. */
 void pts_torch_outputs_free(struct pts_torch_outputs *out);

@@ -52,7 +52,7 @@ static struct pts_torch_module *load(const char *model) {
 
 static struct pts_torch_input tensor(const char *name, enum pts_dtype t, int ndim,
                                      const int64_t *dims, const void *data, size_t size) {
-  struct pts_torch_input in = {false, name, t, ndim, dims, data, size};
+  struct pts_torch_input in = {false, name, t, ndim, dims, data, size, PTS_TORCH_MEM_HOST, 0};
   return in;
 }
 

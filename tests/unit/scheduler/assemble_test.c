@@ -65,6 +65,67 @@ static void gather_one_is_a_view_many_one_copy(void **state) {
   for (int i = 0; i < 3; i++) pts_infer_request_free(reqs[i]);
 }
 
+/* Gathering into memory the caller provides (a backend's staging buffer):
+ * the same bytes, the caller's memory kind, no buffer of its own. */
+static void gather_into_caller_memory(void **state) {
+  (void)state;
+  struct pts_infer_request *reqs[3] = {request(1, 0), request(2, 100), request(1, 200)};
+  struct pts_error err;
+  size_t bytes = 0;
+  assert_int_equal(pts_batch_gather_size("X", reqs, 3, &bytes, &err), PTS_OK);
+  assert_int_equal(bytes, 32);
+  assert_int_equal(pts_batch_gather_size("Y", reqs, 3, &bytes, &err), PTS_OK);
+  assert_int_equal(bytes, 0);
+  unsigned char into[40];
+  memset(into, 0xee, sizeof into);
+  struct pts_tensor t = {0};
+  assert_int_equal(pts_batch_gather_into("X", reqs, 3, into, 32, PTS_MEM_PINNED, &t, &err), PTS_OK);
+  assert_ptr_equal(t.data, into);
+  assert_null(t.buf);
+  assert_int_equal(t.mem, PTS_MEM_PINNED);
+  assert_int_equal(t.shape.dims[0], 4);
+  assert_int_equal(t.byte_size, 32);
+  const int32_t want[] = {0, 1, 100, 101, 102, 103, 200, 201};
+  assert_memory_equal(into, want, sizeof want);
+  assert_int_equal(into[32], 0xee); /* nothing past the gathered bytes */
+  /* one request is copied too (the backend asked for its memory) */
+  memset(&t, 0, sizeof t);
+  assert_int_equal(pts_batch_gather_into("X", reqs + 1, 1, into, 32, PTS_MEM_HOST, &t, &err),
+                   PTS_OK);
+  assert_int_equal(t.shape.dims[0], 2);
+  assert_memory_equal(into, want + 2, 16);
+  /* too little room, and device memory, are refused */
+  assert_int_equal(pts_batch_gather_into("X", reqs, 3, into, 31, PTS_MEM_PINNED, &t, &err),
+                   PTS_INTERNAL);
+  assert_non_null(strstr(err.msg, "needs 32 bytes, the staging buffer holds 31"));
+  reqs[2]->inputs[0].mem = PTS_MEM_DEVICE;
+  assert_int_equal(pts_batch_gather_into("X", reqs, 3, into, 32, PTS_MEM_PINNED, &t, &err),
+                   PTS_INTERNAL);
+  assert_non_null(strstr(err.msg, "device memory"));
+  for (int i = 0; i < 3; i++) pts_infer_request_free(reqs[i]);
+}
+
+/* A large gather (past the parallel-copy threshold) with rows of an odd
+ * size, so chunks of the copy pool straddle request boundaries. */
+static void large_gather_is_exact(void **state) {
+  (void)state;
+  enum { N = 5, ROWS = 331 * 1024 }; /* 5 × 2.6 MB, INT32 pairs */
+  struct pts_infer_request *reqs[N];
+  for (int i = 0; i < N; i++) reqs[i] = request(ROWS + i, 1000000 * i);
+  struct pts_tensor t = {0};
+  struct pts_buf *owned;
+  struct pts_error err;
+  assert_int_equal(pts_batch_gather("X", reqs, N, &t, &owned, &err), PTS_OK);
+  const int32_t *v = t.data;
+  size_t at = 0;
+  for (int i = 0; i < N; i++)
+    for (int64_t k = 0; k < (int64_t)(ROWS + i) * 2; k++, at++)
+      if (v[at] != 1000000 * i + (int32_t)k) fail_msg("request %d element %lld", i, (long long)k);
+  assert_int_equal(at * 4, t.byte_size);
+  pts_buf_release(owned);
+  for (int i = 0; i < N; i++) pts_infer_request_free(reqs[i]);
+}
+
 static void compatibility_is_shape_but_batch(void **state) {
   (void)state;
   const char *text =
@@ -76,6 +137,11 @@ static void compatibility_is_shape_but_batch(void **state) {
   c->inputs[0].shape.dims[1] = 5;
   assert_true(pts_batch_compatible(cfg, a, b));
   assert_false(pts_batch_compatible(cfg, a, c));
+  /* device memory (CUDA shared memory) never batches */
+  b->inputs[0].mem = PTS_MEM_DEVICE;
+  assert_false(pts_batch_compatible(cfg, a, b));
+  b->inputs[0].mem = PTS_MEM_PINNED;
+  assert_true(pts_batch_compatible(cfg, a, b));
   pts_infer_request_free(a);
   pts_infer_request_free(b);
   pts_infer_request_free(c);
@@ -200,6 +266,8 @@ static void stats_follow_triton_rules(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gather_one_is_a_view_many_one_copy),
+      cmocka_unit_test(gather_into_caller_memory),
+      cmocka_unit_test(large_gather_is_exact),
       cmocka_unit_test(compatibility_is_shape_but_batch),
       cmocka_unit_test(split_fixed_size_slices_share_the_buffer),
       cmocka_unit_test(split_bytes_by_element_count),

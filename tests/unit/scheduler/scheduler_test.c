@@ -498,6 +498,211 @@ static void dynamic_batch_gathers_and_splits(void **state) {
   stop(&f);
 }
 
+/* ------------------------------------------- staging and destinations */
+
+/* A backend that offers pinned-like staging memory (input_staging) and
+ * writes outputs into the destinations a batch of one names (output_dest),
+ * as the pytorch backend does on CUDA. Its outputs are fresh copies of its
+ * inputs plus 1, so nothing aliases the reused staging memory. */
+static struct {
+  pthread_mutex_t lock;
+  unsigned char staging[2][4096];
+  size_t staged_calls, staged_bytes[2];
+  const void *seen_data[2];
+  enum pts_mem seen_mem[2];
+  bool got_dest;
+} stage = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static enum pts_status stage_input(void *is, size_t input, size_t byte_size, void **data,
+                                   enum pts_mem *mem, struct pts_error *err) {
+  (void)is;
+  if (byte_size > sizeof stage.staging[0])
+    return pts_error_set(err, PTS_INTERNAL, "stage: %zu bytes is too much", byte_size);
+  pthread_mutex_lock(&stage.lock);
+  stage.staged_calls++;
+  stage.staged_bytes[input] = byte_size;
+  pthread_mutex_unlock(&stage.lock);
+  *data = stage.staging[input];
+  *mem = PTS_MEM_PINNED;
+  return PTS_OK;
+}
+
+static enum pts_status stage_execute(void *is, struct pts_batch *b, struct pts_error *err) {
+  const Inference__ModelConfig *cfg = is;
+  pthread_mutex_lock(&stage.lock);
+  for (size_t i = 0; i < b->n_inputs && i < 2; i++) {
+    stage.seen_data[i] = b->inputs[i].data;
+    stage.seen_mem[i] = b->inputs[i].mem;
+  }
+  stage.got_dest = b->output_dest != NULL;
+  pthread_mutex_unlock(&stage.lock);
+  for (size_t i = 0; i < b->n_outputs; i++) {
+    const struct pts_tensor *in = &b->inputs[i];
+    struct pts_tensor *o = &b->outputs[i];
+    const struct pts_output_dest *d = b->output_dest ? &b->output_dest[i] : NULL;
+    o->name = pts_strdup(cfg->output[i]->name);
+    o->dtype = in->dtype;
+    o->shape = in->shape;
+    o->byte_size = in->byte_size;
+    int32_t *out;
+    if (d && d->data && d->size >= in->byte_size) {
+      out = d->data; /* straight into the request's place */
+      o->mem = d->mem;
+    } else {
+      o->buf = pts_buf_new(in->byte_size);
+      if (!o->buf) return pts_error_set(err, PTS_NOMEM, "stage: out of memory");
+      out = o->buf->data;
+    }
+    const int32_t *v = in->data;
+    for (size_t k = 0; k < in->byte_size / 4; k++) out[k] = v[k] + 1;
+    o->data = out;
+  }
+  return PTS_OK;
+}
+
+static const struct pts_backend stage_backend = {
+    .name = "stage",
+    .model_load = probe_load,
+    .model_unload = probe_unload,
+    .instance_create = probe_instance,
+    .instance_destroy = probe_instance_destroy,
+    .execute = stage_execute,
+    .input_staging = stage_input,
+};
+
+/* Three requests form one batch: each input is gathered straight into the
+ * backend's staging memory (one copy, no intermediate buffer), and every
+ * request gets its own rows back. */
+static void batch_gathers_into_backend_staging(void **state) {
+  (void)state;
+  setenv("PTSERVE_DELAY_SCHEDULER", "3", 1);
+  struct sched_fixture f;
+  start(&f, &stage_backend, batching_cfg, 1);
+  unsetenv("PTSERVE_DELAY_SCHEDULER");
+  memset(stage.staged_bytes, 0, sizeof stage.staged_bytes);
+  stage.staged_calls = 0;
+  struct id_box box;
+  memset(&box, 0, sizeof box);
+  pthread_mutex_init(&box.lock, NULL);
+  const char *names[] = {"A", "B"};
+  const int64_t sizes[] = {1, 2, 1};
+  struct pts_error err;
+  for (int r = 0; r < 3; r++) {
+    struct pts_infer_request *req = int_request(NULL, sizes[r], 2, names);
+    req->done = on_done_by_id;
+    req->done_ctx = &box;
+    pts_free(req->id);
+    req->id = pts_strdup(r == 0 ? "0" : r == 1 ? "1" : "2");
+    for (size_t i = 0; i < 2; i++) {
+      int32_t *v = req->inputs[i].buf->data;
+      for (int64_t k = 0; k < sizes[r] * 4; k++) v[k] += 1000 * r;
+    }
+    assert_int_equal(pts_scheduler_enqueue(f.s, req, sizes[r], NULL, &err), PTS_OK);
+  }
+  assert_int_equal(pts_scheduler_wait_idle(f.s, 0), 0);
+  assert_int_equal(box.calls, 3);
+  /* config order: B is input 0, A input 1; 4 rows of 4 INT32 each */
+  assert_int_equal(stage.staged_calls, 2);
+  assert_int_equal(stage.staged_bytes[0], 64);
+  assert_int_equal(stage.staged_bytes[1], 64);
+  assert_ptr_equal(stage.seen_data[0], stage.staging[0]);
+  assert_ptr_equal(stage.seen_data[1], stage.staging[1]);
+  assert_int_equal(stage.seen_mem[0], PTS_MEM_PINNED);
+  for (int r = 0; r < 3; r++) {
+    const int32_t *oa = box.resp[r]->outputs[1].data, *ob = box.resp[r]->outputs[0].data;
+    for (int64_t k = 0; k < sizes[r] * 4; k++) {
+      assert_int_equal(oa[k], k + 1000 * r + 1);
+      assert_int_equal(ob[k], 100 + k + 1000 * r + 1);
+    }
+    pts_infer_request_free(box.req[r]);
+    pts_infer_response_free(box.resp[r]);
+  }
+  pthread_mutex_destroy(&box.lock);
+  stop(&f);
+}
+
+/* One request: host bytes are staged (the copy the device needs anyway);
+ * bytes already in pinned memory (a registered shared-memory region) are
+ * handed over as they are. */
+static void single_request_stages_only_host_memory(void **state) {
+  (void)state;
+  struct sched_fixture f;
+  start(&f, &stage_backend, reshape_cfg, 1);
+  const char *names[] = {"A", "B"};
+  struct done_box box;
+  box_init(&box);
+  struct pts_infer_request *req = int_request(&box, 1, 2, names);
+  req->inputs[1].mem = PTS_MEM_PINNED; /* B */
+  const void *b_data = req->inputs[1].data;
+  stage.staged_calls = 0;
+  struct pts_error err;
+  assert_int_equal(pts_scheduler_enqueue(f.s, req, 1, NULL, &err), PTS_OK);
+  box_wait(&box, 1);
+  assert_int_equal(box.err.code, PTS_OK);
+  assert_int_equal(stage.staged_calls, 1);           /* A only */
+  assert_ptr_equal(stage.seen_data[0], b_data);      /* B: the request's own bytes */
+  assert_int_equal(stage.seen_mem[0], PTS_MEM_PINNED);
+  assert_ptr_equal(stage.seen_data[1], stage.staging[1]);
+  const int32_t *ob = box.resp->outputs[0].data;
+  for (int k = 0; k < 4; k++) assert_int_equal(ob[k], 100 + k + 1);
+  box_clear(&box);
+  stop(&f);
+}
+
+/* Outputs placed in shared memory: a backend that honours output_dest
+ * writes there itself; one that does not (identity) has its output copied
+ * there by the scheduler. Either way the response names the output but
+ * carries no bytes, and a place too small is the request's error. */
+static void shm_outputs_are_written_to_their_place(void **state) {
+  (void)state;
+  const struct pts_backend *backends[] = {&stage_backend, &pts_identity_backend};
+  for (int b = 0; b < 2; b++) {
+    struct sched_fixture f;
+    start(&f, backends[b], reshape_cfg, 1);
+    const char *names[] = {"A", "B"};
+    struct done_box box;
+    box_init(&box);
+    struct pts_infer_request *req = int_request(&box, 1, 2, names);
+    req->outputs = pts_calloc(2, sizeof *req->outputs);
+    req->n_outputs = 2;
+    req->outputs[0].name = pts_strdup("OA");
+    req->outputs[0].shm.region = pts_strdup("r");
+    req->outputs[0].shm_target = pts_buf_new(32);
+    memset(req->outputs[0].shm_target->data, 0, 32);
+    req->outputs[1].name = pts_strdup("OB");
+    struct pts_buf *place = pts_buf_retain(req->outputs[0].shm_target);
+    struct pts_error err;
+    assert_int_equal(pts_scheduler_enqueue(f.s, req, 1, NULL, &err), PTS_OK);
+    box_wait(&box, 1);
+    assert_int_equal(box.err.code, PTS_OK);
+    int add = b == 0 ? 1 : 0; /* stage adds 1, identity echoes */
+    const int32_t *v = place->data;
+    for (int k = 0; k < 4; k++) assert_int_equal(v[k], k + add); /* A (values 0..3) */
+    for (int k = 4; k < 8; k++) assert_int_equal(v[k], 0);             /* the rest untouched */
+    if (b == 0) assert_true(stage.got_dest);
+    assert_string_equal(box.resp->outputs[0].name, "OA");
+    assert_int_equal(box.resp->outputs[0].shape.dims[1], 4);
+    assert_null(box.resp->outputs[0].data);
+    assert_int_equal(box.resp->outputs[0].byte_size, 0);
+    assert_int_equal(box.resp->outputs[1].byte_size, 16); /* OB normally */
+    pts_buf_release(place);
+
+    /* too small a place */
+    req = int_request(&box, 1, 2, names);
+    req->outputs = pts_calloc(1, sizeof *req->outputs);
+    req->n_outputs = 1;
+    req->outputs[0].name = pts_strdup("OB");
+    req->outputs[0].shm.region = pts_strdup("r");
+    req->outputs[0].shm_target = pts_buf_new(8);
+    assert_int_equal(pts_scheduler_enqueue(f.s, req, 1, NULL, &err), PTS_OK);
+    box_wait(&box, 2);
+    assert_int_equal(box.err.code, PTS_INVALID_ARG);
+    assert_non_null(strstr(box.err.msg, "output 'OB' (8 bytes) should be at least 16 bytes"));
+    box_clear(&box);
+    stop(&f);
+  }
+}
+
 int main(void) {
   struct pts_log_settings quiet = {false, false, false, 0, PTS_LOG_FORMAT_DEFAULT};
   pts_log_set(&quiet);
@@ -509,6 +714,9 @@ int main(void) {
       cmocka_unit_test(many_requests_many_instances),
       cmocka_unit_test(destroy_answers_queued_requests),
       cmocka_unit_test(dynamic_batch_gathers_and_splits),
+      cmocka_unit_test(batch_gathers_into_backend_staging),
+      cmocka_unit_test(single_request_stages_only_host_memory),
+      cmocka_unit_test(shm_outputs_are_written_to_their_place),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
