@@ -148,7 +148,7 @@ static enum pts_status copy(void *dst, const void *src, size_t n, int device,
   int prev;
   enum pts_status st = device_enter(device, &prev, err);
   if (st != PTS_OK) return st;
-  cudaStream_t s;
+  cudaStream_t s = NULL;
   st = stream_of(device, &s, err);
   if (st == PTS_OK) {
     cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, s);
