@@ -535,7 +535,7 @@ def cuda_build_of(client):
 
 @pytest.mark.parametrize("body,words", [
     ('{"raw_handle": "abc", "device_id": 0, "byte_size": 8}', ["'raw_handle' must be an object"]),
-    ('{"raw_handle": {"b64": "!!!!"}, "device_id": 0, "byte_size": 8}', ["invalid base64"]),
+    ('{"raw_handle": {"b64": "!!!!"}, "device_id": 0, "byte_size": 8}', ["is not valid base64"]),
     ('{"raw_handle": {"b64": "AAAA"}, "device_id": -1, "byte_size": 8}', ["'device_id'"]),
     ('{"raw_handle": {"b64": "AAAA"}, "device_id": 0}', ["has no 'byte_size'"]),
 ])
