@@ -35,6 +35,9 @@ def main(raw, out):
     served = {}
     for m in ("resnet50_fp32", "resnet50_fp16", "mlp", "resnet50_fp16_graph"):
         served[m] = read_csv(os.path.join(raw, "ptperf_%s.csv" % m))
+    # The same load with inputs and outputs in system shared memory.
+    for m in ("resnet50_fp32", "resnet50_fp16"):
+        served[m + "_shm"] = read_csv(os.path.join(raw, "ptperf_%s_shm.csv" % m))
     rows, md = [], []
     md.append("# GPU benchmark: ptserve vs LibTorch in process\n")
     md.append("Run on %s; %s cores (%s); torch %s; git %s; %s. Produced by "
@@ -48,12 +51,15 @@ def main(raw, out):
               "the same host and forms batches with its dynamic batcher (2 instances, "
               "max batch 128, 200 µs queue delay).\n")
     md.append("## Throughput at saturation and latency at concurrency 1\n")
+    md.append("Rows ending in `_shm` are the same model with the inputs and outputs in system "
+              "shared memory (ptperf `--shared-memory system`): the request carries only JSON "
+              "naming places in a registered region.\n")
     md.append("| model | in-process best (batch) | ptserve best (concurrency) | ratio | "
               "in-process p50 batch 1 | ptserve p50 c=1 | avg batch at best |")
     md.append("|---|---:|---:|---:|---:|---:|---:|")
-    for m in ("resnet50_fp32", "resnet50_fp16", "mlp"):
-        ip = inproc.get(m, {})
-        if not ip or not served[m]:
+    for m in ("resnet50_fp32", "resnet50_fp16", "resnet50_fp32_shm", "resnet50_fp16_shm", "mlp"):
+        ip = inproc.get(m[:-4] if m.endswith("_shm") else m, {})
+        if not ip or not served.get(m):
             continue
         best_b = max(ip, key=lambda b: ip[b]["per_sec"])
         best = max(served[m], key=lambda r: float(r["infer_per_sec"]))
@@ -108,18 +114,21 @@ def main(raw, out):
     md.append("Per request the client sends the image in the body after a JSON header. In "
               "ptserve each input byte is copied: (1) kernel → libevent's input buffer, (2) "
               "libevent buffer → the request's own reference-counted buffer (tensors are "
-              "views of it from then on), (3) into the batch buffer when the batcher joins "
-              "several requests (a batch of one is not copied), (4) into pinned staging, "
-              "then (5) DMA to the GPU. Outputs come back by DMA into pinned memory and go "
-              "to the socket by reference (no copy).\n")
-    md.append("| model | input bytes/request | at ptserve's best | host memory traffic (4 copies) |")
+              "views of it from then on), (3) into the GPU instance's pinned staging buffer, "
+              "where the batcher gathers every request of the batch directly (a batch of one "
+              "too), then (4) DMA to the GPU. With system shared memory (`_shm` rows) the "
+              "image is in a registered region that is pinned: a batch of one goes to the GPU "
+              "by DMA from it, a larger batch is gathered once into staging. Outputs come back "
+              "by DMA into pinned memory (or into the client's region) and go to the socket by "
+              "reference (no copy).\n")
+    md.append("| model | input bytes/request | at ptserve's best | host memory traffic (3 copies) |")
     md.append("|---|---:|---:|---:|")
     for m in ("resnet50_fp32", "resnet50_fp16"):
         if served[m]:
             best = max(float(r["infer_per_sec"]) for r in served[m])
             gbs = best * INPUT_BYTES[m] / 1e9
             md.append("| %s | %d | %.2f GB/s in | ≈ %.1f GB/s copied |" % (
-                m, INPUT_BYTES[m], gbs, 4 * gbs))
+                m, INPUT_BYTES[m], gbs, 3 * gbs))
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     if rows:
@@ -138,6 +147,11 @@ def main(raw, out):
             c = [int(r["concurrency"]) for r in served[m]]
             t = [float(r["infer_per_sec"]) for r in served[m]]
             ax.plot(c, t, "o-", label="ptserve over HTTP")
+            shm_rows = served.get(m + "_shm")
+            if shm_rows:
+                ax.plot([int(r["concurrency"]) for r in shm_rows],
+                        [float(r["infer_per_sec"]) for r in shm_rows], "s-",
+                        label="ptserve, system shared memory")
             ip = inproc.get(m, {})
             if ip:
                 best = max(v["per_sec"] for v in ip.values())

@@ -11,7 +11,9 @@
 # 3. (a) in process: bench_inproc on cuda:0 at batch 1, 8, 32, 128, plus the
 #        FP16 ResNet-50 replayed as a CUDA graph at batch 1 — the reference;
 #    (b) ptserve over HTTP, binary tensors, dynamic batching, one image per
-#        request, concurrency 1..512 (ptperf);
+#        request, concurrency 1..512 (ptperf); the ResNet-50s again with
+#        inputs and outputs in system shared memory (ptperf --shared-memory
+#        system, the server with --allow-client-shm=true);
 #    (c) ptserve with the CUDA-graph model at concurrency 1;
 #    (d) first-request latency of a fresh server with and without warmup;
 # 4. bench/gpu/report.py turns RAW_DIR into results.md, results.csv, plot.png.
@@ -69,6 +71,7 @@ start_server() {
   PORT="$(free_port)"
   "$BUILD/ptserve" --model-repository "$1" --http-port "$PORT" --http-address 127.0.0.1 \
     --grpc-port "$(free_port)" --metrics-port "$(free_port)" --http-thread-count 16 \
+    --allow-client-shm=true \
     >"$RAW/server-$2.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 1 600); do
@@ -90,6 +93,11 @@ start_server "$MODELS" serve
 for m in resnet50_fp32 resnet50_fp16 mlp; do
   log "ptperf $m, concurrency 1..512"
   ptperf -m "$m" --concurrency 1,2,4,8,16,32,64,128,256,512 -f "$RAW/ptperf_$m.csv"
+done
+for m in resnet50_fp32 resnet50_fp16; do
+  log "ptperf $m with system shared memory, concurrency 1..512"
+  ptperf -m "$m" --shared-memory system --concurrency 1,2,4,8,16,32,64,128,256,512 \
+    -f "$RAW/ptperf_${m}_shm.csv"
 done
 log "ptperf resnet50_fp16_graph, concurrency 1"
 ptperf -m resnet50_fp16_graph --concurrency 1 -f "$RAW/ptperf_resnet50_fp16_graph.csv"

@@ -79,6 +79,34 @@ def test_sweep_counts_match_the_server(start_server, model_repo, ptperf_bin, tmp
         assert all(float(r["server_avg_batch"]) == 2.0 for r in rows)
 
 
+def test_shared_memory_mode(start_server, model_repo, ptperf_bin, tmp_path):
+    """--shared-memory system (perf_analyzer's flag): every request names
+    places in two regions ptperf registered, none fails, the server counts
+    them, and the regions are gone afterwards. The server must allow client
+    shared memory; without it ptperf stops with the server's answer."""
+    server = start_server(model_repo("identity"), "--allow-client-shm=true")
+    url = "127.0.0.1:%d" % server.port
+    before = inference_count(server.url, "id_fp32")
+    objects = {f for f in os.listdir("/dev/shm") if f.startswith("ptperf_")}
+    proc, rows = run_ptperf(ptperf_bin, url, tmp_path, "-m", "id_fp32", "--shared-memory",
+                            "system", "--concurrency", "2", "-p", "200", "-r", "3", "-s", "100")
+    assert proc.returncode == 0, proc.stderr
+    assert int(rows[0]["errors"]) == 0 and int(rows[0]["requests"]) > 0
+    assert "system shared memory" in proc.stdout
+    assert inference_count(server.url, "id_fp32") - before >= int(rows[0]["requests"])
+    st = requests.get(server.url + "/v2/systemsharedmemory/status", timeout=5).json()
+    assert st == []
+    assert {f for f in os.listdir("/dev/shm") if f.startswith("ptperf_")} <= objects
+    plain = start_server(model_repo("identity"))
+    (tmp_path / "plain").mkdir()
+    proc, rows = run_ptperf(ptperf_bin, "127.0.0.1:%d" % plain.port, tmp_path / "plain", "-m",
+                            "id_fp32",
+                            "--shared-memory", "system", "-p", "100")
+    assert proc.returncode == 1
+    assert "--allow-client-shm=true" in proc.stderr
+    assert rows == []
+
+
 def test_variable_dims_need_shape(start_server, model_repo, ptperf_bin, tmp_path):
     server = start_server(model_repo("identity"))
     url = "127.0.0.1:%d" % server.port

@@ -34,6 +34,7 @@
 #include "ptperf/lib/infer.h"
 #include "ptperf/lib/load.h"
 #include "ptperf/lib/report.h"
+#include "ptperf/lib/shm.h"
 #include "ptperf/lib/stats.h"
 #include "ptperf/lib/window.h"
 
@@ -60,6 +61,8 @@ struct options {
   double stability_pct;
   int max_trials;
   bool zero_data, no_stats, quiet;
+  bool shm;            /* --shared-memory system */
+  long output_shm_size; /* --output-shared-memory-size, bytes per output */
   uint64_t seed;
   long server_pid; /* 0: unknown */
   struct ptperf_shape_arg shapes[MAX_SHAPES];
@@ -101,6 +104,10 @@ static void usage(FILE *f) {
       "      --no-server-stats         do not read the statistics endpoint\n"
       "      --server-pid PID          also report the server's CPU time per request\n"
       "                                (Linux /proc; the client's own is always reported)\n"
+      "      --shared-memory none|system  HTTP: inputs and outputs in POSIX shared memory\n"
+      "                                registered with the server (which needs\n"
+      "                                --allow-client-shm=true), as perf_analyzer's\n"
+      "      --output-shared-memory-size B  bytes of shared memory per output (default 102400)\n"
       "  -q, --quiet                   no per-window lines on stderr\n"
       "Exit status: 0 all requests succeeded; 2 some failed; 1 could not measure.\n",
       f);
@@ -159,6 +166,8 @@ enum {
   OPT_STREAMING,
   OPT_GRPC_URL,
   OPT_GRPC_CHANNELS,
+  OPT_SHARED_MEMORY,
+  OPT_OUTPUT_SHM_SIZE,
 };
 
 static bool parse_args(int argc, char **argv, struct options *o) {
@@ -184,6 +193,8 @@ static bool parse_args(int argc, char **argv, struct options *o) {
       {"no-server-stats", no_argument, NULL, OPT_NO_STATS},
       {"server-pid", required_argument, NULL, OPT_SERVER_PID},
       {"quiet", no_argument, NULL, 'q'},
+      {"shared-memory", required_argument, NULL, OPT_SHARED_MEMORY},
+      {"output-shared-memory-size", required_argument, NULL, OPT_OUTPUT_SHM_SIZE},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -193,6 +204,7 @@ static bool parse_args(int argc, char **argv, struct options *o) {
                         .stability_pct = 10,
                         .max_trials = 10,
                         .grpc_channels = 1,
+                        .output_shm_size = 102400,
                         .seed = 1};
   bool grpc = false, streaming = false;
   int c;
@@ -314,6 +326,20 @@ static bool parse_args(int argc, char **argv, struct options *o) {
         }
         o->zero_data = strcmp(optarg, "zero") == 0;
         break;
+      case OPT_SHARED_MEMORY:
+        if (strcmp(optarg, "none") != 0 && strcmp(optarg, "system") != 0) {
+          fprintf(stderr, "ptperf: --shared-memory '%s': expected none or system\n", optarg);
+          return false;
+        }
+        o->shm = strcmp(optarg, "system") == 0;
+        break;
+      case OPT_OUTPUT_SHM_SIZE:
+        if (!parse_int(optarg, 1, 1L << 32, &o->output_shm_size)) {
+          fprintf(stderr, "ptperf: --output-shared-memory-size '%s': expected bytes > 0\n",
+                  optarg);
+          return false;
+        }
+        break;
       case OPT_SEED:
         if (!parse_int(optarg, 0, LONG_MAX, &v)) {
           fprintf(stderr, "ptperf: --seed '%s': expected a non-negative integer\n", optarg);
@@ -337,6 +363,10 @@ static bool parse_args(int argc, char **argv, struct options *o) {
   }
   if (streaming && !grpc) {
     fprintf(stderr, "ptperf: --streaming needs --protocol grpc (ModelStreamInfer is gRPC only)\n");
+    return false;
+  }
+  if (o->shm && grpc) {
+    fprintf(stderr, "ptperf: --shared-memory system is HTTP only for now\n");
     return false;
   }
   o->protocol = !grpc ? PROTO_HTTP : streaming ? PROTO_GRPC_STREAM : PROTO_GRPC;
@@ -655,6 +685,7 @@ static int run(const struct options *o) {
   char *stats_path = NULL;
   struct ptperf_result *results = NULL;
   FILE *csv = NULL;
+  struct ptperf_shm shm = {0};
   int rc = 1;
 
   if (ptperf_addr_resolve(o->url, &addr, &err) || load_model(o, &addr, &m, &err)) {
@@ -668,10 +699,16 @@ static int run(const struct options *o) {
   snprintf(grpc_target, sizeof grpc_target, strchr(addr.host, ':') ? "[%s]:%s" : "%s:%s", addr.host,
            GRPC_DEFAULT_PORT);
   q.grpc_target = o->grpc_url ? o->grpc_url : grpc_target;
+  if (o->shm && ptperf_shm_setup(&addr, m, N_REQUESTS, o->seed, o->zero_data,
+                                 (size_t)o->output_shm_size, &shm, &err) != PTS_OK) {
+    fprintf(stderr, "ptperf: %s\n", err.msg);
+    goto out;
+  }
   for (int i = 0; i < N_REQUESTS; i++) {
     uint64_t seed = o->seed + (uint64_t)i;
     enum pts_status st =
-        o->protocol == PROTO_HTTP
+        o->shm ? ptperf_shm_request_build(m, &shm, (size_t)i, host, &q.http[i], &q.lens[i], &err)
+        : o->protocol == PROTO_HTTP
             ? ptperf_request_build(m, host, seed, o->zero_data, &q.http[i], &q.lens[i], &err)
             : ptperf_grpc_request_build(m, seed, o->zero_data, &q.grpc[i], &q.lens[i], &err);
     if (st) {
@@ -715,7 +752,8 @@ static int run(const struct options *o) {
       "gRPC ModelInfer",
       "gRPC ModelStreamInfer (a stream per request in flight)",
   };
-  printf("Model '%s', batch size %d, %s, %s\n", m->name, o->batch_size, how[o->protocol],
+  printf("Model '%s', batch size %d, %s%s, %s\n", m->name, o->batch_size, how[o->protocol],
+         o->shm ? " with inputs and outputs in system shared memory" : "",
          stats_path ? "server breakdown from the statistics endpoint (us per request)"
                     : "no server statistics");
   ptperf_report_table_header(stdout);
@@ -734,6 +772,7 @@ out:
   pts_free(results);
   pts_free(stats_path);
   requests_free(&q);
+  ptperf_shm_teardown(&addr, &shm);
   ptperf_model_free(m);
   return rc;
 }

@@ -384,3 +384,31 @@ enum pts_status ptperf_http_get(const struct ptperf_addr *a, const char *path, i
   close(fd);
   return st;
 }
+
+enum pts_status ptperf_http_post(const struct ptperf_addr *a, const char *path, const char *body,
+                                 size_t body_len, int timeout_ms, int *status, char **reply,
+                                 struct pts_error *err) {
+  char what[512];
+  snprintf(what, sizeof what, "POST %s", path);
+  int fd = ptperf_connect(a, err);
+  if (fd < 0) {
+    pts_error_prefix(err, "%s", what);
+    return PTS_UNAVAILABLE;
+  }
+  char head[1024];
+  int n = snprintf(head, sizeof head,
+                   "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                   path, a->host, a->port, body_len);
+  enum pts_status st;
+  if (n < 0 || (size_t)n >= sizeof head) {
+    st = pts_error_set(err, PTS_INVALID_ARG, "%s: path too long", what);
+  } else {
+    long long deadline = now_ms() + timeout_ms;
+    st = send_all(fd, head, (size_t)n, deadline, what, err);
+    if (st == PTS_OK && body_len) st = send_all(fd, body, body_len, deadline, what, err);
+    if (st == PTS_OK) st = read_response(fd, deadline, what, status, reply, err);
+  }
+  close(fd);
+  return st;
+}

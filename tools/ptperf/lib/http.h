@@ -72,4 +72,9 @@ int ptperf_connect(const struct ptperf_addr *a, struct pts_error *err);
 enum pts_status ptperf_http_get(const struct ptperf_addr *a, const char *path, int timeout_ms,
                                 int *status, char **body, struct pts_error *err);
 
+/* POST `body` (JSON) to `path`, like ptperf_http_get otherwise. */
+enum pts_status ptperf_http_post(const struct ptperf_addr *a, const char *path, const char *body,
+                                 size_t body_len, int timeout_ms, int *status, char **reply,
+                                 struct pts_error *err);
+
 #endif

@@ -50,6 +50,8 @@ void ptperf_model_free(struct ptperf_model *m) {
   if (!m) return;
   for (size_t i = 0; i < m->n_inputs; i++) pts_free(m->inputs[i].name);
   pts_free(m->inputs);
+  for (size_t i = 0; i < m->n_outputs; i++) pts_free(m->output_names[i]);
+  pts_free(m->output_names);
   pts_free(m->name);
   pts_free(m->version);
   pts_free(m);
@@ -202,6 +204,20 @@ enum pts_status ptperf_model_parse(const char *metadata_json, const char *config
   }
   for (size_t i = 0; i < m->n_inputs && st == PTS_OK; i++)
     st = parse_input(m, json_array_get(inputs, i), i, shapes, n_shapes, err);
+  json_t *outputs = json_object_get(md, "outputs");
+  size_t n_out = json_is_array(outputs) ? json_array_size(outputs) : 0;
+  if (st == PTS_OK && n_out && !(m->output_names = pts_calloc(n_out, sizeof *m->output_names)))
+    st = pts_error_set(err, PTS_NOMEM, "no memory");
+  for (size_t i = 0; i < n_out && st == PTS_OK; i++) {
+    const char *on = json_string_value(json_object_get(json_array_get(outputs, i), "name"));
+    if (!on)
+      st = pts_error_set(err, PTS_INVALID_ARG, "model '%s' metadata: output %zu lacks \"name\"",
+                         name, i);
+    else if (!(m->output_names[i] = pts_strdup(on)))
+      st = pts_error_set(err, PTS_NOMEM, "no memory");
+    else
+      m->n_outputs = i + 1;
+  }
   for (size_t i = 0; i < n_shapes && st == PTS_OK; i++) {
     bool known = false;
     for (size_t j = 0; j < m->n_inputs; j++)

@@ -44,6 +44,8 @@ struct ptperf_model {
   int batch_size;
   size_t n_inputs;
   struct ptperf_input *inputs;
+  size_t n_outputs;
+  char **output_names; /* from the metadata's "outputs" (may be empty) */
 };
 
 /* Parses "NAME:d1,d2,..." into *out (name borrowed from arg). */
