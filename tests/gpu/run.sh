@@ -18,6 +18,10 @@ cmake --build build-gpu -j"$(nproc)" || exit 1
 rc=0
 echo "== unit tests"; ctest --test-dir build-gpu --output-on-failure || rc=1
 echo "== GPU end-to-end tests"
+# test_shm_cuda.py makes its regions with tritonclient.utils (pure Python;
+# its cuda_shared_memory needs cuda-python): say so up front when missing.
+$PY -c 'import tritonclient.utils.cuda_shared_memory' 2>/dev/null ||
+  echo "NOTE: tritonclient.utils.cuda_shared_memory does not import here: tests/gpu/test_shm_cuda.py will fail; install tritonclient and cuda-python (or put a copy of tritonclient on PYTHONPATH)"
 PTSERVE_BIN=$PWD/build-gpu/ptserve $PY -m pytest -q -p no:cacheprovider tests/gpu || rc=1
 echo "== CPU end-to-end suite against the CUDA build"
 # This host has no network: tools that scripts/setup.sh would install (a
