@@ -19,7 +19,9 @@ does not:
   * batch_max: the first dimension of every input becomes a dynamic batch
     dimension (torch.export.Dim, 1..batch_max), exported with
     backed_size_oblivious so that batch size 1 is in range too (by default
-    torch.export specializes sizes 0 and 1 and the package refuses them);
+    torch.export specializes sizes 0 and 1 and the package refuses them),
+    and with LibTorch's batch-size-dependent choice of CPU convolution
+    backend held off while compiling (it would narrow the range);
   * it records the data type and shape of every flat input and output in
     the package metadata under "ptserve.io" ({"inputs": [{"dtype":
     "TYPE_FP32", "shape": [-1, 16]}], "outputs": [...]}, -1 = dynamic), which
@@ -102,7 +104,13 @@ def export_package(module, args, kwargs=None, path="model.pt2", batch_max=None, 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     # Inductor re-derives shape facts while compiling: the setting must hold
     # for both steps, or the compiled checks demand a batch of at least 2.
-    with torch.no_grad(), _oblivious():
+    # LibTorch picks a CPU convolution backend by batch size (oneDNN from 2,
+    # NNPACK from 16), and tracing that choice would pin the batch range
+    # (to 2..15 for a small CNN); with both off while compiling the output
+    # layout does not depend on the batch. At run time LibTorch picks its
+    # backends as usual.
+    with torch.no_grad(), _oblivious(), torch.backends.mkldnn.flags(enabled=False), \
+            torch.backends.nnpack.flags(enabled=False):
         ep = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes)
         metadata = {IO_KEY: json.dumps(io_record(ep))}
         return torch._inductor.aoti_compile_and_package(
