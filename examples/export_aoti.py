@@ -24,9 +24,11 @@ does not:
     backend held off while compiling (it would narrow the range);
   * it records the data type and shape of every flat input and output in
     the package metadata under "ptserve.io" ({"inputs": [{"dtype":
-    "TYPE_FP32", "shape": [-1, 16]}], "outputs": [...]}, -1 = dynamic), which
-    ptserve reads to complete a config that lists no inputs or outputs and
-    to check one that does (AOTInductor keeps no such record itself);
+    "TYPE_FP32", "shape": [-1, 16], "min": [1, 16], "max": [64, 16]}],
+    "outputs": [...]}, -1 = dynamic, max -1 = unbounded), which ptserve reads
+    to complete a config that lists no inputs or outputs, to check one that
+    does, and to refuse request shapes out of range before the package sees
+    them (AOTInductor keeps no such record itself);
   * device="cuda" compiles for the GPU (the package then runs on KIND_GPU
     instances only).
 """
@@ -48,7 +50,15 @@ CONFIG_TYPES = {
 }
 
 
-def _entry(node, what):
+def _bound(v):
+    """A range bound as an int; -1 for an unbounded (infinite) one."""
+    try:
+        return int(v)
+    except (TypeError, ValueError, OverflowError):
+        return -1
+
+
+def _entry(node, what, ranges=None):
     val = node.meta.get("val")
     if not isinstance(val, torch.Tensor):
         raise ValueError("%s %s is not a tensor (%r); ptserve serves tensors only"
@@ -56,16 +66,31 @@ def _entry(node, what):
     if val.dtype not in CONFIG_TYPES:
         raise ValueError("%s %s has dtype %s, which has no config type" % (what, node.name, val.dtype))
     shape = [d if isinstance(d, int) else -1 for d in val.shape]
-    return {"dtype": CONFIG_TYPES[val.dtype], "shape": shape}
+    entry = {"dtype": CONFIG_TYPES[val.dtype], "shape": shape}
+    if ranges is not None:
+        # Inputs: the sizes each dynamic dimension may take (the package's
+        # own input checks refuse others), so ptserve can refuse them first.
+        lo, hi = [], []
+        for d in val.shape:
+            if isinstance(d, int):
+                lo.append(d)
+                hi.append(d)
+                continue
+            vr = ranges.get(d.node.expr)
+            lo.append(max(0, _bound(vr.lower)) if vr is not None else 0)
+            hi.append(_bound(vr.upper) if vr is not None else -1)
+        entry["min"], entry["max"] = lo, hi
+    return entry
 
 
 def io_record(ep):
     """The "ptserve.io" record of an ExportedProgram: its user inputs and
-    outputs in flat (pytree) order, the order the package runs on."""
+    outputs in flat (pytree) order, the order the package runs on, and the
+    range of every input dimension."""
     from torch.export.graph_signature import InputKind, OutputKind
     nodes = {n.name: n for n in ep.graph.nodes}
-    inputs = [_entry(nodes[s.arg.name], "input") for s in ep.graph_signature.input_specs
-              if s.kind == InputKind.USER_INPUT]
+    inputs = [_entry(nodes[s.arg.name], "input", ep.range_constraints)
+              for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
     outputs = []
     for s in ep.graph_signature.output_specs:
         if s.kind != OutputKind.USER_OUTPUT:

@@ -333,6 +333,27 @@ def test_input_checks_refuse_shapes_the_package_can_not_take(serve, packages, tm
                                rtol=1e-5, atol=1e-6)
 
 
+def test_recorded_ranges_refuse_sizes_before_the_package(serve, packages, tmp_path):
+    # dict_out records its batch dimension as 1..16 (gen_aoti_models). Served
+    # without batching and with a variable first dimension, a request of 17
+    # rows is refused by ptserve itself, naming the range, and 16 works.
+    repo = str(tmp_path / "repo")
+    add_model(repo, "rows", os.path.join(packages, "dict_out.pt2"), 0,
+              [("ARGS[0]", "TYPE_FP32", [-1, 6])], [("RESULT[logits]", "TYPE_FP32", [-1, 3])])
+    server = serve(repo)
+    status, err = infer(server, "rows", [("ARGS[0]", rand(17, 6))], ["RESULT[logits]"])
+    assert status == 400, err
+    assert err == ("model 'rows': input 'ARGS[0]' has size 17 in dimension 0, but the compiled "
+                   "package takes 1 to 16 there"), err
+    assert "input_handles" not in server.log()  # the package never saw it
+    x = rand(16, 6, seed=16)
+    status, got = infer(server, "rows", [("ARGS[0]", x)], ["RESULT[logits]"])
+    assert status == 200, got
+    np.testing.assert_allclose(got["RESULT[logits]"],
+                               eager("dict_out", torch.from_numpy(x))["logits"].numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------- bad packages
 
 def test_bad_packages_fail_their_model_with_a_reason(serve, packages, tmp_path):
@@ -352,6 +373,8 @@ def test_bad_packages_fail_their_model_with_a_reason(serve, packages, tmp_path):
     add_model(repo, "gpu_kind", single, 0, *io_ok, kind="KIND_GPU")
     add_model(repo, "static_batch", single, 8, *io_batched)
     add_model(repo, "static_batch_bare", bare, 8, *io_batched)
+    add_model(repo, "batch_too_big", os.path.join(packages, "dict_out.pt2"), 32,
+              [("ARGS[0]", "TYPE_FP32", [6])], [("RESULT[logits]", "TYPE_FP32", [3])])
     add_model(repo, "no_such_name", single, 0, [("image", "TYPE_FP32", [2, 4])], io_ok[1])
     add_model(repo, "bare_no_config_io", bare, 0)
     server = serve(repo, "--exit-on-error=false", expect_ready=False)
@@ -369,6 +392,8 @@ def test_bad_packages_fail_their_model_with_a_reason(serve, packages, tmp_path):
         "static_batch_bare": "max_batch_size is 8, but the package refused batch size 1: input "
                              "'INPUT__0' does not fit the compiled package: input_handles[0]: "
                              "unmatched dim value at 0, expected: 2, but got: 1",
+        "batch_too_big": "max_batch_size is 32, but the package takes batch sizes 1 to 16 (its "
+                         "input ARGS[0])",
         "no_such_name": "input 'image' matches no input of the package; its inputs are ARGS[0], "
                         "or by position <name>__0 to <name>__0",
         "bare_no_config_io": "the configuration lists no inputs or outputs, and the package does "

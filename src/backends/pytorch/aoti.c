@@ -106,6 +106,27 @@ static enum pts_status parse_entry(json_t *e, const char *side, size_t i, const 
                            PTS_AOTI_IO_KEY, side, i, name);
     t->shape.dims[k] = json_integer_value(d);
   }
+  json_t *lo = json_object_get(e, "min"), *hi = json_object_get(e, "max");
+  if (!lo && !hi) return PTS_OK;
+  if (!json_is_array(lo) || !json_is_array(hi) || json_array_size(lo) != nd ||
+      json_array_size(hi) != nd)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "metadata '%s': %s %zu (%s) needs \"min\" and \"max\" arrays as long as "
+                         "its shape",
+                         PTS_AOTI_IO_KEY, side, i, name);
+  for (size_t k = 0; k < nd; k++) {
+    json_t *a = json_array_get(lo, k), *b = json_array_get(hi, k);
+    if (!json_is_integer(a) || !json_is_integer(b) || json_integer_value(a) < 0 ||
+        json_integer_value(b) < -1 ||
+        (json_integer_value(b) >= 0 && json_integer_value(b) < json_integer_value(a)))
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "metadata '%s': %s %zu (%s) has a range for dimension %zu that is not "
+                           "min <= max (max -1: unbounded)",
+                           PTS_AOTI_IO_KEY, side, i, name, k);
+    t->min[k] = json_integer_value(a);
+    t->max[k] = json_integer_value(b);
+  }
+  t->ranged = true;
   return PTS_OK;
 }
 
@@ -347,6 +368,46 @@ static enum pts_status check_one(const Inference__ModelConfig *cfg, const char *
                        what, cfg_name, a, pkg_name, b);
 }
 
+/* "1 to 16", "2 or more" */
+static void format_range(int64_t lo, int64_t hi, char *out, size_t n) {
+  if (hi < 0)
+    snprintf(out, n, "%lld or more", (long long)lo);
+  else
+    snprintf(out, n, "%lld to %lld", (long long)lo, (long long)hi);
+}
+
+/* The recorded ranges of an input against a batching config and its fixed
+ * sizes. */
+static enum pts_status check_ranges(const Inference__ModelConfig *cfg, const char *cfg_name,
+                                    const char *pkg_name, const int64_t *dims, size_t n_dims,
+                                    const Inference__ModelTensorReshape *reshape,
+                                    const struct pts_aoti_tensor *rec, struct pts_error *err) {
+  if (!rec->ranged) return PTS_OK;
+  char range[64];
+  int skip = 0;
+  if (cfg->max_batch_size > 0) {
+    skip = 1;
+    format_range(rec->min[0], rec->max[0], range, sizeof range);
+    if (rec->min[0] > 1 || (rec->max[0] >= 0 && rec->max[0] < cfg->max_batch_size))
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "max_batch_size is %d, but the package takes batch sizes %s (its input "
+                           "%s): export it with a batch dimension from 1 to at least %d",
+                           (int)cfg->max_batch_size, range, pkg_name, (int)cfg->max_batch_size);
+  }
+  const int64_t *d = reshape ? reshape->shape : dims;
+  size_t nd = reshape ? reshape->n_shape : n_dims;
+  for (size_t k = 0; k < nd && (int)k + skip < rec->shape.ndim; k++) {
+    int64_t lo = rec->min[k + skip], hi = rec->max[k + skip];
+    if (d[k] < 0 || (d[k] >= lo && (hi < 0 || d[k] <= hi))) continue;
+    format_range(lo, hi, range, sizeof range);
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "input '%s' has size %lld in dimension %zu of the configuration, but the "
+                         "package's %s takes %s there",
+                         cfg_name, (long long)d[k], k, pkg_name, range);
+  }
+  return PTS_OK;
+}
+
 enum pts_status pts_aoti_check(const Inference__ModelConfig *cfg, const struct pts_callspec *cs,
                                const struct pts_aoti_io *io, const int *input_slot,
                                const int *output_index, struct pts_error *err) {
@@ -354,9 +415,11 @@ enum pts_status pts_aoti_check(const Inference__ModelConfig *cfg, const struct p
   for (size_t i = 0; i < cfg->n_input; i++) {
     const Inference__ModelInput *in = cfg->input[i];
     size_t k = (size_t)input_slot[i];
-    if ((st = check_one(cfg, "input", in->name, pts_callspec_name(cs, PTS_CALLSPEC_INPUTS, k),
-                        (int)in->data_type, in->dims, in->n_dims, in->reshape, &io->inputs[k],
-                        err)))
+    const char *pkg_name = pts_callspec_name(cs, PTS_CALLSPEC_INPUTS, k);
+    if ((st = check_one(cfg, "input", in->name, pkg_name, (int)in->data_type, in->dims, in->n_dims,
+                        in->reshape, &io->inputs[k], err)) ||
+        (st = check_ranges(cfg, in->name, pkg_name, in->dims, in->n_dims, in->reshape,
+                           &io->inputs[k], err)))
       return st;
   }
   for (size_t o = 0; o < cfg->n_output; o++) {
@@ -366,6 +429,31 @@ enum pts_status pts_aoti_check(const Inference__ModelConfig *cfg, const struct p
                         (int)out->data_type, out->dims, out->n_dims, out->reshape,
                         &io->outputs[k], err)))
       return st;
+  }
+  return PTS_OK;
+}
+
+enum pts_status pts_aoti_check_shape(const struct pts_aoti_io *io, size_t k, const char *name,
+                                     const struct pts_shape *shape, struct pts_error *err) {
+  if (!io || k >= io->n_inputs || !io->inputs[k].ranged) return PTS_OK;
+  const struct pts_aoti_tensor *rec = &io->inputs[k];
+  if (shape->ndim != rec->shape.ndim) {
+    char a[128], b[128];
+    pts_shape_format(shape, a, sizeof a);
+    pts_shape_format(&rec->shape, b, sizeof b);
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "input '%s' reaches the package with the shape %s, but it takes %s", name,
+                         a, b);
+  }
+  for (int d = 0; d < shape->ndim; d++) {
+    int64_t v = shape->dims[d], lo = rec->min[d], hi = rec->max[d];
+    if (v >= lo && (hi < 0 || v <= hi)) continue;
+    char range[64];
+    format_range(lo, hi, range, sizeof range);
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "input '%s' has size %lld in dimension %d, but the compiled package "
+                         "takes %s there",
+                         name, (long long)v, d, range);
   }
   return PTS_OK;
 }

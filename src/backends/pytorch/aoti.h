@@ -24,6 +24,7 @@
 #ifndef PTS_BACKENDS_PYTORCH_AOTI_H
 #define PTS_BACKENDS_PYTORCH_AOTI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,10 @@ enum pts_status pts_aoti_settle_groups(Inference__ModelConfig *cfg, enum pts_aot
 struct pts_aoti_tensor {
   enum pts_dtype dtype;
   struct pts_shape shape; /* -1 = dynamic */
+  /* Inputs: the sizes each dimension may take, when recorded ("min",
+   * "max"; max -1 = unbounded). */
+  bool ranged;
+  int64_t min[PTS_TENSOR_MAX_DIMS], max[PTS_TENSOR_MAX_DIMS];
 };
 
 /* The I/O record of a package, in flat order. */
@@ -63,9 +68,10 @@ struct pts_aoti_io {
 };
 
 /* Parses the "ptserve.io" metadata value: {"inputs": [{"dtype":
- * "TYPE_FP32", "shape": [-1, 16]}, ...], "outputs": [...]}. Its counts must
- * equal the call specification's. Caller frees *out with pts_aoti_io_free.
- * Errors (INVALID_ARG) name the entry at fault. */
+ * "TYPE_FP32", "shape": [-1, 16], "min": [1, 16], "max": [64, 16]}, ...],
+ * "outputs": [...]} ("min" and "max" optional). Its counts must equal the
+ * call specification's. Caller frees *out with pts_aoti_io_free. Errors
+ * (INVALID_ARG) name the entry at fault. */
 enum pts_status pts_aoti_io_parse(const char *json, const struct pts_callspec *cs,
                                   struct pts_aoti_io **out, struct pts_error *err);
 void pts_aoti_io_free(struct pts_aoti_io *io); /* NULL-safe */
@@ -89,9 +95,20 @@ enum pts_status pts_aoti_bind(const Inference__ModelConfig *cfg, const struct pt
                               int *input_slot, int *output_index, struct pts_error *err);
 
 /* Checks config types and dims (reshape when given, batch dimension
- * included) against the I/O record, given the binding. */
+ * included) against the I/O record, given the binding: with
+ * max_batch_size > 0 the recorded batch range must hold 1..max_batch_size,
+ * and a fixed config size must be one the package takes. */
 enum pts_status pts_aoti_check(const Inference__ModelConfig *cfg, const struct pts_callspec *cs,
                                const struct pts_aoti_io *io, const int *input_slot,
                                const int *output_index, struct pts_error *err);
+
+/* Checks the shape one request batch gives package input k (as the package
+ * sees it: batch dimension and reshape applied) against its recorded
+ * ranges, so that a size the package would refuse never reaches it
+ * (LibTorch leaks the input's handle when a package refuses it). OK when
+ * nothing is recorded. Errors (INVALID_ARG) name `name`, the dimension and
+ * the range. */
+enum pts_status pts_aoti_check_shape(const struct pts_aoti_io *io, size_t k, const char *name,
+                                     const struct pts_shape *shape, struct pts_error *err);
 
 #endif

@@ -67,6 +67,7 @@ struct pt_model {
   bool aoti;                        /* platform torch_aoti: an AOTInductor package */
   enum pts_aoti_device aoti_device; /* the device kind the package was compiled for */
   struct pts_callspec *callspec;    /* aoti: the names of the package's tensors */
+  struct pts_aoti_io *io;           /* aoti: its ptserve.io record, or NULL */
   bool load_checked;                /* aoti: the first instance ran the load check */
 };
 
@@ -98,6 +99,7 @@ static void model_free(struct pt_model *m) {
   if (!m) return;
   pts_torch_free(m->spare);
   pts_callspec_free(m->callspec);
+  pts_aoti_io_free(m->io);
   pts_free(m->graph_batch_sizes);
   pts_free(m->input_slot);
   pts_free(m->output_index);
@@ -611,7 +613,7 @@ static enum pts_status aoti_spare_device(const struct pt_model *m, struct pts_de
 static enum pts_status aoti_model_load(struct pt_model *m, Inference__ModelConfig *cfg,
                                        struct pts_error *err) {
   struct pts_torch_meta meta;
-  struct pts_aoti_io *io = NULL;
+  struct pts_aoti_io *io = NULL; /* kept as m->io once the config fits it */
   enum pts_status st = pts_torch_aoti_metadata(m->path, &meta, err);
   if (st == PTS_OK && !pts_torch_meta_get(&meta, "AOTI_DEVICE_KEY")) {
     /* A LibTorch without the static metadata reader: load the package
@@ -656,8 +658,12 @@ static enum pts_status aoti_model_load(struct pt_model *m, Inference__ModelConfi
     goto out;
   }
   if ((st = pts_aoti_bind(cfg, m->callspec, m->input_slot, m->output_index, err)) ||
-      (io && (st = pts_aoti_check(cfg, m->callspec, io, m->input_slot, m->output_index, err))))
+      (io && (st = pts_aoti_check(cfg, m->callspec, io, m->input_slot, m->output_index, err)))) {
     pts_error_prefix(err, "unable to load model '%s'", m->name);
+    goto out;
+  }
+  m->io = io;
+  io = NULL;
 out:
   pts_aoti_io_free(io);
   pts_torch_meta_free(&meta);
@@ -1188,6 +1194,14 @@ static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct p
   for (size_t i = 0; i < cfg->n_input; i++) {
     const struct pts_tensor *t = &batch->inputs[i];
     struct pts_torch_input *slot = &in->inputs[m->input_slot[i]];
+    enum pts_status cst =
+        m->aoti ? pts_aoti_check_shape(m->io, (size_t)m->input_slot[i], cfg->input[i]->name,
+                                       &t->shape, err)
+                : PTS_OK;
+    if (cst) {
+      pts_error_prefix(err, "model '%s'", m->name);
+      return cst;
+    }
     slot->absent = t->data == NULL && t->shape.ndim == 0; /* a left-out optional input */
     slot->name = cfg->input[i]->name;
     slot->dtype = t->dtype;

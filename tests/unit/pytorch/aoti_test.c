@@ -130,6 +130,12 @@ static void io_record_is_checked(void **state) {
        "input 1 (KWARGS[scale]) has dtype 'TYPE_STRING'"},
       {"{\"inputs\": [{\"dtype\": \"TYPE_FP32\", \"shape\": [-2]}, {}], \"outputs\": []}",
        "input 0 (ARGS[0]) has a shape entry that is not a size or -1"},
+      {"{\"inputs\": [{\"dtype\": \"TYPE_FP32\", \"shape\": [-1], \"min\": [4], \"max\": [2]}, "
+       "{}], \"outputs\": []}",
+       "input 0 (ARGS[0]) has a range for dimension 0 that is not min <= max"},
+      {"{\"inputs\": [{\"dtype\": \"TYPE_FP32\", \"shape\": [-1], \"min\": [1]}, {}], "
+       "\"outputs\": []}",
+       "needs \"min\" and \"max\" arrays as long as its shape"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     io = NULL;
@@ -137,6 +143,67 @@ static void io_record_is_checked(void **state) {
     assert_null(io);
     if (!strstr(err.msg, bad[i][1])) fail_msg("[%s] gave '%s'", bad[i][0], err.msg);
   }
+  pts_callspec_free(cs);
+}
+
+/* With ranges, as examples/export_aoti.py writes them (batch 1..16, the
+ * second input's last dimension 2 or more). */
+static const char *IO_RANGED =
+    "{\"inputs\": [{\"dtype\": \"TYPE_FP32\", \"shape\": [-1, 4], \"min\": [1, 4], \"max\": "
+    "[16, 4]}, {\"dtype\": \"TYPE_FP32\", \"shape\": [-1, -1], \"min\": [1, 2], \"max\": [16, "
+    "-1]}], \"outputs\": [{\"dtype\": \"TYPE_FP32\", \"shape\": [-1, 3]}, {\"dtype\": "
+    "\"TYPE_FP32\", \"shape\": [-1, 3]}, {\"dtype\": \"TYPE_INT64\", \"shape\": [-1, 2]}]}";
+
+static void ranges_checked_at_load_and_per_request(void **state) {
+  (void)state;
+  struct pts_callspec *cs = spec();
+  struct pts_aoti_io *io = record(cs, IO_RANGED);
+  struct pts_error err = {0};
+  assert_true(io->inputs[1].ranged);
+  assert_int_equal(io->inputs[1].min[1], 2);
+  assert_int_equal(io->inputs[1].max[1], -1);
+  int in[2], out[1];
+  /* max_batch_size within 1..16 fits; 32 does not. */
+  Inference__ModelConfig *cfg = config(
+      "platform: 'torch_aoti' max_batch_size: 16 input [ { name: 'ARGS[0]' data_type: TYPE_FP32 "
+      "dims: [ 4 ] }, { name: 'KWARGS[scale]' data_type: TYPE_FP32 dims: [ -1 ] } ] output { "
+      "name: 'RESULT[sum]' data_type: TYPE_FP32 dims: [ 3 ] }");
+  assert_int_equal(pts_aoti_bind(cfg, cs, in, out, &err), PTS_OK);
+  assert_int_equal(pts_aoti_check(cfg, cs, io, in, out, &err), PTS_OK);
+  cfg->max_batch_size = 32;
+  assert_int_equal(pts_aoti_check(cfg, cs, io, in, out, &err), PTS_INVALID_ARG);
+  assert_string_equal(err.msg,
+                      "max_batch_size is 32, but the package takes batch sizes 1 to 16 (its input "
+                      "ARGS[0]): export it with a batch dimension from 1 to at least 32");
+  pts_model_config_free(cfg);
+  /* A fixed size the package does not take. */
+  cfg = config(
+      "platform: 'torch_aoti' max_batch_size: 8 input [ { name: 'ARGS[0]' data_type: TYPE_FP32 "
+      "dims: [ 4 ] }, { name: 'KWARGS[scale]' data_type: TYPE_FP32 dims: [ 1 ] } ] output { "
+      "name: 'RESULT[sum]' data_type: TYPE_FP32 dims: [ 3 ] }");
+  assert_int_equal(pts_aoti_bind(cfg, cs, in, out, &err), PTS_OK);
+  assert_int_equal(pts_aoti_check(cfg, cs, io, in, out, &err), PTS_INVALID_ARG);
+  assert_string_equal(err.msg,
+                      "input 'KWARGS[scale]' has size 1 in dimension 0 of the configuration, but "
+                      "the package's KWARGS[scale] takes 2 or more there");
+  pts_model_config_free(cfg);
+  /* Per request: the shape the package would see. */
+  struct pts_shape ok = {.ndim = 2, .dims = {16, 9}}, big = {.ndim = 2, .dims = {17, 9}},
+                   small = {.ndim = 2, .dims = {3, 1}}, rank = {.ndim = 1, .dims = {3}};
+  assert_int_equal(pts_aoti_check_shape(io, 1, "x", &ok, &err), PTS_OK);
+  assert_int_equal(pts_aoti_check_shape(io, 1, "x", &big, &err), PTS_INVALID_ARG);
+  assert_string_equal(err.msg,
+                      "input 'x' has size 17 in dimension 0, but the compiled package takes 1 to "
+                      "16 there");
+  assert_int_equal(pts_aoti_check_shape(io, 1, "x", &small, &err), PTS_INVALID_ARG);
+  assert_string_equal(err.msg,
+                      "input 'x' has size 1 in dimension 1, but the compiled package takes 2 or "
+                      "more there");
+  assert_int_equal(pts_aoti_check_shape(io, 1, "x", &rank, &err), PTS_INVALID_ARG);
+  assert_string_equal(err.msg, "input 'x' reaches the package with the shape [3], but it takes [-1,-1]");
+  /* Nothing recorded: nothing to check. */
+  assert_int_equal(pts_aoti_check_shape(NULL, 0, "x", &big, &err), PTS_OK);
+  pts_aoti_io_free(io);
   pts_callspec_free(cs);
 }
 
@@ -333,6 +400,7 @@ int main(void) {
       cmocka_unit_test(binding_by_either_convention),
       cmocka_unit_test(binding_errors),
       cmocka_unit_test(config_checked_against_the_record),
+      cmocka_unit_test(ranges_checked_at_load_and_per_request),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
