@@ -40,6 +40,7 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:detect_odr_violation=0:alloc_dealloc_misma
           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 MODELS_STAMP = $(BUILD_DIR)/.examples-generated
+AOTI_STAMP   = $(BUILD_DIR)/.examples-aoti-exported
 
 # libFuzzer drivers (tests/fuzz): a clang build of their own.
 FUZZ_DIR     ?= build-fuzz
@@ -101,10 +102,16 @@ models: setup
 	  echo "$(PYTHON) examples/gen_models.py"; \
 	  $(PYTHON) examples/gen_models.py && touch $(MODELS_STAMP); \
 	fi
+	@if [ ! -e $(AOTI_STAMP) ] || [ examples/export_aoti.py -nt $(AOTI_STAMP) ] \
+	    || [ examples/gen_models.py -nt $(AOTI_STAMP) ] \
+	    || ! ls examples/models/*/1/model.pt2 >/dev/null 2>&1; then \
+	  echo "$(PYTHON) examples/export_aoti.py  # AOTInductor compiles C++: about a minute"; \
+	  $(PYTHON) examples/export_aoti.py && touch $(AOTI_STAMP); \
+	fi
 
 bench: setup
 	bench/cpu/run.sh
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) tests/e2e/.cache  # the venv stays: rm -rf .venv
-	rm -f examples/models/*/[0-9]*/model.pt
+	rm -f examples/models/*/[0-9]*/model.pt examples/models/*/[0-9]*/model.pt2

@@ -4,7 +4,8 @@
 
 Sends add_sub one JSON request and one binary request (the binary tensor
 data extension: a JSON header, then raw little-endian tensor bytes), checks
-the answers against numpy, then asks text_upper and mlp_classifier.
+the answers against numpy, then asks text_upper, mlp_classifier and its
+AOTInductor twin mlp_classifier_aoti (which must agree with it).
 Needs only requests and numpy.
 """
 import argparse
@@ -86,6 +87,14 @@ def main():
                          ["OUTPUT__0"])["OUTPUT__0"]
     print("mlp_classifier class probabilities:\n%s" % np.array2string(probs, precision=4))
     ok = ok and np.allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+
+    # Its AOTInductor twin (examples/export_aoti.py: same class, same weights)
+    # must give the same probabilities, to float rounding.
+    twin = infer_binary(url, "mlp_classifier_aoti", [("INPUT__0", "FP32", features)],
+                        ["OUTPUT__0"])["OUTPUT__0"]
+    same = np.allclose(twin, probs, rtol=1e-5, atol=1e-6)
+    print("mlp_classifier_aoti (AOTInductor) %s" % ("same probabilities" if same else "DIFFERENT"))
+    ok = ok and same
     return 0 if ok else 1
 
 

@@ -1,9 +1,10 @@
 /* bench/cpu/inproc.c — the model's own time, without a server.
  *
  *   bench_inproc --model PATH.pt --input FP32:1,16 [--input ...] [--seconds 2]
- *                [--warmup 500] [--label NAME] [--csv FILE]
+ *                [--warmup 500] [--label NAME] [--csv FILE] [--threads N]
  *
- * Loads a TorchScript file through the same bridge ptserve's pytorch backend
+ * Loads a TorchScript file (or an AOTInductor package, PATH.pt2, whose
+ * inputs are given in its flat order) through the same bridge ptserve's pytorch backend
  * uses (backends/pytorch/torch_bridge.h) with the backend's default run
  * options (inference mode, optimized execution, LibTorch's default intra-op
  * threads), then calls forward() back to back on one thread, on random
@@ -97,7 +98,9 @@ static int usage(void) {
       "                    [--device cpu|cuda:N] [--graph]\n"
       "  --device   where the model runs (default cpu); inputs start on the host and\n"
       "             outputs end there, as in the server (pinned staging, one stream)\n"
-      "  --graph    capture forward() as a CUDA graph for these input shapes first\n",
+      "  --graph    capture forward() as a CUDA graph for these input shapes first\n"
+      "  --threads  intra-op threads (INTRA_OP_THREAD_COUNT; default LibTorch's)\n"
+      "  a PATH ending in .pt2 is an AOTInductor package\n",
       stderr);
   return 1;
 }
@@ -112,11 +115,12 @@ int main(int argc, char **argv) {
       {"csv", required_argument, NULL, 'c'},
       {"device", required_argument, NULL, 'd'},
       {"graph", no_argument, NULL, 'g'},
+      {"threads", required_argument, NULL, 't'},
       {NULL, 0, NULL, 0},
   };
   const char *model = NULL, *label = NULL, *csv = NULL;
   struct input_arg in[MAX_INPUTS];
-  int n_in = 0, warmup = 500;
+  int n_in = 0, warmup = 500, threads = 0;
   struct pts_device dev = {.type = PTS_DEVICE_CPU};
   bool graph = false;
   double seconds = 2.0;
@@ -144,6 +148,9 @@ int main(int argc, char **argv) {
       case 'g':
         graph = true;
         break;
+      case 't':
+        threads = atoi(optarg);
+        break;
       case 's':
         seconds = atof(optarg);
         break;
@@ -167,7 +174,10 @@ int main(int argc, char **argv) {
 
   struct pts_error err;
   struct pts_torch_module *mod = NULL;
-  if (pts_torch_load(model, &dev, &mod, &err) != PTS_OK) {
+  size_t len = strlen(model);
+  bool aoti = len > 4 && strcmp(model + len - 4, ".pt2") == 0;
+  if ((aoti ? pts_torch_load_aoti(model, &dev, &mod, &err)
+            : pts_torch_load(model, &dev, &mod, &err)) != PTS_OK) {
     fprintf(stderr, "bench_inproc: %s\n", err.msg);
     return 1;
   }
@@ -187,7 +197,8 @@ int main(int argc, char **argv) {
   }
   /* ptserve's defaults (backends/pytorch: INFERENCE_MODE true,
    * DISABLE_OPTIMIZED_EXECUTION false, INTRA_OP_THREAD_COUNT 0). */
-  struct pts_torch_run_opts opts = {.inference_mode = true, .optimized_execution = true};
+  struct pts_torch_run_opts opts = {
+      .inference_mode = true, .optimized_execution = true, .intra_op_threads = threads};
   if (graph && pts_torch_capture_graph(mod, tin, (size_t)n_in, &opts, &err) != PTS_OK) {
     fprintf(stderr, "bench_inproc: %s: %s\n", label, err.msg);
     goto out;

@@ -32,6 +32,13 @@ struct pts_backend_model_desc {
   const char *name;
   int64_t version;
   const Inference__ModelConfig *config; /* borrowed; valid until model_unload */
+  /* The same config, writable during model_load only (backend
+   * auto-complete): a backend may fill in what its model file knows —
+   * inputs and outputs the config leaves out, the kind of KIND_AUTO
+   * instance groups. The repository validates the result again
+   * (pts_model_config_check_completed) and settles devices after
+   * model_load. */
+  Inference__ModelConfig *completable;
   const char *model_dir;    /* <repository>/<name> */
   const char *version_dir;  /* <repository>/<name>/<version> */
   const char *model_path;   /* <version_dir>/<default_model_filename> */

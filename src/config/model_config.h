@@ -45,6 +45,12 @@ enum pts_status pts_model_config_from_json(const char *json, size_t len, const c
 enum pts_status pts_model_config_complete(Inference__ModelConfig *cfg, const char *model_dir,
                                           const char *model_name, struct pts_error *err);
 
+/* Checks again what depends on the inputs and outputs — their names,
+ * types and dims, and the warmups that feed them — once a backend has
+ * completed them from the model file (backend.h, `completable`). */
+enum pts_status pts_model_config_check_completed(const Inference__ModelConfig *cfg,
+                                                 struct pts_error *err);
+
 /* Settles instance-group devices once the backend has said how many GPUs
  * it can use (CUDA devices, or 1 for MPS), as Triton's core does: KIND_AUTO
  * becomes KIND_GPU when every listed GPU (any GPU when none is listed)

@@ -105,31 +105,43 @@ static const char *probe_model_file(const char *model_dir) {
   return NULL;
 }
 
-static enum pts_status reject_aoti(const Inference__ModelConfig *cfg, struct pts_error *err) {
-  return unsupported(
-      err, cfg, "platform: \"torch_aoti\"",
-      "AOTInductor packages (model.pt2) are not served yet; export TorchScript (model.pt)");
+/* The file a pytorch model's platform loads by default (Triton's names). */
+static const char *default_file(const char *platform) {
+  return strcmp(platform, "torch_aoti") == 0 ? "model.pt2" : "model.pt";
 }
 
 /* Fills an empty backend from platform, default_model_filename or the
- * files present, as Triton's AutoCompleteBackendFields does for PyTorch. */
+ * files present, as Triton's AutoCompleteBackendFields does for PyTorch:
+ * TorchScript (model.pt) is platform pytorch_libtorch, an AOTInductor
+ * package (model.pt2) platform torch_aoti; both are backend pytorch. */
 static enum pts_status infer_backend(Inference__ModelConfig *cfg, const char *model_dir,
                                      struct pts_error *err) {
   const char *pf = cfg->platform, *file = cfg->default_model_filename;
-  if (is_torchscript_platform(pf))
+  if (is_torchscript_platform(pf) || strcmp(pf, "torch_aoti") == 0)
     return set_string(&cfg->backend, "pytorch") ? PTS_OK : nomem(err, cfg);
   if (!is_empty(pf))
     return fail(err, cfg,
                 "platform '%s' is not supported by ptserve, which serves PyTorch models "
-                "(platform 'pytorch_libtorch' or backend 'pytorch')",
+                "(platform 'pytorch_libtorch' or 'torch_aoti', or backend 'pytorch')",
                 pf);
   if (is_empty(file)) file = probe_model_file(model_dir);
-  if (file && strcmp(file, "model.pt2") == 0) return reject_aoti(cfg, err);
-  if (file && strcmp(file, "model.pt") == 0)
+  if (file && (strcmp(file, "model.pt") == 0 || strcmp(file, "model.pt2") == 0))
     return set_string(&cfg->backend, "pytorch") ? PTS_OK : nomem(err, cfg);
   return fail(err, cfg,
               "could not determine the backend: set backend: \"pytorch\" in config.pbtxt, "
-              "or put the TorchScript model at <version>/model.pt");
+              "or put the model at <version>/model.pt (TorchScript) or <version>/model.pt2 "
+              "(AOTInductor)");
+}
+
+/* Backend pytorch without a platform: an AOTInductor package when the
+ * default file is one (*.pt2), or, with no default file, when the first
+ * version holds model.pt2 and no model.pt (Triton would assume TorchScript
+ * and fail to find model.pt); TorchScript otherwise. */
+static const char *pytorch_platform(const Inference__ModelConfig *cfg, const char *model_dir) {
+  const char *file = cfg->default_model_filename;
+  if (is_empty(file)) file = probe_model_file(model_dir);
+  size_t n = file ? strlen(file) : 0;
+  return n >= 4 && strcmp(file + n - 4, ".pt2") == 0 ? "torch_aoti" : "pytorch_libtorch";
 }
 
 static enum pts_status complete_backend(Inference__ModelConfig *cfg, const char *model_dir,
@@ -140,21 +152,20 @@ static enum pts_status complete_backend(Inference__ModelConfig *cfg, const char 
     return unsupported(
         err, cfg, "ensemble_scheduling",
         "ensembles (platform 'ensemble') are not supported; chain the models in the client");
-  if (strcmp(cfg->platform, "torch_aoti") == 0) return reject_aoti(cfg, err);
   if (is_empty(cfg->backend) && (s = infer_backend(cfg, model_dir, err))) return s;
 
   if (strcmp(cfg->backend, "pytorch") == 0) {
     if (is_empty(cfg->platform)) {
-      if (!set_string(&cfg->platform, "pytorch_libtorch")) return nomem(err, cfg);
-    } else if (!is_torchscript_platform(cfg->platform)) {
+      if (!set_string(&cfg->platform, pytorch_platform(cfg, model_dir))) return nomem(err, cfg);
+    } else if (!is_torchscript_platform(cfg->platform) &&
+               strcmp(cfg->platform, "torch_aoti") != 0) {
       return fail(err, cfg,
                   "unexpected 'platform' and 'backend' pair: platform '%s' with backend 'pytorch'",
                   cfg->platform);
     }
     if (is_empty(cfg->default_model_filename) &&
-        !set_string(&cfg->default_model_filename, "model.pt"))
+        !set_string(&cfg->default_model_filename, default_file(cfg->platform)))
       return nomem(err, cfg);
-    if (strcmp(cfg->default_model_filename, "model.pt2") == 0) return reject_aoti(cfg, err);
   } else if (strcmp(cfg->backend, "identity") == 0) {
     if (!is_empty(cfg->platform))
       return fail(err, cfg,
@@ -617,8 +628,13 @@ static enum pts_status validate_warmup_input(const Inference__ModelConfig *cfg, 
   return PTS_OK;
 }
 
-static enum pts_status validate_warmup(const Inference__ModelConfig *cfg, struct pts_error *err) {
+/* before_backend: no inputs yet means the backend may still complete them
+ * from the model file; the warmups are checked then
+ * (pts_model_config_check_completed). */
+static enum pts_status validate_warmup(const Inference__ModelConfig *cfg, bool before_backend,
+                                       struct pts_error *err) {
   enum pts_status s;
+  if (before_backend && cfg->n_input == 0) return PTS_OK;
   for (size_t i = 0; i < cfg->n_model_warmup; i++) {
     const Inference__ModelWarmup *w = cfg->model_warmup[i];
     char label[128];
@@ -672,7 +688,16 @@ enum pts_status pts_model_config_complete(Inference__ModelConfig *cfg, const cha
   if ((s = validate_version_policy(cfg, err))) return s;
   if ((s = validate_dynamic_batching(cfg, err))) return s;
   if ((s = validate_instance_groups(cfg, err))) return s;
-  return validate_warmup(cfg, err);
+  return validate_warmup(cfg, true, err);
+}
+
+enum pts_status pts_model_config_check_completed(const Inference__ModelConfig *cfg,
+                                                 struct pts_error *err) {
+  enum pts_status s;
+  if ((s = reject_tensor_flags(cfg, err))) return s;
+  if ((s = reject_pytorch_dtypes(cfg, err))) return s;
+  if ((s = validate_tensors(cfg, err))) return s;
+  return validate_warmup(cfg, false, err);
 }
 
 /* ---- devices, once the backend is known ---- */

@@ -452,9 +452,6 @@ static enum pts_status start(struct pts_model *m, const char *model_dir, struct 
                          "unable to find backend '%s' for model '%s'; ptserve provides %s",
                          cfg->backend ? cfg->backend : "", m->name, have);
   }
-  enum pts_status rs = pts_model_config_resolve_devices(
-      m->config, m->backend->gpu_count ? m->backend->gpu_count() : 0, err);
-  if (rs != PTS_OK) return rs;
   char vname[24];
   snprintf(vname, sizeof vname, "%lld", (long long)m->version);
   const char *file = cfg->default_model_filename && *cfg->default_model_filename
@@ -469,6 +466,7 @@ static enum pts_status start(struct pts_model *m, const char *model_dir, struct 
   struct pts_backend_model_desc desc = {.name = m->name,
                                         .version = m->version,
                                         .config = cfg,
+                                        .completable = m->config,
                                         .model_dir = model_dir,
                                         .version_dir = version_dir,
                                         .model_path = model_path};
@@ -480,6 +478,13 @@ static enum pts_status start(struct pts_model *m, const char *model_dir, struct 
     if (err && err->code == PTS_OK) pts_error_set(err, st, "backend '%s' failed", m->backend->name);
     return st;
   }
+  /* After model_load: the backend may have completed the inputs and
+   * outputs, and settled KIND_AUTO groups from what the model file runs on
+   * (an AOTInductor package is compiled for one device kind). */
+  if ((st = pts_model_config_check_completed(cfg, err)) ||
+      (st = pts_model_config_resolve_devices(
+           m->config, m->backend->gpu_count ? m->backend->gpu_count() : 0, err)))
+    return st;
 
   struct instance_plan plan;
   st = plan_instances(m->name, cfg, &plan, err);

@@ -31,7 +31,10 @@ def _example_mlp(tmp_path_factory):
     run (they are generated, not committed: `make run` writes them too)."""
     global MLP
     repo = tmp_path_factory.mktemp("examples")
-    shutil.copytree(os.path.join(ROOT, "examples", "models"), str(repo), dirs_exist_ok=True)
+    # The TorchScript models only: the AOTInductor example's package is
+    # exported by examples/export_aoti.py (a minute of C++ compiling).
+    shutil.copytree(os.path.join(ROOT, "examples", "models"), str(repo), dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("*_aoti"))
     python = os.environ.get("PTS_MODELS_PYTHON", sys.executable)  # as conftest.models_python
     subprocess.run([python, os.path.join(ROOT, "examples", "gen_models.py"), str(repo)],
                    check=True, stdout=subprocess.DEVNULL)

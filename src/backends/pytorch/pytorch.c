@@ -1,13 +1,17 @@
 /* backends/pytorch/pytorch.c — the "pytorch" backend: TorchScript models
+ * (platform pytorch_libtorch) and AOTInductor packages (platform torch_aoti)
  * through torch_bridge.h.
  *
- * model_load reads the backend parameters, loads the module once on the CPU
- * to read forward()'s signature, and fixes for good how config inputs map to
- * forward() arguments and how returned values map to config outputs (Triton's
+ * model_load reads the backend parameters, loads the module once to read
+ * forward()'s signature (TorchScript) or the package's call specification
+ * (AOTInductor; aoti.h completes and checks the config against it), and
+ * fixes for good how config inputs map to forward() arguments or package
+ * inputs and how returned values map to config outputs (Triton's
  * conventions, docs/pytorch-backend.md). instance_create chooses a device
  * (device.h) and gives the instance its own module. execute only wires
  * tensors: inputs go to LibTorch as views, outputs come back as buffers that
- * own the result tensors, so no tensor data is copied here.
+ * own the result tensors, so no tensor data is copied here. Both kinds of
+ * model share all of it: batching, warmup, streams and CUDA graphs.
  *
  * Threading: as backend/backend.h. A model's state is read-only after
  * model_load; an instance's scratch space belongs to its execute thread.
@@ -23,6 +27,8 @@
 
 #include "backend/backend.h"
 #include "backends/pytorch/cuda_shm.h"
+#include "backends/pytorch/aoti.h"
+#include "backends/pytorch/callspec.h"
 #include "backends/pytorch/device.h"
 #include "backends/pytorch/torch_bridge.h"
 #include "config/model_config.h"
@@ -57,9 +63,16 @@ struct pt_model {
   double memory_fraction;      /* MEMORY_FRACTION; 0 = LibTorch's default */
   int64_t *graph_batch_sizes;  /* CUDA_GRAPH_BATCH_SIZES, captured per CUDA instance */
   size_t n_graph_batch_sizes;
-  int *input_slot;   /* config input i → forward() argument position */
+  int *input_slot;   /* config input i → forward() argument (package input) position */
   int *output_index; /* config output i → position in the returned tuple/list */
-  struct pts_torch_module *spare; /* the module model_load read; given to the first cpu instance */
+  struct pts_torch_module *spare; /* the module model_load read; given to the first instance
+                                     on spare_device */
+  struct pts_device spare_device;
+  bool aoti;                        /* platform torch_aoti: an AOTInductor package */
+  enum pts_aoti_device aoti_device; /* the device kind the package was compiled for */
+  struct pts_callspec *callspec;    /* aoti: the names of the package's tensors */
+  struct pts_aoti_io *io;           /* aoti: its ptserve.io record, or NULL */
+  bool load_checked;                /* aoti: the first instance ran the load check */
 };
 
 struct pt_instance {
@@ -90,6 +103,8 @@ static void probe_once(void) {
 static void model_free(struct pt_model *m) {
   if (!m) return;
   pts_torch_free(m->spare);
+  pts_callspec_free(m->callspec);
+  pts_aoti_io_free(m->io);
   pts_free(m->graph_batch_sizes);
   pts_free(m->input_slot);
   pts_free(m->output_index);
@@ -192,6 +207,17 @@ static enum pts_status read_params(struct pt_model *m, struct pts_error *err) {
                                         &m->optimize_for_inference, err)) ||
       (st = read_fraction(m, err)) || (st = read_graph_sizes(m, err)))
     return st;
+  if (m->aoti) {
+    /* The compiled package has no graph executor to tune or freeze. */
+    static const char *const ts_only[] = {"DISABLE_OPTIMIZED_EXECUTION", "FREEZE_MODEL",
+                                          "OPTIMIZE_FOR_INFERENCE"};
+    for (size_t i = 0; i < sizeof ts_only / sizeof ts_only[0]; i++)
+      if (pts_model_config_param(cfg, ts_only[i]))
+        PTS_LOG_WARN("model '%s': parameter %s applies to TorchScript models; it has no effect "
+                     "on an AOTInductor package",
+                     m->name, ts_only[i]);
+    m->freeze = m->optimize_for_inference = false;
+  }
   m->optimized_execution = !disable_opt;
   m->intra_op_threads = (int)intra;
   m->inter_op_threads = (int)inter;
@@ -549,6 +575,106 @@ static enum pts_status load_op_libraries(const struct pt_model *m, const char *m
   return st;
 }
 
+/* ---- AOTInductor packages ----------------------------------------------- */
+
+static const char *const aoti_device_names[] = {"cpu", "cuda", "mps"};
+
+/* Where model_load loads the package to read its call specification: the
+ * device kind it was compiled for, on the first GPU a GPU group lists. A
+ * host that can not run that kind is refused here, naming both devices. */
+static enum pts_status aoti_spare_device(const struct pt_model *m, struct pts_device *dev,
+                                         struct pts_error *err) {
+  const Inference__ModelConfig *cfg = m->cfg;
+  *dev = (struct pts_device){.type = PTS_DEVICE_CPU};
+  const char *why = NULL;
+  if (m->aoti_device == PTS_AOTI_CUDA) {
+    if (!caps.built_with_cuda)
+      why = "this LibTorch was built without CUDA";
+    else if (!caps.cuda_available || caps.cuda_device_count < 1)
+      why = "no CUDA device is available";
+    dev->type = PTS_DEVICE_CUDA;
+    for (size_t g = 0; g < cfg->n_instance_group; g++)
+      if (cfg->instance_group[g]->n_gpus &&
+          cfg->instance_group[g]->gpus[0] < caps.cuda_device_count) {
+        dev->index = cfg->instance_group[g]->gpus[0];
+        break;
+      }
+  } else if (m->aoti_device == PTS_AOTI_MPS) {
+    if (!caps.mps_available)
+      why = caps.built_with_mps ? "MPS is not available on this machine"
+                                : "this LibTorch was built without MPS support";
+    dev->type = PTS_DEVICE_MPS;
+  }
+  if (why)
+    return pts_error_set(err, PTS_UNAVAILABLE,
+                         "unable to load model '%s': the package was compiled for %s, but %s, so "
+                         "its instances would run on cpu",
+                         m->name, aoti_device_names[m->aoti_device], why);
+  return PTS_OK;
+}
+
+/* model_load of a package: its device, then its call specification, then
+ * the config completed, bound and checked against both. */
+static enum pts_status aoti_model_load(struct pt_model *m, Inference__ModelConfig *cfg,
+                                       struct pts_error *err) {
+  struct pts_torch_meta meta;
+  struct pts_aoti_io *io = NULL; /* kept as m->io once the config fits it */
+  enum pts_status st = pts_torch_aoti_metadata(m->path, &meta, err);
+  if (st == PTS_OK && !pts_torch_meta_get(&meta, "AOTI_DEVICE_KEY")) {
+    /* A LibTorch without the static metadata reader: load the package
+     * where it says (a cpu device lets the loader choose) and ask it. */
+    pts_torch_meta_free(&meta);
+    struct pts_device any = {.type = PTS_DEVICE_CPU};
+    st = pts_torch_load_aoti(m->path, &any, &m->spare, err);
+    if (st == PTS_OK) st = pts_torch_module_metadata(m->spare, &meta, err);
+  }
+  if (st == PTS_OK)
+    st = pts_aoti_device_parse(pts_torch_meta_get(&meta, "AOTI_DEVICE_KEY"), &m->aoti_device, err);
+  if (st == PTS_OK) st = pts_aoti_settle_groups(cfg, m->aoti_device, err);
+  if (st) {
+    pts_error_prefix(err, "unable to load model '%s'", m->name);
+    goto out;
+  }
+  if ((st = aoti_spare_device(m, &m->spare_device, err))) goto out;
+  if (m->spare && m->aoti_device != PTS_AOTI_CPU) { /* loaded by the fallback above */
+    pts_torch_free(m->spare);
+    m->spare = NULL;
+  }
+  if (!m->spare && (st = pts_torch_load_aoti(m->path, &m->spare_device, &m->spare, err))) {
+    pts_error_prefix(err, "unable to load model '%s'", m->name);
+    goto out;
+  }
+  const char *io_json = pts_torch_meta_get(&meta, PTS_AOTI_IO_KEY);
+  if ((st = pts_callspec_parse(pts_torch_call_spec(m->spare, 0), pts_torch_call_spec(m->spare, 1),
+                               &m->callspec, err)) ||
+      (io_json && (st = pts_aoti_io_parse(io_json, m->callspec, &io, err))) ||
+      (st = pts_aoti_complete(cfg, m->callspec, io, err))) {
+    pts_error_prefix(err, "unable to load model '%s'", m->name);
+    goto out;
+  }
+  if ((st = check_config(m, err))) goto out;
+  /* The binding arrays follow the (possibly completed) config. */
+  pts_free(m->input_slot);
+  pts_free(m->output_index);
+  m->input_slot = pts_calloc(cfg->n_input, sizeof(int));
+  m->output_index = pts_calloc(cfg->n_output, sizeof(int));
+  if (!m->input_slot || !m->output_index) {
+    st = pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", m->name);
+    goto out;
+  }
+  if ((st = pts_aoti_bind(cfg, m->callspec, m->input_slot, m->output_index, err)) ||
+      (io && (st = pts_aoti_check(cfg, m->callspec, io, m->input_slot, m->output_index, err)))) {
+    pts_error_prefix(err, "unable to load model '%s'", m->name);
+    goto out;
+  }
+  m->io = io;
+  io = NULL;
+out:
+  pts_aoti_io_free(io);
+  pts_torch_meta_free(&meta);
+  return st;
+}
+
 static enum pts_status pt_model_load(const struct pts_backend_model_desc *desc, void **state,
                                      struct pts_error *err) {
   *state = NULL;
@@ -576,16 +702,27 @@ static enum pts_status pt_model_load(const struct pts_backend_model_desc *desc, 
                        m->name, why);
     goto fail;
   }
-  if ((st = check_config(m, err)) || (st = read_params(m, err))) goto fail;
-  /* Before the model: TorchScript resolves the operators it calls at load. */
+  m->aoti = strcmp(cfg->platform, "torch_aoti") == 0;
+  if ((st = read_params(m, err))) goto fail;
+  /* Before the model: TorchScript resolves the operators it calls at load
+   * (and a package's fallback kernels may call them). */
   if ((st = load_op_libraries(m, desc->model_dir, err))) goto fail;
 
-  struct pts_device cpu = {.type = PTS_DEVICE_CPU};
-  if ((st = pts_torch_load(m->path, &cpu, &m->spare, err))) {
-    pts_error_prefix(err, "unable to load model '%s'", m->name);
-    goto fail;
+  if (m->aoti) {
+    if (!desc->completable) {
+      st = pts_error_set(err, PTS_INTERNAL, "model '%s': no writable config to complete", m->name);
+      goto fail;
+    }
+    if ((st = aoti_model_load(m, desc->completable, err))) goto fail;
+  } else {
+    if ((st = check_config(m, err))) goto fail;
+    m->spare_device = (struct pts_device){.type = PTS_DEVICE_CPU};
+    if ((st = pts_torch_load(m->path, &m->spare_device, &m->spare, err))) {
+      pts_error_prefix(err, "unable to load model '%s'", m->name);
+      goto fail;
+    }
+    if ((st = map_inputs(m, m->spare, err)) || (st = map_outputs(m, m->spare, err))) goto fail;
   }
-  if ((st = map_inputs(m, m->spare, err)) || (st = map_outputs(m, m->spare, err))) goto fail;
   pts_torch_set_interop_threads(m->inter_op_threads, m->name);
   *state = m;
   return PTS_OK;
@@ -690,6 +827,150 @@ static enum pts_status capture_graphs(struct pt_instance *in, const char *dev,
   return st;
 }
 
+static bool aoti_device_matches(const struct pt_model *m, const struct pts_device *dev) {
+  switch (m->aoti_device) {
+    case PTS_AOTI_CUDA: return dev->type == PTS_DEVICE_CUDA;
+    case PTS_AOTI_MPS: return dev->type == PTS_DEVICE_MPS;
+    default: return dev->type == PTS_DEVICE_CPU;
+  }
+}
+
+static enum pts_status check_output(const struct pt_model *m, size_t i,
+                                    const struct pts_torch_output *o, int64_t batch_size,
+                                    struct pts_error *err);
+static enum pts_status pick_output(const struct pt_model *m, size_t i,
+                                   struct pts_torch_outputs *outs, struct pts_torch_output **o,
+                                   struct pts_error *err);
+
+/* One run of the load check at batch size b (0: the model does not batch)
+ * on zeros shaped as the config says. */
+static enum pts_status aoti_check_run(struct pt_instance *in, int64_t b,
+                                      int64_t (*dims)[PTS_TORCH_MAX_DIMS], void **zeros,
+                                      struct pts_error *err) {
+  const struct pt_model *m = in->model;
+  const Inference__ModelConfig *cfg = m->cfg;
+  for (size_t i = 0; i < cfg->n_input; i++) {
+    const Inference__ModelInput *ci = cfg->input[i];
+    const int64_t *d = ci->reshape ? ci->reshape->shape : ci->dims;
+    size_t nd = ci->reshape ? ci->reshape->n_shape : ci->n_dims;
+    struct pts_shape shape = {0};
+    if (b > 0) shape.dims[shape.ndim++] = b;
+    for (size_t k = 0; k < nd && shape.ndim < PTS_TORCH_MAX_DIMS; k++) shape.dims[shape.ndim++] = d[k];
+    int64_t bytes = pts_shape_byte_size((enum pts_dtype)ci->data_type, &shape);
+    if (bytes < 0)
+      return pts_error_set(err, PTS_INVALID_ARG, "model '%s': input '%s' is too large", m->name,
+                           ci->name);
+    /* Zeros, not garbage: a model may index with an input. */
+    pts_free(zeros[i]);
+    if (!(zeros[i] = pts_calloc(1, (size_t)bytes)))
+      return pts_error_set(err, PTS_NOMEM, "out of memory for the load check of model '%s'",
+                           m->name);
+    memcpy(dims[i], shape.dims, sizeof dims[i]);
+    in->inputs[m->input_slot[i]] = (struct pts_torch_input){.name = ci->name,
+                                                            .dtype = (enum pts_dtype)ci->data_type,
+                                                            .ndim = shape.ndim,
+                                                            .dims = dims[i],
+                                                            .data = zeros[i],
+                                                            .byte_size = (size_t)bytes};
+  }
+  struct pts_torch_run_opts opts = run_opts(m);
+  struct pts_torch_outputs outs;
+  enum pts_status st = pts_torch_forward(in->module, in->inputs, cfg->n_input, &opts, &outs, err);
+  size_t n_leaves = pts_callspec_count(m->callspec, PTS_CALLSPEC_OUTPUTS);
+  if (st == PTS_OK && outs.count != n_leaves)
+    st = pts_error_set(err, PTS_INVALID_ARG,
+                       "the package returned %zu tensors, but its call specification has %zu "
+                       "outputs; only tensors are supported at the leaves",
+                       outs.count, n_leaves);
+  for (size_t o = 0; st == PTS_OK && o < cfg->n_output; o++) {
+    struct pts_torch_output *out = NULL;
+    if ((st = pick_output(m, o, &outs, &out, err)) ||
+        (st = check_output(m, o, out, b, err)))
+      break;
+    const Inference__ModelOutput *co = cfg->output[o];
+    const int64_t *d = co->reshape ? co->reshape->shape : co->dims;
+    size_t nd = co->reshape ? co->reshape->n_shape : co->n_dims;
+    int skip = b > 0 ? 1 : 0;
+    bool ok = (size_t)out->ndim == nd + (size_t)skip;
+    for (size_t k = 0; ok && k < nd; k++) ok = d[k] == -1 || d[k] == out->dims[k + skip];
+    if (!ok) {
+      struct pts_shape got = {.ndim = out->ndim};
+      memcpy(got.dims, out->dims, sizeof(int64_t) * (size_t)out->ndim);
+      char shape[128];
+      pts_shape_format(&got, shape, sizeof shape);
+      st = pts_error_set(err, PTS_INVALID_ARG,
+                         "output '%s' came back with the shape %s, which its dims in the "
+                         "configuration do not allow",
+                         co->name, shape);
+    }
+  }
+  pts_torch_outputs_free(&outs);
+  return st;
+}
+
+/* The load check of a package: it runs once on zeros shaped as the config
+ * says — at batch sizes 1 and max_batch_size for a batching model — so a
+ * config that does not fit the package (a static batch dimension, wrong
+ * dims or types, outputs that are not tensors) fails the load with the
+ * package's own words rather than the first requests. Skipped when an
+ * input has a variable (-1) dimension besides the batch: there is no size
+ * the package is sure to accept. */
+static enum pts_status aoti_load_check(struct pt_instance *in, struct pts_error *err) {
+  const struct pt_model *m = in->model;
+  const Inference__ModelConfig *cfg = m->cfg;
+  for (size_t i = 0; i < cfg->n_input; i++) {
+    const Inference__ModelInput *ci = cfg->input[i];
+    const int64_t *d = ci->reshape ? ci->reshape->shape : ci->dims;
+    size_t nd = ci->reshape ? ci->reshape->n_shape : ci->n_dims;
+    for (size_t k = 0; k < nd; k++)
+      if (d[k] < 0) {
+        PTS_LOG_INFO("model '%s': input '%s' has a variable dimension; the package is not run at "
+                     "load (its own input checks guard each request)",
+                     m->name, ci->name);
+        return PTS_OK;
+      }
+  }
+  int64_t sizes[2] = {0, 0};
+  size_t n_sizes = 1;
+  if (cfg->max_batch_size > 0) {
+    sizes[0] = 1;
+    if (cfg->max_batch_size > 1) sizes[n_sizes++] = cfg->max_batch_size;
+  }
+  size_t n = cfg->n_input ? cfg->n_input : 1;
+  int64_t (*dims)[PTS_TORCH_MAX_DIMS] = pts_calloc(n, sizeof *dims);
+  void **zeros = pts_calloc(n, sizeof *zeros);
+  enum pts_status st = dims && zeros ? PTS_OK
+                                     : pts_error_set(err, PTS_NOMEM,
+                                                     "out of memory for the load check of model "
+                                                     "'%s'",
+                                                     m->name);
+  for (size_t k = 0; k < n_sizes && st == PTS_OK; k++) {
+    if ((st = aoti_check_run(in, sizes[k], dims, zeros, err)) == PTS_OK) continue;
+    char why[PTS_ERROR_MSG_MAX];
+    snprintf(why, sizeof why, "%s", err->msg);
+    if (st != PTS_NOMEM) st = PTS_INVALID_ARG; /* the config does not fit the package */
+    if (sizes[k] == 0)
+      pts_error_set(err, st,
+                    "unable to load model '%s': the package refused inputs shaped as its "
+                    "configuration says: %s",
+                    m->name, why);
+    else
+      pts_error_set(err, st,
+                    "unable to load model '%s': max_batch_size is %d, but the package refused "
+                    "batch size %lld: %s (a package that batches needs a dynamic first dimension "
+                    "from 1 to max_batch_size: torch.export.Dim, exported with "
+                    "backed_size_oblivious so that 1 is in range)",
+                    m->name, (int)cfg->max_batch_size, (long long)sizes[k], why);
+  }
+  for (size_t i = 0; zeros && i < n; i++) pts_free(zeros[i]);
+  pts_free(zeros);
+  pts_free(dims);
+  if (st == PTS_OK)
+    PTS_LOG_INFO("model '%s': the package ran at load on zeros shaped as configured%s", m->name,
+                 cfg->max_batch_size > 0 ? " (batch sizes 1 and max_batch_size)" : "");
+  return st;
+}
+
 static void instance_free(struct pt_instance *in) {
   if (!in) return;
   pts_torch_free(in->module);
@@ -727,13 +1008,25 @@ static enum pts_status pt_instance_create(void *model_state,
   if (m->memory_fraction > 0 &&
       (st = pts_torch_set_memory_fraction(&in->device, m->memory_fraction, m->name, err)))
     goto fail;
-  if (in->device.type == PTS_DEVICE_CPU && !in->device.keep_placement && m->spare) {
+  if (m->aoti && !aoti_device_matches(m, &in->device)) {
+    st = pts_error_set(err, PTS_INVALID_ARG,
+                       "unable to load model '%s': the package was compiled for %s, but instance "
+                       "'%s' runs on %s",
+                       m->name, aoti_device_names[m->aoti_device], in->name, dev);
+    goto fail;
+  }
+  if (m->spare && !in->device.keep_placement && in->device.type == m->spare_device.type &&
+      in->device.index == m->spare_device.index) {
     in->module = m->spare; /* the load model_load already did */
     m->spare = NULL;
   } else {
-    pts_torch_free(m->spare); /* not a cpu model: don't keep a host copy */
-    m->spare = NULL;
-    if ((st = pts_torch_load(m->path, &in->device, &in->module, err))) {
+    if (!m->aoti) {
+      pts_torch_free(m->spare); /* not a cpu model: don't keep a host copy */
+      m->spare = NULL;
+    }
+    st = m->aoti ? pts_torch_load_aoti(m->path, &in->device, &in->module, err)
+                 : pts_torch_load(m->path, &in->device, &in->module, err);
+    if (st) {
       pts_error_prefix(err, "unable to load model '%s'", m->name);
       goto fail;
     }
@@ -743,13 +1036,20 @@ static enum pts_status pt_instance_create(void *model_state,
     pts_error_prefix(err, "model '%s'", m->name);
     goto fail;
   }
-  PTS_LOG_INFO("Loaded PyTorch model from: %s on device: %s", m->path,
+  PTS_LOG_INFO("Loaded %s from: %s on device: %s",
+               m->aoti ? "AOTInductor package" : "PyTorch model", m->path,
                in->device.keep_placement ? "model" : dev);
+  /* Once per model, on the load thread: instances are created one by one. */
+  if (m->aoti && !m->load_checked) {
+    if ((st = aoti_load_check(in, err))) goto fail;
+    m->load_checked = true;
+  }
   if (m->n_graph_batch_sizes && (st = capture_graphs(in, dev, err))) goto fail;
   PTS_LOG_INFO("Inference Mode is %s for model instance '%s'",
                m->inference_mode ? "enabled" : "disabled", in->name);
-  PTS_LOG_INFO("Optimized execution is %s for model instance '%s'",
-               m->optimized_execution ? "enabled" : "disabled", in->name);
+  if (!m->aoti) /* a compiled package has no graph executor */
+    PTS_LOG_INFO("Optimized execution is %s for model instance '%s'",
+                 m->optimized_execution ? "enabled" : "disabled", in->name);
   PTS_LOG_INFO("PyTorch instance initialized on device: %s", dev);
   *state = in;
   return PTS_OK;
@@ -938,6 +1238,14 @@ static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct p
   for (size_t i = 0; i < cfg->n_input; i++) {
     const struct pts_tensor *t = &batch->inputs[i];
     struct pts_torch_input *slot = &in->inputs[m->input_slot[i]];
+    enum pts_status cst =
+        m->aoti ? pts_aoti_check_shape(m->io, (size_t)m->input_slot[i], cfg->input[i]->name,
+                                       &t->shape, err)
+                : PTS_OK;
+    if (cst) {
+      pts_error_prefix(err, "model '%s'", m->name);
+      return cst;
+    }
     slot->absent = t->data == NULL && t->shape.ndim == 0; /* a left-out optional input */
     slot->name = cfg->input[i]->name;
     slot->dtype = t->dtype;

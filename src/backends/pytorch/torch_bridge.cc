@@ -23,10 +23,18 @@
 #if TORCH_VERSION_MAJOR >= 2
 #include <ATen/detail/MPSHooksInterface.h>
 #endif
+// AOTInductor's package loader (torch._inductor.aoti_compile_and_package's
+// .pt2 files) is a LibTorch 2.x class; without it, torch_aoti models fail
+// to load with a message saying so.
+#if __has_include(<torch/csrc/inductor/aoti_package/model_package_loader.h>)
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#define PTS_HAVE_AOTI 1
+#endif
 
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <unordered_map>
@@ -55,7 +63,14 @@ struct CapturedGraph {
 #endif
 
 struct pts_torch_module {
-  torch::jit::Module module;
+  torch::jit::Module module;  // TorchScript
+#ifdef PTS_HAVE_AOTI
+  // An AOTInductor package instead (aoti set): it runs on flat lists of
+  // tensors; call_spec holds the pytree specs that name them.
+  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> aoti;
+#endif
+  bool is_aoti = false;
+  std::string call_spec[2];
   c10::Device device{c10::kCPU};
   bool move_inputs = false;  // false: inputs stay on the CPU (cpu or KIND_MODEL)
   bool returns_dict = false;
@@ -78,6 +93,18 @@ struct pts_torch_module {
 
 namespace {
 
+// AOTInductor's generated code checks the dtype, shape, stride and device
+// of every input only when AOTI_RUNTIME_CHECK_INPUTS is set (read once per
+// package library); unchecked, a tensor of the wrong shape makes the
+// compiled kernels read or write out of bounds. ptserve turns the checks
+// on for the whole process, before any thread exists, unless the
+// environment already says otherwise; a mismatch then is an error message.
+const bool aoti_checks_on = [] {
+  setenv("AOTI_RUNTIME_CHECK_INPUTS", "1", /*overwrite=*/0);
+  const char *v = getenv("AOTI_RUNTIME_CHECK_INPUTS");
+  return v && v[0] != '0';
+}();
+
 // A failure whose message is already written for the user.
 struct BridgeError {
   enum pts_status code;
@@ -93,6 +120,8 @@ struct BridgeError {
 // that line only.
 std::string concise(const char *what) {
   std::string msg(what);
+  // AOTInductor's messages end with a newline.
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
   if (msg.find("Traceback of TorchScript") == std::string::npos) return msg;
   size_t end = msg.find_last_not_of(" \n");
   if (end == std::string::npos) return msg;
@@ -466,6 +495,38 @@ void walk_result(OutputList &out, const c10::IValue &result, const std::vector<R
   }
 }
 
+// A package's input checks report "input_handles[<i>]: <what>" about its
+// i-th flat input: that is the client's input that does not fit (400),
+// named as the config names it, not a failure of the model.
+void name_refused_input(const char *what, const pts_torch_input *inputs, size_t n) {
+  std::string msg = concise(what);
+  size_t at = msg.find("input_handles[");
+  if (at == std::string::npos) return;
+  size_t k = std::strtoul(msg.c_str() + at + std::strlen("input_handles["), nullptr, 10);
+  if (k >= n) return;
+  fail(PTS_INVALID_ARG, std::string("input '") + inputs[k].name +
+                            "' does not fit the compiled package: " + msg.substr(at));
+}
+
+// forward() of a TorchScript module, or run() of an AOTInductor package on
+// the instance's CUDA stream (null: the current stream, or none on the
+// CPU); a package's flat list of results comes back as a TensorList.
+c10::IValue eager_run(pts_torch_module *m, std::vector<c10::IValue> args) {
+#ifdef PTS_HAVE_AOTI
+  if (m->is_aoti) {
+    std::vector<at::Tensor> inputs;
+    inputs.reserve(args.size());
+    for (c10::IValue &a : args) inputs.push_back(a.toTensor());
+    void *stream = nullptr;
+#ifdef PTS_WITH_CUDA
+    if (m->stream) stream = static_cast<void *>(m->stream->stream());
+#endif
+    return c10::IValue(m->aoti->run(inputs, stream));
+  }
+#endif
+  return m->module.forward(std::move(args));
+}
+
 #ifdef PTS_WITH_CUDA
 bool same_signature(const std::vector<at::Tensor> &a, const std::vector<c10::IValue> &b) {
   if (a.size() != b.size()) return false;
@@ -491,7 +552,7 @@ c10::IValue run_forward(pts_torch_module *m, std::vector<c10::IValue> args,
     out->graph_replayed = true;
     return g->outputs;
   }
-  return m->module.forward(std::move(args));
+  return eager_run(m, std::move(args));
 }
 #endif
 
@@ -692,6 +753,44 @@ std::vector<ProfOp> collect_events(const std::vector<prof::KinetoEvent> &events)
   return ops;
 }
 
+// ---- AOTInductor packages ----
+
+#ifdef PTS_HAVE_AOTI
+// The metadata of a package without loading its model, where LibTorch can
+// (a static reader in later 2.x); otherwise nothing, and the caller reads
+// it from the loaded package.
+template <class L>
+auto package_metadata(const std::string &path, int)
+    -> decltype(L::load_metadata_from_package(path, std::string("model"))) {
+  return L::load_metadata_from_package(path, "model");
+}
+template <class L>
+std::unordered_map<std::string, std::string> package_metadata(const std::string &, long) {
+  return {};
+}
+
+void fill_meta(const std::unordered_map<std::string, std::string> &meta, pts_torch_meta *out) {
+  size_t n = meta.size();
+  out->keys = static_cast<char **>(pts_calloc(n ? n : 1, sizeof(char *)));
+  out->values = static_cast<char **>(pts_calloc(n ? n : 1, sizeof(char *)));
+  if (!out->keys || !out->values) {
+    pts_free(out->keys);
+    pts_free(out->values);
+    out->keys = out->values = nullptr;
+    fail(PTS_NOMEM, "out of memory reading the package's metadata");
+  }
+  for (const auto &kv : meta) {
+    out->keys[out->count] = pts_strdup(kv.first.c_str());
+    out->values[out->count] = pts_strdup(kv.second.c_str());
+    out->count++;
+    if (!out->keys[out->count - 1] || !out->values[out->count - 1]) {
+      pts_torch_meta_free(out);
+      fail(PTS_NOMEM, "out of memory reading the package's metadata");
+    }
+  }
+}
+#endif
+
 #if TORCH_VERSION_MAJOR >= 2
 thread_local bool mps_trace_on = false;  // this thread started the MPS signpost trace
 #endif
@@ -748,6 +847,110 @@ enum pts_status pts_torch_load(const char *path, const struct pts_device *dev,
     *out = m;
     return PTS_OK;
   });
+}
+
+bool pts_torch_has_aoti(void) {
+#ifdef PTS_HAVE_AOTI
+  return true;
+#else
+  return false;
+#endif
+}
+
+enum pts_status pts_torch_aoti_metadata(const char *path, struct pts_torch_meta *out,
+                                        struct pts_error *err) {
+  std::memset(out, 0, sizeof *out);
+  std::string prefix = std::string("failed to read the AOTInductor package '") + path + "': ";
+  return guarded(err, PTS_UNAVAILABLE, prefix.c_str(), [&]() {
+#ifdef PTS_HAVE_AOTI
+    fill_meta(package_metadata<torch::inductor::AOTIModelPackageLoader>(path, 0), out);
+#endif
+    return PTS_OK;
+  });
+}
+
+enum pts_status pts_torch_module_metadata(const struct pts_torch_module *m,
+                                          struct pts_torch_meta *out, struct pts_error *err) {
+  std::memset(out, 0, sizeof *out);
+  return guarded(err, PTS_INTERNAL, "reading the package's metadata failed: ", [&]() {
+#ifdef PTS_HAVE_AOTI
+    if (m->is_aoti) fill_meta(m->aoti->get_metadata(), out);
+#else
+    (void)m;
+#endif
+    return PTS_OK;
+  });
+}
+
+void pts_torch_meta_free(struct pts_torch_meta *meta) {
+  if (!meta || !meta->keys) return;
+  for (size_t i = 0; i < meta->count; i++) {
+    pts_free(meta->keys[i]);
+    pts_free(meta->values[i]);
+  }
+  pts_free(meta->keys);
+  pts_free(meta->values);
+  std::memset(meta, 0, sizeof *meta);
+}
+
+const char *pts_torch_meta_get(const struct pts_torch_meta *meta, const char *key) {
+  for (size_t i = 0; i < meta->count; i++)
+    if (std::strcmp(meta->keys[i], key) == 0) return meta->values[i];
+  return nullptr;
+}
+
+enum pts_status pts_torch_load_aoti(const char *path, const struct pts_device *dev,
+                                    struct pts_torch_module **out, struct pts_error *err) {
+  *out = nullptr;
+  std::string prefix = std::string("failed to load AOTInductor package '") + path + "': ";
+  return guarded(err, PTS_UNAVAILABLE, prefix.c_str(), [&]() {
+#ifdef PTS_HAVE_AOTI
+    auto m = std::make_unique<pts_torch_module>();
+    m->device = to_torch_device(dev);
+    m->is_aoti = true;
+    if (!aoti_checks_on) {
+      static std::once_flag warned;
+      std::call_once(warned, [] {
+        PTS_LOG_WARN("AOTI_RUNTIME_CHECK_INPUTS is 0: AOTInductor packages run without checking "
+                     "their inputs, so a package whose inputs do not match its config can read "
+                     "out of bounds");
+      });
+    }
+    // Single-threaded runner: each instance owns its package and runs one
+    // batch at a time on its own thread, so the container's locks and its
+    // per-run CUDA event bookkeeping (a cudaEventQuery, which stream
+    // capture forbids) are not needed.
+    c10::DeviceIndex index =
+        m->device.is_cuda() ? m->device.index() : static_cast<c10::DeviceIndex>(-1);
+    m->aoti = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
+        path, "model", /*run_single_threaded=*/true, /*num_runners=*/1, index);
+    std::vector<std::string> spec = m->aoti->get_call_spec();
+    if (spec.size() != 2)
+      fail(PTS_INVALID_ARG, prefix + "its call specification has " +
+                                std::to_string(spec.size()) + " parts, not 2 (inputs, outputs)");
+    m->call_spec[0] = spec[0];
+    m->call_spec[1] = spec[1];
+    m->move_inputs = !m->device.is_cpu();
+#ifdef PTS_WITH_CUDA
+    if (m->device.is_cuda()) {
+      m->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, m->device.index());
+      for (auto &e : m->events) e.reset(new at::cuda::CUDAEvent(cudaEventDefault));
+    }
+#endif
+    *out = m.release();
+    return PTS_OK;
+#else
+    (void)dev;
+    fail(PTS_UNSUPPORTED, prefix + "LibTorch " + TORCH_VERSION +
+                              " has no AOTInductor package loader (torch_aoti needs 2.6 or newer)");
+    return PTS_OK;  // not reached; gives the lambda its return type
+#endif
+  });
+}
+
+const char *pts_torch_call_spec(const struct pts_torch_module *m, int side) {
+  if (!m->is_aoti || side < 0 || side > 1) return nullptr;
+  return m->call_spec[side].c_str();
 }
 
 void pts_torch_free(struct pts_torch_module *m) { delete m; }
@@ -812,7 +1015,12 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
       const pts_torch_input &in = inputs[i];
       const char *base = static_cast<const char *>(in.data);
       if (base) ranges.push_back({base, base + in.byte_size});
-      if (in.absent) {
+      if (m->is_aoti && (in.absent || in.dtype == PTS_DTYPE_BYTES)) {
+        fail(PTS_INVALID_ARG, std::string("input '") + in.name +
+                                  (in.absent ? "' is missing; an AOTInductor package takes "
+                                               "every input"
+                                             : "' is BYTES; AOTInductor packages take tensors"));
+      } else if (in.absent) {
         if (!opts->dict_input) args.emplace_back();  // None
       } else if (in.dtype == PTS_DTYPE_BYTES) {
         if (opts->dict_input)
@@ -828,13 +1036,22 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
     if (opts->dict_input) args.emplace_back(dict);
 
     mps_timer.record(1);
+    c10::IValue result;
+    try {
 #ifdef PTS_WITH_CUDA
-    if (m->stream) m->events[1]->record(*m->stream);
-    c10::IValue result = run_forward(m, std::move(args), out);
-    if (m->stream) m->events[2]->record(*m->stream);
+      if (m->stream) m->events[1]->record(*m->stream);
+      result = run_forward(m, std::move(args), out);
+      if (m->stream) m->events[2]->record(*m->stream);
 #else
-    c10::IValue result = m->module.forward(std::move(args));
+      result = eager_run(m, std::move(args));
 #endif
+    } catch (const c10::Error &e) {
+      if (m->is_aoti) name_refused_input(e.what_without_backtrace(), inputs, n_inputs);
+      throw;
+    } catch (const std::exception &e) {
+      if (m->is_aoti) name_refused_input(e.what(), inputs, n_inputs);
+      throw;
+    }
     mps_timer.record(2);
 
     OutputList list;
@@ -858,6 +1075,7 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
 enum pts_status pts_torch_optimize(struct pts_torch_module *m, bool freeze,
                                    bool optimize_for_inference, struct pts_error *err) {
   return guarded(err, PTS_INVALID_ARG, "optimizing the TorchScript module failed: ", [&]() {
+    if (m->is_aoti) fail(PTS_INVALID_ARG, "an AOTInductor package is not a TorchScript module");
     if (optimize_for_inference)
       m->module = torch::jit::optimize_for_inference(m->module);  // freezes first
     else if (freeze)
@@ -929,10 +1147,10 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
     std::vector<c10::IValue> args(g->inputs.begin(), g->inputs.end());
     // The profiling executor specializes over the first runs; capture a
     // settled graph, never one that is still being optimized.
-    for (int i = 0; i < 3; i++) m->module.forward(args);
+    for (int i = 0; i < 3; i++) eager_run(m, args);
     m->stream->synchronize();
     g->graph.capture_begin();
-    g->outputs = m->module.forward(args);
+    g->outputs = eager_run(m, args);
     g->graph.capture_end();
     m->stream->synchronize();
     m->graphs.push_back(std::move(g));

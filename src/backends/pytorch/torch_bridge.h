@@ -1,7 +1,9 @@
 /* backends/pytorch/torch_bridge.h — the C ABI over LibTorch.
  *
  * torch_bridge.cc is the only C++ file of ptserve. It loads TorchScript
- * modules, reads forward()'s signature, and runs forward() on C tensor views:
+ * modules and AOTInductor packages (one handle type, struct
+ * pts_torch_module, for both), reads forward()'s signature or the package's
+ * call specification, and runs the model on C tensor views:
  * inputs are wrapped with torch::from_blob (no copy), outputs are made
  * contiguous on the CPU and handed back without a copy, each with a release
  * callback that drops the kept-alive at::Tensor. No exception ever crosses
@@ -143,7 +145,8 @@ enum pts_status pts_torch_load(const char *path, const struct pts_device *dev,
                                struct pts_torch_module **out, struct pts_error *err);
 void pts_torch_free(struct pts_torch_module *m); /* NULL-safe */
 
-/* forward()'s arguments without `self`. Borrowed until pts_torch_free. */
+/* forward()'s arguments without `self` (none for an AOTInductor package).
+ * Borrowed until pts_torch_free. */
 size_t pts_torch_arg_count(const struct pts_torch_module *m);
 const struct pts_torch_arg *pts_torch_arg_at(const struct pts_torch_module *m, size_t i);
 
@@ -200,6 +203,54 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
  * call it only from the thread that runs forward() on this module. */
 enum pts_status pts_torch_staging(struct pts_torch_module *m, size_t slot, size_t bytes,
                                   void **out, struct pts_error *err);
+
+/* ---- AOTInductor packages (.pt2, platform torch_aoti) ----
+ *
+ * A package is loaded with LibTorch's AOTIModelPackageLoader into the same
+ * handle as a TorchScript module, so batching, warmup, streams, CUDA graphs
+ * and output handling are shared: pts_torch_forward takes its inputs in the
+ * package's flat order and returns its flat list of outputs (never keyed).
+ * The package's generated code checks every input's dtype, shape, stride
+ * and device (AOTI_RUNTIME_CHECK_INPUTS, which the bridge sets for the
+ * process unless the environment sets it), so a mismatch is an error, not
+ * an out-of-bounds access. */
+
+/* A package's metadata: AOTI_DEVICE_KEY ("cpu", "cuda", "mps"), AOTI_* of
+ * the compiling host, and what the exporter added
+ * (inductor_configs["aot_inductor.metadata"]). */
+struct pts_torch_meta {
+  size_t count;
+  char **keys, **values; /* pts_free'd by pts_torch_meta_free */
+};
+
+/* Whether this LibTorch has AOTInductor's package loader. */
+bool pts_torch_has_aoti(void);
+
+/* Reads a package's metadata without loading its model (so a package for a
+ * device this host lacks can be named). LibTorch versions without that
+ * reader leave *out empty (count 0) and return OK; then read it from the
+ * loaded package. Errors (UNAVAILABLE): not a readable package. Caller
+ * frees *out with pts_torch_meta_free, also after an error. */
+enum pts_status pts_torch_aoti_metadata(const char *path, struct pts_torch_meta *out,
+                                        struct pts_error *err);
+/* The metadata of a loaded package (empty for TorchScript). */
+enum pts_status pts_torch_module_metadata(const struct pts_torch_module *m,
+                                          struct pts_torch_meta *out, struct pts_error *err);
+void pts_torch_meta_free(struct pts_torch_meta *meta); /* NULL-safe */
+/* The value of `key`, or NULL. Borrowed until pts_torch_meta_free. */
+const char *pts_torch_meta_get(const struct pts_torch_meta *meta, const char *key);
+
+/* Loads a package for `dev` (its model .so is extracted to a temporary
+ * directory and loaded; cuda:<i> runs on device i, on the handle's own
+ * stream). Caller frees *out with pts_torch_free. Errors (UNAVAILABLE)
+ * carry LibTorch's message; UNSUPPORTED when this LibTorch has no loader. */
+enum pts_status pts_torch_load_aoti(const char *path, const struct pts_device *dev,
+                                    struct pts_torch_module **out, struct pts_error *err);
+
+/* The package's call specification: side 0 the inputs, 1 the outputs, as
+ * torch.utils._pytree treespec JSON (backends/pytorch/callspec.h reads
+ * them). NULL for a TorchScript module. Borrowed until pts_torch_free. */
+const char *pts_torch_call_spec(const struct pts_torch_module *m, int side);
 
 /* Releases every output whose `release` is still set, then the array. */
 void pts_torch_outputs_free(struct pts_torch_outputs *out);

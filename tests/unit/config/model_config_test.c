@@ -116,6 +116,58 @@ static void backend_from_platform_or_file(void **state) {
   pts_model_config_free(cfg);
 }
 
+/* AOTInductor packages: platform torch_aoti, backend pytorch, model.pt2
+ * (Triton's names, protocol-facts §4.1). */
+static void torch_aoti_platform(void **state) {
+  (void)state;
+  Inference__ModelConfig *cfg = completed("platform: 'torch_aoti'");
+  assert_string_equal(cfg->backend, "pytorch");
+  assert_string_equal(cfg->default_model_filename, "model.pt2");
+  pts_model_config_free(cfg);
+  cfg = completed("backend: 'pytorch' platform: 'torch_aoti' default_model_filename: 'mlp.pt2'");
+  assert_string_equal(cfg->default_model_filename, "mlp.pt2");
+  pts_model_config_free(cfg);
+  cfg = completed("default_model_filename: 'model.pt2'");
+  assert_string_equal(cfg->backend, "pytorch");
+  assert_string_equal(cfg->platform, "torch_aoti");
+  pts_model_config_free(cfg);
+  /* backend pytorch with a *.pt2 default file: the package's platform. */
+  cfg = completed("backend: 'pytorch' default_model_filename: 'net.pt2'");
+  assert_string_equal(cfg->platform, "torch_aoti");
+  pts_model_config_free(cfg);
+}
+
+/* Warmups of a model without inputs are checked once the backend has
+ * completed them (pts_model_config_check_completed). */
+static void warmup_checked_after_backend_completion(void **state) {
+  (void)state;
+  struct pts_error err;
+  Inference__ModelConfig *cfg = completed(
+      "platform: 'torch_aoti' model_warmup { name: 'w' batch_size: 1 inputs { key: 'X' value "
+      "{ data_type: TYPE_FP32 dims: 4 zero_data: true } } }");
+  assert_int_equal(pts_model_config_check_completed(cfg, &err), PTS_INVALID_ARG);
+  assert_string_equal(err.msg, "model 'm': model_warmup 'w': 'X' is not an input of the model");
+  pts_model_config_free(cfg);
+  cfg = completed(
+      "platform: 'torch_aoti' input { name: 'ARGS[0]' data_type: TYPE_FP32 dims: 4 } "
+      "output { name: 'RESULT' data_type: TYPE_FP32 dims: 4 } model_warmup { name: 'w' "
+      "batch_size: 1 inputs { key: 'ARGS[0]' value { data_type: TYPE_FP32 dims: 4 zero_data: "
+      "true } } }");
+  assert_int_equal(pts_model_config_check_completed(cfg, &err), PTS_OK);
+  pts_model_config_free(cfg);
+  /* What a backend filled in is validated like a written config. */
+  cfg = completed("platform: 'torch_aoti'");
+  Inference__ModelInput *in = pts_malloc(sizeof *in);
+  inference__model_input__init(in);
+  in->name = pts_strdup("ARGS[0]");
+  cfg->input = pts_malloc(sizeof *cfg->input);
+  cfg->input[0] = in;
+  cfg->n_input = 1;
+  assert_int_equal(pts_model_config_check_completed(cfg, &err), PTS_INVALID_ARG);
+  assert_string_equal(err.msg, "model 'm': model input 'ARGS[0]' must specify 'data_type'");
+  pts_model_config_free(cfg);
+}
+
 static void identity_backend(void **state) {
   (void)state;
   Inference__ModelConfig *cfg = completed("backend: 'identity'");
@@ -306,9 +358,7 @@ static const struct {
      "unexpected 'platform' and 'backend' pair"},
     {"platform: 'pytorch_libtorch' backend: 'identity'",
      "unexpected 'platform' and 'backend' pair"},
-    {"platform: 'torch_aoti'", "'platform: \"torch_aoti\"' is not supported"},
-    {"backend: 'pytorch' platform: 'torch_aoti'", "AOTInductor"},
-    {"default_model_filename: 'model.pt2'", "AOTInductor"},
+    {"platform: 'torch_aoti' backend: 'identity'", "unexpected 'platform' and 'backend' pair"},
     {"platform: 'ensemble'", "'ensemble_scheduling' is not supported"},
     {"ensemble_scheduling { step { model_name: 'a' } }", "'ensemble_scheduling' is not supported"},
     {"backend: 'pytorch' runtime: 'model.py'", "'runtime' 'model.py' is not supported"},
@@ -514,14 +564,26 @@ static void load_from_directory(void **state) {
   assert_string_equal(cfg->platform, "pytorch_libtorch");
   pts_model_config_free(cfg);
 
-  /* model.pt2 only: AOTInductor, refused for now. */
-  snprintf(path, sizeof path, "%s/10/model.pt", dir);
-  assert_int_equal(unlink(path), 0);
+  /* model.pt2 beside model.pt: TorchScript still wins (Triton's probe
+   * order); model.pt2 alone: an AOTInductor package. */
   snprintf(path, sizeof path, "%s/10/model.pt2", dir);
   write_file(path, "x");
-  assert_int_equal(pts_model_config_load(dir, "plain", &cfg, &err), PTS_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "torch_aoti"));
-  assert_null(cfg);
+  assert_int_equal(pts_model_config_load(dir, "plain", &cfg, &err), PTS_OK);
+  assert_string_equal(cfg->platform, "pytorch_libtorch");
+  pts_model_config_free(cfg);
+  snprintf(path, sizeof path, "%s/10/model.pt", dir);
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(pts_model_config_load(dir, "plain", &cfg, &err), PTS_OK);
+  assert_string_equal(cfg->backend, "pytorch");
+  assert_string_equal(cfg->platform, "torch_aoti");
+  assert_string_equal(cfg->default_model_filename, "model.pt2");
+  pts_model_config_free(cfg);
+  /* backend pytorch alone, only a package present: torch_aoti as well. */
+  snprintf(path, sizeof path, "%s/config.pbtxt", dir);
+  write_file(path, "backend: \"pytorch\"\n");
+  assert_int_equal(pts_model_config_load(dir, "plain", &cfg, &err), PTS_OK);
+  assert_string_equal(cfg->platform, "torch_aoti");
+  pts_model_config_free(cfg);
 
   /* A config with an error: the message names <model>/config.pbtxt:line:col. */
   snprintf(dir, sizeof dir, "%s/broken", root);
@@ -582,6 +644,8 @@ static void complete_survives_allocation_failures(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pytorch_defaults),
+      cmocka_unit_test(torch_aoti_platform),
+      cmocka_unit_test(warmup_checked_after_backend_completion),
       cmocka_unit_test(backend_from_platform_or_file),
       cmocka_unit_test(devices_resolve_as_triton),
       cmocka_unit_test(identity_backend),

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Turns one bench/aoti/run.sh run into the committed results.
+
+    .venv/bin/python bench/aoti/report.py RAW_DIR RESULTS_DIR
+
+RAW_DIR: meta.txt, inproc.csv (eager.py and bench_inproc rows labelled
+<model>/<eager|ts|aoti>/b<batch>) and ptperf_<model>_<ts|aoti>_b<batch>.csv.
+RESULTS_DIR gets results.csv (one row per model and batch), results.md (the
+table and where AOTInductor wins or loses) and plot.png.
+"""
+import csv
+import os
+import sys
+
+VARIANTS = [("eager", "eager PyTorch, in process"), ("ts", "TorchScript, in process"),
+            ("aoti", "AOTInductor, in process"), ("ptserve_ts", "ptserve TorchScript"),
+            ("ptserve_aoti", "ptserve AOTInductor")]
+COLUMNS = ["model", "batch"] + ["%s_p50_us" % v for v, _ in VARIANTS] + \
+          ["%s_items_per_sec" % v for v, _ in VARIANTS] + \
+          ["aoti_vs_ts_inproc", "aoti_vs_ts_ptserve", "ptserve_aoti_server_compute_us",
+           "ptserve_ts_server_compute_us"]
+
+
+def read_meta(raw):
+    meta = {}
+    with open(os.path.join(raw, "meta.txt")) as f:
+        for line in f:
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                meta[k] = v
+    return meta
+
+
+def main(raw, out):
+    meta = read_meta(raw)
+    rows = {}
+    with open(os.path.join(raw, "inproc.csv"), newline="") as f:
+        for r in csv.DictReader(f):
+            model, variant, b = r["label"].split("/")
+            row = rows.setdefault((model, int(b[1:])), {"model": model, "batch": int(b[1:])})
+            row["%s_p50_us" % variant] = float(r["p50_us"])
+            row["%s_items_per_sec" % variant] = float(r["per_sec"]) * int(b[1:])
+    for name in sorted(os.listdir(raw)):
+        if not (name.startswith("ptperf_") and name.endswith(".csv")):
+            continue
+        stem = name[len("ptperf_"):-len(".csv")]
+        model, kind, b = stem.rsplit("_", 2)
+        with open(os.path.join(raw, name), newline="") as f:
+            r = list(csv.DictReader(f))[-1]
+        row = rows.setdefault((model, int(b[1:])), {"model": model, "batch": int(b[1:])})
+        row["ptserve_%s_p50_us" % kind] = float(r["p50_us"])
+        row["ptserve_%s_items_per_sec" % kind] = float(r["infer_per_sec"])
+        if r.get("server_compute_infer_us"):
+            row["ptserve_%s_server_compute_us" % kind] = float(r["server_compute_infer_us"])
+    for row in rows.values():
+        if row.get("aoti_p50_us") and row.get("ts_p50_us"):
+            row["aoti_vs_ts_inproc"] = row["ts_p50_us"] / row["aoti_p50_us"]
+        if row.get("ptserve_aoti_p50_us") and row.get("ptserve_ts_p50_us"):
+            row["aoti_vs_ts_ptserve"] = row["ptserve_ts_p50_us"] / row["ptserve_aoti_p50_us"]
+    ordered = [rows[k] for k in sorted(rows)]
+
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for row in ordered:
+            w.writerow({k: ("%.2f" % v if isinstance(v, float) else v)
+                        for k, v in row.items() if k in COLUMNS})
+
+    def cell(row, key):
+        v = row.get(key)
+        return "%.1f" % v if v is not None else "-"
+
+    lines = ["# AOTInductor vs TorchScript (%s)" % meta.get("device", "?"), "",
+             "Produced by `bench/aoti/run.sh%s` on %s (%s cores%s), torch %s, git %s, %s; "
+             "load average %s before, %s after." % (
+                 " --device cuda" if meta.get("device") == "cuda" else "", meta.get("cpu", "?"),
+                 meta.get("cores", "?"), ", " + meta["gpu"] if meta.get("gpu") else "",
+                 meta.get("torch", "?"), meta.get("git", "?"), meta.get("date", "?"),
+                 meta.get("load_before", "?"), meta.get("load_after", "?")), "",
+             "Median latency of one call in microseconds, one call at a time (lower is better). "
+             "In process: the model alone, inputs from the host and results back on it. "
+             "ptserve: HTTP with binary tensors, concurrency 1 (ptperf), the whole round trip. "
+             "The last two columns are TorchScript's median over AOTInductor's (above 1: "
+             "AOTInductor is faster).", "",
+             "| model | batch | " + " | ".join(label for _, label in VARIANTS) +
+             " | AOTI speed-up in process | AOTI speed-up served |",
+             "|---|---:|" + "---:|" * (len(VARIANTS) + 2)]
+    for row in ordered:
+        lines.append("| %s | %d | %s | %s | %s |" % (
+            row["model"], row["batch"], " | ".join(cell(row, "%s_p50_us" % v) for v, _ in VARIANTS),
+            "%.2fx" % row["aoti_vs_ts_inproc"] if row.get("aoti_vs_ts_inproc") else "-",
+            "%.2fx" % row["aoti_vs_ts_ptserve"] if row.get("aoti_vs_ts_ptserve") else "-"))
+    lines += ["", "Throughput (items per second, batch included):", "",
+              "| model | batch | " + " | ".join(label for _, label in VARIANTS) + " |",
+              "|---|---:|" + "---:|" * len(VARIANTS)]
+    for row in ordered:
+        lines.append("| %s | %d | %s |" % (row["model"], row["batch"], " | ".join(
+            "%.0f" % row["%s_items_per_sec" % v] if row.get("%s_items_per_sec" % v) else "-"
+            for v, _ in VARIANTS)))
+    lines += ["", "## Where AOTInductor wins and where it loses (median latency, 5 % margin)", ""]
+    for key, where in (("aoti_vs_ts_inproc", "in process"), ("aoti_vs_ts_ptserve", "served")):
+        def pick(test):
+            return ", ".join("%s at batch %d (%.2fx)" % (r["model"], r["batch"], r[key])
+                             for r in ordered if r.get(key) and test(r[key])) or "nowhere"
+        lines.append("- %s: faster than TorchScript: %s; slower: %s; within 5 %%: %s." % (
+            where[0].upper() + where[1:], pick(lambda v: v > 1.05), pick(lambda v: v < 0.95),
+            pick(lambda v: 0.95 <= v <= 1.05)))
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("report.py: no matplotlib; no plot", file=sys.stderr)
+        return 0
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    width = 0.8 / len(VARIANTS)
+    for i, (v, label) in enumerate(VARIANTS):
+        xs = [j + i * width for j in range(len(ordered))]
+        ax.bar(xs, [r.get("%s_p50_us" % v) or 0 for r in ordered], width, label=label)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(ordered))])
+    ax.set_xticklabels(["%s b%d" % (r["model"], r["batch"]) for r in ordered])
+    ax.set_yscale("log")
+    ax.set_ylabel("median latency per call (us, log)")
+    ax.set_title("AOTInductor vs TorchScript, %s" % meta.get("device", "?"))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "plot.png"), dpi=110)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
