@@ -193,50 +193,6 @@ static void shared_memory_paths(void **state) {
                    PTS_INVALID_ARG);
 }
 
-/* §1.1: the shared-memory extensions, system and CUDA. */
-static void shared_memory_paths(void **state) {
-  (void)state;
-  static const struct {
-    const char *path;
-    enum pts_http_route_kind kind;
-    bool cuda;
-    const char *region;
-  } cases[] = {
-      {"/v2/systemsharedmemory/status", PTS_ROUTE_SHM_STATUS, false, NULL},
-      {"/v2/systemsharedmemory/region/r1/status", PTS_ROUTE_SHM_STATUS, false, "r1"},
-      {"/v2/systemsharedmemory/region/r1/register", PTS_ROUTE_SHM_REGISTER, false, "r1"},
-      {"/v2/systemsharedmemory/region/a%20b/unregister", PTS_ROUTE_SHM_UNREGISTER, false, "a b"},
-      {"/v2/systemsharedmemory/unregister", PTS_ROUTE_SHM_UNREGISTER, false, NULL},
-      {"/v2/cudasharedmemory/status", PTS_ROUTE_SHM_STATUS, true, NULL},
-      {"/v2/cudasharedmemory/region/g/register", PTS_ROUTE_SHM_REGISTER, true, "g"},
-      {"/v2/cudasharedmemory/region/g/unregister", PTS_ROUTE_SHM_UNREGISTER, true, "g"},
-      {"/v2/cudasharedmemory/unregister", PTS_ROUTE_SHM_UNREGISTER, true, NULL},
-      /* register needs a region; nothing else is a route */
-      {"/v2/systemsharedmemory/register", PTS_ROUTE_NOT_FOUND, false, NULL},
-      {"/v2/systemsharedmemory", PTS_ROUTE_NOT_FOUND, false, NULL},
-      {"/v2/systemsharedmemory/region/r1", PTS_ROUTE_NOT_FOUND, false, NULL},
-      {"/v2/systemsharedmemory/region//status", PTS_ROUTE_NOT_FOUND, false, NULL},
-      {"/v2/systemsharedmemory/regions/r1/status", PTS_ROUTE_NOT_FOUND, false, NULL},
-      {"/v2/systemsharedmemory/region/r1/status/x", PTS_ROUTE_NOT_FOUND, false, NULL},
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    struct pts_http_route r;
-    struct pts_error err;
-    assert_int_equal(pts_http_route_parse(cases[i].path, &r, &err), PTS_OK);
-    if (r.kind != cases[i].kind)
-      fail_msg("%s: kind %d, want %d", cases[i].path, r.kind, cases[i].kind);
-    if (r.kind != PTS_ROUTE_NOT_FOUND) assert_int_equal(r.cuda, cases[i].cuda);
-    if (cases[i].region)
-      assert_string_equal(r.region, cases[i].region);
-    else
-      assert_null(r.region);
-    pts_http_route_clear(&r);
-  }
-  assert_int_equal(pts_http_route_method(PTS_ROUTE_SHM_STATUS), PTS_HTTP_GET);
-  assert_int_equal(pts_http_route_method(PTS_ROUTE_SHM_REGISTER), PTS_HTTP_POST);
-  assert_int_equal(pts_http_route_method(PTS_ROUTE_SHM_UNREGISTER), PTS_HTTP_POST);
-}
-
 static void percent_decode(void **state) {
   (void)state;
   char *out;
