@@ -8,7 +8,7 @@
 #   repository
 #   scheduler
 #   backends/*, backend
-#   trace, config
+#   trace, config, shm (shared-memory regions), net (sockets, libevent glue)
 #   tensor
 #   core
 #
@@ -26,13 +26,15 @@ allowed() {
     tensor) echo "core" ;;
     config) echo "core tensor" ;;
     trace) echo "core tensor" ;;
+    shm) echo "core tensor" ;;
+    net) echo "core" ;;
     backend) echo "core tensor config" ;;
-    backends) echo "backend backends config trace tensor core" ;;
-    scheduler) echo "backend config trace tensor core" ;;
+    backends) echo "backend backends config trace shm tensor core" ;;
+    scheduler) echo "backend config trace shm tensor core" ;;
     repository) echo "scheduler backend config trace tensor core" ;;
-    frontend) echo "server scheduler config trace tensor core" ;;
-    metrics) echo "server scheduler config trace tensor core" ;;
-    server) echo "frontend metrics repository scheduler backend config trace tensor core" ;;
+    frontend) echo "server scheduler config trace shm net tensor core" ;;
+    metrics) echo "server scheduler config trace net tensor core" ;;
+    server) echo "frontend metrics repository scheduler backend config trace shm net tensor core" ;;
     *) echo "ALL" ;;
   esac
 }

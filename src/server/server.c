@@ -15,7 +15,7 @@
 #include "backend/backend.h"
 #include "scheduler/validate.h"
 #include "server/server_impl.h"
-#include "shm/resolve.h"
+#include "server/shm_resolve.h"
 #include "shm/shm.h"
 #include "trace/trace.h"
 

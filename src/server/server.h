@@ -218,7 +218,7 @@ enum pts_status pts_server_index_async(struct pts_server *s, bool ready_only,
 
 /* ---- inference ---- */
 
-/* Resolves the request's shared-memory places (shm/resolve.h), validates
+/* Resolves the request's shared-memory places (server/shm_resolve.h), validates
  * `req` against the model's config (datatypes, shapes, batch size,
  * unknown or missing inputs, unknown outputs, byte sizes, BYTES element
  * counts) and queues it. On OK the server owns req and calls req->done

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
-#include "shm/resolve.h"
+#include "server/shm_resolve.h"
 #include "shm/shm.h"
 
 /* ---- a POSIX shared-memory object of the test ---- */

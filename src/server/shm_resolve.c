@@ -1,5 +1,5 @@
-/* shm/resolve.c — see resolve.h. */
-#include "shm/resolve.h"
+/* server/shm_resolve.c — see shm_resolve.h. */
+#include "server/shm_resolve.h"
 
 #include <stdio.h>
 

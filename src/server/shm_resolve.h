@@ -1,4 +1,4 @@
-/* shm/resolve.h — turns the shared-memory places of a request into views.
+/* server/shm_resolve.h — turns the shared-memory places of a request into views.
  *
  * Frontends only record where a tensor lives (struct pts_shm_place in
  * scheduler/request.h); the server calls pts_shm_resolve before validating
@@ -8,8 +8,8 @@
  * Threading: thread-safe (the registry locks itself); the request belongs
  * to the calling thread.
  */
-#ifndef PTS_SHM_RESOLVE_H
-#define PTS_SHM_RESOLVE_H
+#ifndef PTS_SERVER_SHM_RESOLVE_H
+#define PTS_SERVER_SHM_RESOLVE_H
 
 #include <stdbool.h>
 
