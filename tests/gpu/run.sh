@@ -13,7 +13,8 @@ export PTS_MODELS_PYTHON=$PY  # the generators need this torch, not /usr/bin/pyt
 torch_cmake=$($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
 echo "== torch $($PY -c 'import torch; print(torch.__version__, torch.version.cuda)') on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTS_WERROR=ON \
-  -DCMAKE_PREFIX_PATH="$torch_cmake" -DPython3_EXECUTABLE="$(command -v $PY)" || exit 1
+  -DCMAKE_PREFIX_PATH="$torch_cmake" -DPython3_EXECUTABLE="$(command -v $PY)" \
+  -DPTS_PYTHON="$(command -v $PY)" || exit 1
 cmake --build build-gpu -j"$(nproc)" || exit 1
 rc=0
 echo "== unit tests"; ctest --test-dir build-gpu --output-on-failure || rc=1
