@@ -9,6 +9,7 @@ models' echo and the committed config and label files (clients_util.py).
 """
 import asyncio
 import json
+import os
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from conftest import need_module
 
 aio_http = need_module("tritonclient.http.aio")
 aio_grpc = need_module("tritonclient.grpc.aio")
+shm = need_module("tritonclient.utils.shared_memory")
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from clients_util import (DTYPES, IDENTITY_REPO, LABELS, TIMEOUT,  # noqa: E402
@@ -273,20 +275,62 @@ def test_repository_and_shared_memory_calls(flavour):
             for call in (c.load_model, c.unload_model):
                 await expect_error(call("mlp"), refused,
                                    "explicit model load / unload is not allowed")
+            # Shared memory is off unless --allow-client-shm (test_shared_memory).
+            disabled = "client shared memory is disabled on this server"
             unsupported = flavour.status(501, "UNIMPLEMENTED")
-            system = "system shared memory is not supported"
-            cuda = "CUDA shared memory is not supported"
-            await expect_error(c.get_system_shared_memory_status(), unsupported, system)
             await expect_error(c.register_system_shared_memory("r", "/ptserve_shm", 8),
-                               unsupported, system)
-            await expect_error(c.unregister_system_shared_memory(), unsupported, system)
-            await expect_error(c.get_cuda_shared_memory_status(), unsupported, cuda)
+                               unsupported, disabled)
             await expect_error(c.register_cuda_shared_memory("c", b"aGFuZGxl", 0, 8),
-                               unsupported, cuda)
-            await expect_error(c.unregister_cuda_shared_memory("c"), unsupported, cuda)
+                               unsupported, disabled)
         finally:
             await c.close()
     run(body)
+
+
+def test_shared_memory(flavour, start_server):
+    """--allow-client-shm: the asyncio clients register POSIX shared-memory
+    regions made with tritonclient.utils.shared_memory, infer with the input
+    read from one and the output written into another (the identity model:
+    the output region must hold what the test wrote), list and unregister
+    them. A CUDA registration of a bogus handle is refused with a message
+    (no CUDA in a CPU build; an invalid handle in a CUDA one)."""
+    s = start_server(IDENTITY_REPO, "--allow-client-shm=true")
+    f = Flavour(flavour.name, s)
+    x = identity_values("FP32", rows=2)
+    prefix = "/ptserve_aio_%d_%s_" % (os.getpid(), f.name)
+    h_in = shm.create_shared_memory_region("in", prefix + "in", x.nbytes)
+    h_out = shm.create_shared_memory_region("out", prefix + "out", x.nbytes)
+
+    async def body():
+        c = f.client()
+        try:
+            shm.set_shared_memory_region(h_in, [x])
+            await c.register_system_shared_memory("in", prefix + "in", x.nbytes)
+            await c.register_system_shared_memory("out", prefix + "out", x.nbytes)
+            status = await f.json(c.get_system_shared_memory_status)
+            regions = status["regions"].values() if f.name == "grpc" else status
+            assert sorted(r["name"] for r in regions) == ["in", "out"]
+            i = f.mod.InferInput("INPUT0", list(x.shape), "FP32")
+            i.set_shared_memory("in", x.nbytes)
+            o = f.output("OUTPUT0")
+            o.set_shared_memory("out", x.nbytes)
+            r = await c.infer("dt_fp32", [i], outputs=[o], request_id="shm")
+            assert f.response(r)["id"] == "shm"
+            assert_same(shm.get_contents_as_numpy(h_out, np.float32, list(x.shape)), x, "FP32")
+            await c.unregister_system_shared_memory("in")
+            await c.unregister_system_shared_memory()
+            status = await f.json(c.get_system_shared_memory_status)
+            assert not (status.get("regions") if f.name == "grpc" else status)
+            await expect_error(c.register_cuda_shared_memory("c", b"aGFuZGxl", 0, 8),
+                               f.status(400, "INVALID_ARGUMENT"),
+                               "failed to register CUDA shared memory region 'c'")
+        finally:
+            await c.close()
+    try:
+        run(body)
+    finally:
+        shm.destroy_shared_memory_region(h_in)
+        shm.destroy_shared_memory_region(h_out)
 
 
 def test_model_control(flavour, start_server):

@@ -471,16 +471,15 @@ def test_repository_calls(client):
     assert client.is_model_ready("mlp")
 
 
-def test_shared_memory_calls(client):
-    system = "system shared memory is not supported"
-    cuda = "CUDA shared memory is not supported"
-    for fn, words in (
-            (lambda: client.get_system_shared_memory_status(), system),
-            (lambda: client.get_system_shared_memory_status("r0"), system),
-            (lambda: client.register_system_shared_memory("r0", "/ptserve_shm", 64), system),
-            (lambda: client.unregister_system_shared_memory("r0"), system),
-            (lambda: client.unregister_system_shared_memory(), system),
-            (lambda: client.get_cuda_shared_memory_status(), cuda),
-            (lambda: client.register_cuda_shared_memory("c0", b"aGFuZGxl", 0, 64), cuda),
-            (lambda: client.unregister_cuda_shared_memory(), cuda)):
-        expect_error(fn, "UNIMPLEMENTED", words)
+def test_shared_memory_calls_while_disabled(client):
+    """Without --allow-client-shm (the default): no regions, and
+    UNIMPLEMENTED saying how to enable it (test_shm.py and
+    test_client_aio.py use shared memory with it on)."""
+    assert list(client.get_system_shared_memory_status().regions) == []
+    assert list(client.get_cuda_shared_memory_status().regions) == []
+    for fn in (lambda: client.register_system_shared_memory("r0", "/ptserve_shm", 64),
+               lambda: client.unregister_system_shared_memory("r0"),
+               lambda: client.unregister_system_shared_memory(),
+               lambda: client.register_cuda_shared_memory("c0", b"aGFuZGxl", 0, 64),
+               lambda: client.unregister_cuda_shared_memory()):
+        expect_error(fn, "UNIMPLEMENTED", "client shared memory is disabled on this server; start it with --allow-client-shm=true")

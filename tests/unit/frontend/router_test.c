@@ -165,7 +165,11 @@ static void shared_memory_paths(void **state) {
       {"/v2/cudasharedmemory/status", PTS_ROUTE_SHM_STATUS, true, NULL},
       {"/v2/cudasharedmemory/region/c/register", PTS_ROUTE_SHM_REGISTER, true, "c"},
       {"/v2/cudasharedmemory/unregister", PTS_ROUTE_SHM_UNREGISTER, true, NULL},
+      {"/v2/systemsharedmemory/region/a%20b/unregister", PTS_ROUTE_SHM_UNREGISTER, false, "a b"},
+      {"/v2/cudasharedmemory/region/g/unregister", PTS_ROUTE_SHM_UNREGISTER, true, "g"},
       /* not endpoints */
+      {"/v2/systemsharedmemory/region//status", PTS_ROUTE_NOT_FOUND, false, NULL},
+      {"/v2/systemsharedmemory/regions/r1/status", PTS_ROUTE_NOT_FOUND, false, NULL},
       {"/v2/systemsharedmemory", PTS_ROUTE_NOT_FOUND, false, NULL},
       {"/v2/systemsharedmemory/register", PTS_ROUTE_NOT_FOUND, false, NULL},
       {"/v2/systemsharedmemory/region/r0", PTS_ROUTE_NOT_FOUND, false, NULL},
