@@ -89,8 +89,15 @@ def io_record(ep):
     range of every input dimension."""
     from torch.export.graph_signature import InputKind, OutputKind
     nodes = {n.name: n for n in ep.graph.nodes}
-    inputs = [_entry(nodes[s.arg.name], "input", ep.range_constraints)
-              for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    inputs = []
+    for s in ep.graph_signature.input_specs:
+        if s.kind != InputKind.USER_INPUT:
+            continue
+        if getattr(s.arg, "name", None) not in nodes:
+            # torch.export bakes a number or None into the program, but the
+            # call specification keeps its place: ptserve could not feed it.
+            raise ValueError("input %r is not a tensor; ptserve serves tensors only" % (s.arg,))
+        inputs.append(_entry(nodes[s.arg.name], "input", ep.range_constraints))
     outputs = []
     for s in ep.graph_signature.output_specs:
         if s.kind != OutputKind.USER_OUTPUT:

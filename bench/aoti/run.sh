@@ -7,7 +7,9 @@
 # 1. builds ptserve, ptperf and bench_inproc (Release) in build-bench-aoti/;
 # 2. writes each model of bench/aoti/gen_models.py twice, TorchScript and
 #    AOTInductor, from the same module and weights;
-# 3. measures, at batch 1 and 8 (cpu) or 1, 8 and 32 (cuda), one call at a time:
+# 3. measures, at batch 1 and 8 (cpu) or 1, 8 and 32 (cuda), one call at a
+#    time, in BENCH_ROUNDS (default 3) interleaved rounds, keeping each
+#    variant's best round:
 #    - eager PyTorch in process (bench/aoti/eager.py, Python),
 #    - TorchScript in process and AOTInductor in process (bench_inproc, through
 #      the same bridge ptserve uses),
@@ -19,7 +21,7 @@
 # On the CPU every variant uses one intra-op thread (the server and the client
 # share the machine). Compare the columns of one run, not runs across hosts.
 # Environment: PYTHON (default .venv/bin/python), BENCH_INTERVAL_MS (ptperf
-# window, default 2000), BENCH_BUILD_DIR, JOBS (build parallelism).
+# window, default 2000), BENCH_ROUNDS, BENCH_BUILD_DIR, JOBS (build parallelism).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DEVICE=cpu
@@ -31,6 +33,7 @@ BUILD="${BENCH_BUILD_DIR:-$ROOT/build-bench-aoti}"
 MODELS="$ROOT/bench/aoti/models-$DEVICE"
 RAW="$ROOT/bench/aoti/raw-$DEVICE"
 INTERVAL_MS="${BENCH_INTERVAL_MS:-2000}"
+ROUNDS="${BENCH_ROUNDS:-3}"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 [ -x "$PY" ] || PY=python3
 SERVER_PID=
@@ -72,23 +75,36 @@ wire() { grep -q TYPE_FP16 "$MODELS/$1/config.pbtxt" && echo FP16 || echo FP32; 
   fi
   echo "torch=$("$PY" -c 'import torch; print(torch.__version__)')"
   echo "interval_ms=$INTERVAL_MS"
+  echo "rounds=$ROUNDS"
   echo "load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$RAW/meta.txt"
 
-log "in process: eager PyTorch, TorchScript, AOTInductor"
 echo "label,calls,per_sec,mean_us,p50_us,p99_us" >"$RAW/inproc.csv"
-for n in "${NAMES[@]}"; do
-  for b in "${BATCHES[@]}"; do
-    "$PY" "$ROOT/bench/aoti/eager.py" "$n" "$b" --device "$DEVICE" --csv "$RAW/inproc.csv" >>"$RAW/inproc.log" 2>&1
-    for k in ts aoti; do
-      f=model.pt; [ "$k" = aoti ] && f=model.pt2
-      "$BUILD/bench_inproc" --model "$MODELS/${n}_$k/1/$f" --input "$(wire "${n}_$k"):$b,$(dims "${n}_$k")" \
-        "${INPROC_DEV[@]}" --seconds 2 --warmup 100 --label "$n/$k/b$b" --csv "$RAW/inproc.csv" >>"$RAW/inproc.log"
+inproc_round() {
+  for n in "${NAMES[@]}"; do
+    for b in "${BATCHES[@]}"; do
+      "$PY" "$ROOT/bench/aoti/eager.py" "$n" "$b" --device "$DEVICE" --csv "$RAW/inproc.csv" >>"$RAW/inproc.log" 2>&1
+      for k in ts aoti; do
+        f=model.pt; [ "$k" = aoti ] && f=model.pt2
+        "$BUILD/bench_inproc" --model "$MODELS/${n}_$k/1/$f" --input "$(wire "${n}_$k"):$b,$(dims "${n}_$k")" \
+          "${INPROC_DEV[@]}" --seconds 2 --warmup 100 --label "$n/$k/b$b" --csv "$RAW/inproc.csv" >>"$RAW/inproc.log"
+      done
     done
   done
-done
+}
+served_round() {
+  for n in "${NAMES[@]}"; do
+    for b in "${BATCHES[@]}"; do
+      for k in ts aoti; do
+        rc=0
+        "$BUILD/ptperf" -m "${n}_$k" -u "127.0.0.1:$PORT" -b "$b" --concurrency 1 -p "$INTERVAL_MS" -q \
+          --server-pid "$SERVER_PID" -f "$RAW/ptperf_${n}_${k}_b${b}_r$1.csv" || rc=$?
+        [ "$rc" -eq 0 ] || [ "$rc" -eq 2 ]
+      done
+    done
+  done
+}
 
-log "ptserve over HTTP, concurrency 1"
 PORT="$(free_port)"
 "$BUILD/ptserve" --model-repository "$MODELS" --http-port "$PORT" --http-address 127.0.0.1 \
   --grpc-port "$(free_port)" --metrics-port "$(free_port)" >"$RAW/server.log" 2>&1 &
@@ -98,15 +114,13 @@ for _ in $(seq 1 600); do
   kill -0 "$SERVER_PID" 2>/dev/null || { cat "$RAW/server.log" >&2; exit 1; }
   sleep 0.1
 done
-for n in "${NAMES[@]}"; do
-  for b in "${BATCHES[@]}"; do
-    for k in ts aoti; do
-      rc=0
-      "$BUILD/ptperf" -m "${n}_$k" -u "127.0.0.1:$PORT" -b "$b" --concurrency 1 -p "$INTERVAL_MS" -q \
-        --server-pid "$SERVER_PID" -f "$RAW/ptperf_${n}_${k}_b$b.csv" || rc=$?
-      [ "$rc" -eq 0 ] || [ "$rc" -eq 2 ]
-    done
-  done
+# Rounds: every variant measured ROUNDS times, interleaved, so that a burst
+# of load from elsewhere hits one round, not one variant; the report keeps
+# each variant's best (lowest median) round.
+for r in $(seq 1 "$ROUNDS"); do
+  log "round $r/$ROUNDS: in process (eager, TorchScript, AOTInductor), then served (HTTP, concurrency 1)"
+  inproc_round
+  served_round "$r"
 done
 stop_server
 echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/meta.txt"

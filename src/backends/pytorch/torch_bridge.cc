@@ -756,6 +756,13 @@ std::vector<ProfOp> collect_events(const std::vector<prof::KinetoEvent> &events)
 // ---- AOTInductor packages ----
 
 #ifdef PTS_HAVE_AOTI
+// Models load in parallel (--model-load-thread-count), and LibTorch's
+// package reading is not safe for that: two packages read at once came back
+// with each other's metadata (LibTorch 2.13). Reading a package's metadata
+// and creating a loader (which unpacks the package) take turns; running
+// loaded packages does not.
+std::mutex aoti_load_mu;
+
 // The metadata of a package without loading its model, where LibTorch can
 // (a static reader in later 2.x); otherwise nothing, and the caller reads
 // it from the loaded package.
@@ -863,7 +870,12 @@ enum pts_status pts_torch_aoti_metadata(const char *path, struct pts_torch_meta 
   std::string prefix = std::string("failed to read the AOTInductor package '") + path + "': ";
   return guarded(err, PTS_UNAVAILABLE, prefix.c_str(), [&]() {
 #ifdef PTS_HAVE_AOTI
-    fill_meta(package_metadata<torch::inductor::AOTIModelPackageLoader>(path, 0), out);
+    std::unordered_map<std::string, std::string> meta;
+    {
+      std::lock_guard<std::mutex> lock(aoti_load_mu);
+      meta = package_metadata<torch::inductor::AOTIModelPackageLoader>(path, 0);
+    }
+    fill_meta(meta, out);
 #endif
     return PTS_OK;
   });
@@ -922,8 +934,11 @@ enum pts_status pts_torch_load_aoti(const char *path, const struct pts_device *d
     // capture forbids) are not needed.
     c10::DeviceIndex index =
         m->device.is_cuda() ? m->device.index() : static_cast<c10::DeviceIndex>(-1);
-    m->aoti = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
-        path, "model", /*run_single_threaded=*/true, /*num_runners=*/1, index);
+    {
+      std::lock_guard<std::mutex> lock(aoti_load_mu);
+      m->aoti = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
+          path, "model", /*run_single_threaded=*/true, /*num_runners=*/1, index);
+    }
     std::vector<std::string> spec = m->aoti->get_call_spec();
     if (spec.size() != 2)
       fail(PTS_INVALID_ARG, prefix + "its call specification has " +

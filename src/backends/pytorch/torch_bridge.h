@@ -14,7 +14,9 @@
  * C11-only header (core/buf.h's <stdatomic.h> is not valid C++17), which is
  * why tensors here are described by bridge structs, not struct pts_tensor.
  *
- * Threading: load/free/introspection run on the repository's load thread.
+ * Threading: load/free/introspection run on the repository's load threads;
+ * several models may load at once (the bridge serializes reading AOTInductor
+ * packages, which LibTorch can not do concurrently).
  * pts_torch_forward may run concurrently on different modules, and on one
  * module from several threads (TorchScript inference is re-entrant as long
  * as nobody moves or retrains the module meanwhile). The grad mode, the
