@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config/json_kind.h"
 #include "config/pbjson.h"
 #include "config/pbtxt.h"
 #include "core/alloc.h"
@@ -79,27 +80,6 @@ static size_t push_index(struct jp *p, size_t i) {
 static void pop(struct jp *p, size_t old) {
   p->path_len = old;
   p->path[old] = '\0';
-}
-
-static const char *kind_of(const json_t *j) {
-  switch (json_typeof(j)) {
-    case JSON_OBJECT:
-      return "an object";
-    case JSON_ARRAY:
-      return "an array";
-    case JSON_STRING:
-      return "a string";
-    case JSON_INTEGER:
-      return "an integer";
-    case JSON_REAL:
-      return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-      return "a boolean";
-    case JSON_NULL:
-      return "null";
-  }
-  return "a value";
 }
 
 /* ---- descriptor helpers ---- */
@@ -201,7 +181,7 @@ static enum pts_status parse_integer(struct jp *p, const json_t *j,
       mag = mag * 10 + d;
     }
   } else {
-    return fail(p, "expected an integer, got %s", kind_of(j));
+    return fail(p, "expected an integer, got %s", pts_json_kind_name(j));
   }
   bool is64 = pts_pbtxt_value_size(f->type) == 8;
   bool un = is_unsigned(f->type);
@@ -239,7 +219,7 @@ static enum pts_status parse_real(struct jp *p, const json_t *j, const ProtobufC
     else if (!*s || (d = strtod(s, &end), *end) || !isfinite(d))
       return fail(p, "'%.40s' is not a number", s);
   } else {
-    return fail(p, "expected a number, got %s", kind_of(j));
+    return fail(p, "expected a number, got %s", pts_json_kind_name(j));
   }
   if (f->type == PROTOBUF_C_TYPE_DOUBLE) {
     v->d = d;
@@ -273,7 +253,7 @@ static enum pts_status parse_enum(struct jp *p, const json_t *j, const ProtobufC
     }
     return fail(p, "unknown number %lld for enum %s", (long long)x, ed->name);
   }
-  return fail(p, "expected an enum name or number, got %s", kind_of(j));
+  return fail(p, "expected an enum name or number, got %s", pts_json_kind_name(j));
 }
 
 static enum pts_status parse_scalar(struct jp *p, const json_t *j,
@@ -283,13 +263,13 @@ static enum pts_status parse_scalar(struct jp *p, const json_t *j,
     case PROTOBUF_C_TYPE_DOUBLE:
       return parse_real(p, j, f, v);
     case PROTOBUF_C_TYPE_BOOL:
-      if (!json_is_boolean(j)) return fail(p, "expected true or false, got %s", kind_of(j));
+      if (!json_is_boolean(j)) return fail(p, "expected true or false, got %s", pts_json_kind_name(j));
       v->b = json_is_true(j);
       return PTS_OK;
     case PROTOBUF_C_TYPE_ENUM:
       return parse_enum(p, j, f, v);
     case PROTOBUF_C_TYPE_STRING: {
-      if (!json_is_string(j)) return fail(p, "expected a string, got %s", kind_of(j));
+      if (!json_is_string(j)) return fail(p, "expected a string, got %s", pts_json_kind_name(j));
       size_t n = json_string_length(j);
       const char *s = json_string_value(j);
       if (memchr(s, '\0', n)) return fail(p, "the string contains a NUL character");
@@ -297,7 +277,7 @@ static enum pts_status parse_scalar(struct jp *p, const json_t *j,
       return v->s ? PTS_OK : nomem(p);
     }
     case PROTOBUF_C_TYPE_BYTES: {
-      if (!json_is_string(j)) return fail(p, "expected a base64 string, got %s", kind_of(j));
+      if (!json_is_string(j)) return fail(p, "expected a base64 string, got %s", pts_json_kind_name(j));
       char what[300];
       snprintf(what, sizeof what, "field '%s'", p->path);
       uint8_t *data;
@@ -325,7 +305,7 @@ static enum pts_status parse_object(struct jp *p, const ProtobufCMessageDescript
 static enum pts_status parse_message_value(struct jp *p, const json_t *j,
                                            const ProtobufCFieldDescriptor *f,
                                            ProtobufCMessage *msg) {
-  if (!json_is_object(j)) return fail(p, "expected an object, got %s", kind_of(j));
+  if (!json_is_object(j)) return fail(p, "expected an object, got %s", pts_json_kind_name(j));
   if (p->depth >= MAX_DEPTH) return fail(p, "messages are nested more than %d deep", MAX_DEPTH);
   ProtobufCMessage *sub = new_message(f->descriptor);
   if (!sub) return nomem(p);
@@ -364,7 +344,7 @@ static enum pts_status parse_one(struct jp *p, const json_t *j, const ProtobufCF
 /* A map field: a JSON object whose keys are the map keys as strings. */
 static enum pts_status parse_map(struct jp *p, const json_t *j, const ProtobufCFieldDescriptor *f,
                                  ProtobufCMessage *msg) {
-  if (!json_is_object(j)) return fail(p, "expected an object (a map), got %s", kind_of(j));
+  if (!json_is_object(j)) return fail(p, "expected an object (a map), got %s", pts_json_kind_name(j));
   const ProtobufCMessageDescriptor *ed = f->descriptor;
   const ProtobufCFieldDescriptor *kf = &ed->fields[0], *vf = &ed->fields[1];
   const char *key;
@@ -408,7 +388,7 @@ static enum pts_status parse_field(struct jp *p, const ProtobufCMessageDescripto
   if (f->label == PROTOBUF_C_LABEL_REPEATED && pts_pbtxt_field_is_map(f))
     return parse_map(p, j, f, msg);
   if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-    if (!json_is_array(j)) return fail(p, "expected an array, got %s", kind_of(j));
+    if (!json_is_array(j)) return fail(p, "expected an array, got %s", pts_json_kind_name(j));
     for (size_t i = 0; i < json_array_size(j); i++) {
       size_t old = push_index(p, i);
       const json_t *e = json_array_get(j, i);
@@ -469,7 +449,7 @@ enum pts_status pts_pbjson_parse(const ProtobufCMessageDescriptor *desc, const j
   p.path[0] = '\0';
   if (!json_is_object(json))
     return pts_error_set(err, PTS_INVALID_ARG, "expected a JSON object for %s, got %s",
-                         desc->name, json ? kind_of(json) : "nothing");
+                         desc->name, json ? pts_json_kind_name(json) : "nothing");
   ProtobufCMessage *root = new_message(desc);
   if (!root) return nomem(&p);
   enum pts_status st = parse_object(&p, desc, json, root);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/json_kind.h"
 #include "core/alloc.h"
 #include "core/log.h"
 #include "frontend/http/jsonw.h"
@@ -15,27 +16,6 @@
 
 /* A trace request carries at most this many keys (there are 7). */
 #define MAX_UPDATES 16
-
-static const char *kind_of(const json_t *v) {
-  switch (json_typeof(v)) {
-    case JSON_OBJECT:
-      return "an object";
-    case JSON_ARRAY:
-      return "an array";
-    case JSON_STRING:
-      return "a string";
-    case JSON_INTEGER:
-      return "an integer";
-    case JSON_REAL:
-      return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-      return "a boolean";
-    case JSON_NULL:
-      return "null";
-  }
-  return "a value";
-}
 
 /* The body as a JSON object; an empty body is an empty object. */
 static enum pts_status parse_object(const char *what, const char *body, size_t len, json_t **out,
@@ -52,7 +32,7 @@ static enum pts_status parse_object(const char *what, const char *body, size_t l
                          je.line, je.column, je.text);
   if (!json_is_object(root)) {
     enum pts_status st = pts_error_set(
-        err, PTS_INVALID_ARG, "the %s request JSON must be an object, got %s", what, kind_of(root));
+        err, PTS_INVALID_ARG, "the %s request JSON must be an object, got %s", what, pts_json_kind_name(root));
     json_decref(root);
     return st;
   }
@@ -81,7 +61,7 @@ static enum pts_status scalar_text(const char *key, json_t *v, char *num, const 
     return PTS_OK;
   }
   return pts_error_set(err, PTS_INVALID_ARG, "trace setting '%s' must be a string, got %s", key,
-                       kind_of(v));
+                       pts_json_kind_name(v));
 }
 
 static enum pts_status to_update(const char *key, json_t *v, size_t i, struct text_values *tv,
@@ -105,7 +85,7 @@ static enum pts_status to_update(const char *key, json_t *v, size_t i, struct te
     if (!json_is_string(e))
       return pts_error_set(err, PTS_INVALID_ARG,
                            "trace setting '%s' must be an array of strings; element %zu is %s", key,
-                           k, kind_of(e));
+                           k, pts_json_kind_name(e));
     tv->ptrs[i][k] = json_string_value(e);
   }
   u->n_values = json_array_size(v);
@@ -186,7 +166,7 @@ enum pts_status pts_http_trace_setting(struct pts_server *s, const char *model, 
 
 static enum pts_status log_bool(const char *key, json_t *v, bool *out, struct pts_error *err) {
   if (!json_is_boolean(v))
-    return pts_error_set(err, PTS_INVALID_ARG, "expect boolean for '%s', got %s", key, kind_of(v));
+    return pts_error_set(err, PTS_INVALID_ARG, "expect boolean for '%s', got %s", key, pts_json_kind_name(v));
   *out = json_is_true(v);
   return PTS_OK;
 }
@@ -204,7 +184,7 @@ static enum pts_status log_apply(const char *key, json_t *v, struct pts_log_sett
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX)
       return pts_error_set(err, PTS_INVALID_ARG,
                            "expect unsigned integer for 'log_verbose_level' (0 to %d), got %s",
-                           INT_MAX, kind_of(v));
+                           INT_MAX, pts_json_kind_name(v));
     ls->verbose_level = (int)json_integer_value(v);
     return PTS_OK;
   }
@@ -221,7 +201,7 @@ static enum pts_status log_apply(const char *key, json_t *v, struct pts_log_sett
     } else {
       return pts_error_set(err, PTS_INVALID_ARG,
                            "log setting 'log_format' must be 'default' or 'ISO8601', got %s",
-                           kind_of(v));
+                           pts_json_kind_name(v));
     }
     return PTS_OK;
   }

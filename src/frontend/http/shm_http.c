@@ -5,30 +5,10 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "config/json_kind.h"
 #include "core/alloc.h"
 #include "core/base64.h"
 #include "frontend/http/jsonw.h"
-
-static const char *kind_of(const json_t *v) {
-  switch (json_typeof(v)) {
-    case JSON_OBJECT:
-      return "an object";
-    case JSON_ARRAY:
-      return "an array";
-    case JSON_STRING:
-      return "a string";
-    case JSON_INTEGER:
-      return "an integer";
-    case JSON_REAL:
-      return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-      return "a boolean";
-    case JSON_NULL:
-      return "null";
-  }
-  return "a value";
-}
 
 static enum pts_status field_uint(const json_t *root, const char *region, const char *key,
                                   bool required, uint64_t *out, struct pts_error *err) {
@@ -44,7 +24,7 @@ static enum pts_status field_uint(const json_t *root, const char *region, const 
     return pts_error_set(err, PTS_INVALID_ARG,
                          "failed to register shared memory region '%s': '%s' must be a "
                          "non-negative integer, got %s",
-                         region, key, kind_of(v));
+                         region, key, pts_json_kind_name(v));
   *out = (uint64_t)json_integer_value(v);
   return PTS_OK;
 }
@@ -62,7 +42,7 @@ static enum pts_status register_system(struct pts_shm_registry *r, const char *r
     return pts_error_set(err, PTS_INVALID_ARG,
                          "failed to register shared memory region '%s': 'key' must be a string "
                          "without NUL bytes, got %s",
-                         region, kind_of(key));
+                         region, pts_json_kind_name(key));
   uint64_t offset = 0, size = 0;
   enum pts_status st = field_uint(root, region, "offset", false, &offset, err);
   if (st == PTS_OK) st = field_uint(root, region, "byte_size", true, &size, err);
@@ -93,7 +73,7 @@ static enum pts_status register_cuda(struct pts_shm_registry *r, const char *reg
     st = pts_error_set(err, PTS_INVALID_ARG,
                        "failed to register CUDA shared memory region '%s': 'device_id' must be a "
                        "non-negative integer, got %s",
-                       region, dev ? kind_of(dev) : "nothing");
+                       region, dev ? pts_json_kind_name(dev) : "nothing");
   if (st == PTS_OK) st = field_uint(root, region, "byte_size", true, &size, err);
   if (st == PTS_OK)
     st = pts_shm_register_cuda(r, region, handle, handle_len, json_integer_value(dev), size, err);
@@ -115,7 +95,7 @@ enum pts_status pts_http_shm_register(struct pts_shm_registry *r, bool cuda, con
         err, PTS_INVALID_ARG,
         "failed to register shared memory region '%s': the request body must be a JSON object "
         "(got %s)",
-        region, root ? kind_of(root) : "an empty body");
+        region, root ? pts_json_kind_name(root) : "an empty body");
     json_decref(root);
     return st;
   }
