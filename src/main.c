@@ -48,6 +48,7 @@ enum {
   OPT_HTTP_MAX_HEADER_SIZE,
   OPT_HTTP_TIMEOUT_SECS,
   OPT_HTTP_MAX_CONNECTIONS,
+  OPT_DEFAULT_MAX_QUEUE_SIZE,
   OPT_REQUEST_MEMORY_BUDGET,
   OPT_GRPC_MAX_CONNECTIONS,
   OPT_HTTP_RESTRICTED_API,
@@ -112,6 +113,7 @@ static const struct option long_options[] = {
     {"http-max-header-size", required_argument, NULL, OPT_HTTP_MAX_HEADER_SIZE},
     {"http-timeout-secs", required_argument, NULL, OPT_HTTP_TIMEOUT_SECS},
     {"http-max-connections", required_argument, NULL, OPT_HTTP_MAX_CONNECTIONS},
+    {"default-max-queue-size", required_argument, NULL, OPT_DEFAULT_MAX_QUEUE_SIZE},
     {"request-memory-budget", required_argument, NULL, OPT_REQUEST_MEMORY_BUDGET},
     {"grpc-max-connections", required_argument, NULL, OPT_GRPC_MAX_CONNECTIONS},
     {"http-restricted-api", required_argument, NULL, OPT_HTTP_RESTRICTED_API},
@@ -236,6 +238,11 @@ static const char usage_text[] =
     "  --http-max-connections <int> Open HTTP connections served at once; more get 503\n"
     "                               with Retry-After (default: from the descriptor\n"
     "                               limit; ptserve only).\n"
+    "  --default-max-queue-size <int>\n"
+    "                               Requests that may wait in one queue (per model version and\n"
+    "                               priority level) whose config sets no max_queue_size; more\n"
+    "                               get 503 / UNAVAILABLE at once (default 4096, 0 = unbounded;\n"
+    "                               ptserve only).\n"
     "  --request-memory-budget <bytes>\n"
     "                               Request bytes held at once (bodies being read, decoded\n"
     "                               tensors, queued requests; HTTP and gRPC together);\n"
@@ -574,6 +581,10 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
     case OPT_HTTP_MAX_CONNECTIONS:
       if (parse_long(flag, v, 1, 1L << 30, &n) != 0) return -1;
       o->http_max_connections = (unsigned long)n;
+      return 0;
+    case OPT_DEFAULT_MAX_QUEUE_SIZE:
+      if (parse_long(flag, v, 0, LONG_MAX, &n) != 0) return -1;
+      o->default_max_queue_size = (uint64_t)n;
       return 0;
     case OPT_REQUEST_MEMORY_BUDGET:
       if (parse_long(flag, v, 1, LONG_MAX, &n) != 0) return -1;

@@ -18,6 +18,11 @@ static atomic_size_t held_bytes;
 static atomic_size_t peak_bytes;    /* the highest `held` since the last trim */
 static atomic_bool trim_again;      /* one more trim at the next tick */
 static _Atomic int64_t counters[PTS_OVERLOAD_COUNTER_COUNT];
+static _Atomic uint64_t queue_cap = PTS_OVERLOAD_DEFAULT_QUEUE_CAP;
+
+void pts_overload_set_queue_cap(uint64_t cap) { atomic_store(&queue_cap, cap); }
+
+uint64_t pts_overload_queue_cap(void) { return atomic_load(&queue_cap); }
 
 size_t pts_overload_configure(size_t budget) {
   if (budget == 0) budget = pts_overload_default_budget(pts_overload_system_memory());

@@ -43,6 +43,16 @@ void pts_overload_release(size_t n);
 /* Bytes held now. */
 size_t pts_overload_held(void);
 
+/* The cap on requests waiting in one queue level of one model version
+ * where the config sets no max_queue_size (--default-max-queue-size;
+ * 0 = unbounded, Triton's behaviour). Beyond it a request is refused at
+ * once (503 / UNAVAILABLE) rather than left to wait past its client's
+ * timeout. The scheduler reads it at every enqueue, so it may be set at any
+ * time; start-up sets it before models load. */
+#define PTS_OVERLOAD_DEFAULT_QUEUE_CAP 4096u
+void pts_overload_set_queue_cap(uint64_t cap);
+uint64_t pts_overload_queue_cap(void);
+
 /* Counters for the metrics endpoint (monotonic unless said otherwise). */
 enum pts_overload_counter {
   PTS_OVERLOAD_HTTP_CONNECTIONS,     /* gauge: HTTP connections open now */

@@ -73,11 +73,19 @@ static void append(struct pts_pending **head, struct pts_pending **tail, struct 
 
 enum pts_status pts_sched_queue_push(struct pts_sched_queue *q, struct pts_pending *p,
                                      uint64_t priority, uint64_t timeout, uint64_t now_ns,
-                                     struct pts_error *err) {
+                                     uint64_t default_cap, struct pts_error *err) {
   size_t level = priority == 0 || priority > q->n_levels ? q->default_level : (size_t)priority - 1;
   struct pts_queue_level *l = &q->levels[level];
   if (l->policy.max_queue_size && l->size >= l->policy.max_queue_size)
-    return pts_error_set(err, PTS_UNAVAILABLE, "Exceeds maximum queue size");
+    return pts_error_set(err, PTS_UNAVAILABLE,
+                         "Exceeds maximum queue size: priority level %zu is full at %zu "
+                         "(max_queue_size)",
+                         level + 1, l->size);
+  if (!l->policy.max_queue_size && default_cap && l->size >= default_cap)
+    return pts_error_set(err, PTS_UNAVAILABLE,
+                         "Exceeds maximum queue size: priority level %zu is full at %zu "
+                         "(--default-max-queue-size, as the config sets no max_queue_size)",
+                         level + 1, l->size);
   uint64_t t = timeout_us(&l->policy, timeout);
   p->level = level;
   p->delayed = false;

@@ -76,11 +76,13 @@ void pts_sched_queue_free(struct pts_sched_queue *q);
 /* Appends `p` to the level of `priority` (0 or out of range: the default
  * level, as Triton does), with its deadline from the level's policy and the
  * request `timeout_us` (an override may only shorten the timeout). A full
- * level refuses with UNAVAILABLE "Exceeds maximum queue size" (Triton's
- * text) and leaves `p` alone. */
+ * level refuses with UNAVAILABLE "Exceeds maximum queue size: ..." (Triton's
+ * words first, then the level and which limit) and leaves `p` alone. A
+ * level is full at its policy's max_queue_size or, without one, at
+ * `default_cap` requests (0 = unbounded). */
 enum pts_status pts_sched_queue_push(struct pts_sched_queue *q, struct pts_pending *p,
                                      uint64_t priority, uint64_t timeout_us, uint64_t now_ns,
-                                     struct pts_error *err);
+                                     uint64_t default_cap, struct pts_error *err);
 
 /* Applies the timeouts at `now_ns`: under REJECT, expired requests are
  * unlinked and appended to *rejected (a list through ->next, in dispatch

@@ -18,6 +18,7 @@
 #include "config/model_config.h"
 #include "core/alloc.h"
 #include "core/log.h"
+#include "core/overload.h"
 #include "scheduler/assemble.h"
 #include "scheduler/classify.h"
 #include "scheduler/queue.h"
@@ -816,7 +817,8 @@ enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_
     st = pts_error_set(err, PTS_UNAVAILABLE, "model '%s' version %lld is unloading", s->model_name,
                        (long long)s->version);
   } else {
-    st = pts_sched_queue_push(&s->queue, p, req->priority, req->timeout_us, p->enqueue_ns, err);
+    st = pts_sched_queue_push(&s->queue, p, req->priority, req->timeout_us, p->enqueue_ns,
+                              pts_overload_queue_cap(), err);
     full = st != PTS_OK;
   }
   if (st == PTS_OK) {
@@ -826,8 +828,12 @@ enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_
   }
   pthread_mutex_unlock(&s->lock);
   if (st != PTS_OK) {
-    if (full)
+    if (full) {
+      /* Said at once, naming the model, so a client under overload retries
+       * elsewhere instead of waiting out its timeout. */
+      pts_error_prefix(err, "model '%s' version %lld", s->model_name, (long long)s->version);
       pts_stats_request_failure(&s->stats, PTS_FAIL_REJECTED, request_duration(p, pts_now_ns()));
+    }
     pts_free(p);
   }
   return st;

@@ -69,8 +69,9 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
  * called; may be NULL); `batch_size` is what pts_validate_request found. The request's
  * `priority` picks its level and `timeout_us` may shorten its queue timeout
  * (queue.h). On error the caller keeps both: UNAVAILABLE when the scheduler
- * is shutting down, or "Exceeds maximum queue size" when the level is full
- * (counted as a REJECTED failure in the statistics). */
+ * is shutting down, or "model 'm' version v: Exceeds maximum queue size: ..."
+ * when the level is full at its max_queue_size or the server's default cap
+ * (core/overload.h; counted as a REJECTED failure in the statistics). */
 enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_request *req,
                                       int64_t batch_size, void *hold, struct pts_error *err);
 

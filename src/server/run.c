@@ -85,8 +85,9 @@ enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
   /* What protects the server from overload (docs/reliability.md). */
   PTS_LOG_INFO("Overload limits: HTTP connections %lu (--http-max-connections), gRPC connections "
                "%lu (--grpc-max-connections), request memory budget %zu bytes "
-               "(--request-memory-budget)",
-               pts_http_max_connections(http), pts_grpc_max_connections(grpc), budget);
+               "(--request-memory-budget), queue cap %llu requests (--default-max-queue-size)",
+               pts_http_max_connections(http), pts_grpc_max_connections(grpc), budget,
+               (unsigned long long)pts_overload_queue_cap());
   wait_for_stop(s, -1);
   /* Readiness fails first, so health checks take the replica out of its
    * load balancer while requests are still answered. */

@@ -12,6 +12,7 @@
 #include "core/alloc.h"
 #include "core/log.h"
 #include "core/name.h"
+#include "core/overload.h"
 #include "backend/backend.h"
 #include "scheduler/validate.h"
 #include "server/server_impl.h"
@@ -32,6 +33,7 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->exit_drain_secs = 0; /* tritonserver's behaviour: refuse new inference at once */
   o->http_max_header_size = 64u * 1024;
   o->http_timeout_secs = 60;
+  o->default_max_queue_size = PTS_OVERLOAD_DEFAULT_QUEUE_CAP;
   o->allow_grpc = true;
   o->grpc_address = "0.0.0.0";
   o->grpc_port = 8001;
@@ -250,6 +252,8 @@ enum pts_status pts_server_create(const struct pts_server_options *o, struct pts
   atomic_init(&s->stopping, false);
   atomic_init(&s->entering, 0);
   atomic_init(&s->control_stopping, false);
+  /* Before any model loads: every queue is capped from its first request. */
+  pts_overload_set_queue_cap(o->default_max_queue_size);
   enum pts_status st = copy_options(s, o, err);
   if (st == PTS_OK) st = open_stop_pipe(s, err);
   if (st == PTS_OK) st = start_tracing(s, o, err); /* before models: PROFILE_EXECUTIONS arms */

@@ -63,6 +63,9 @@ struct pts_server_options {
                                        a connection silent this long is closed */
   unsigned long http_max_connections; /* --http-max-connections (ptserve; 0 = the default:
                                        what the descriptor limit leaves, core/overload.h) */
+  uint64_t default_max_queue_size; /* --default-max-queue-size (ptserve; default
+                                       PTS_OVERLOAD_DEFAULT_QUEUE_CAP, 0 = unbounded): the cap of a
+                                       queue whose config sets no max_queue_size */
   size_t request_memory_budget;     /* --request-memory-budget (ptserve; 0 = the default: a
                                        quarter of the memory; core/overload.h) */
   const char *const *http_restricted_api; /* --http-restricted-api values, each

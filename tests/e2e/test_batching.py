@@ -378,7 +378,8 @@ def test_queue_full_rejected(start_server, tmp_path):
         wait_pending(server, "q", i + 1)
     r = infer_fp32(server, "q", a[2])
     assert r.status_code == 503, r.text
-    assert r.json() == {"error": "Exceeds maximum queue size"}
+    assert r.json() == {"error": "model 'q' version 1: Exceeds maximum queue size: priority "
+                                 "level 1 is full at 2 (max_queue_size)"}
     r = infer_fp32(server, "q", a[2], priority=1)  # level 1 explicitly: still full
     assert r.status_code == 503, r.text
     st = model_stats(server, "q")

@@ -25,6 +25,7 @@ import re
 import select
 import socket
 import subprocess
+import threading
 import time
 
 import numpy as np
@@ -255,8 +256,17 @@ def test_http_connection_limit_answers_503_with_retry_after(ptserve_bin, tmp_pat
                "--http-thread-count", 2)
     held = []
     try:
-        held = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(4)]
-        wait_for("4 open connections", lambda: metrics(s)["ptserve_http_connections"] >= 4)
+        # The launcher's readiness polls must be gone first: a connection
+        # the server has not yet seen close still holds a slot.
+        wait_for("no open connections", lambda: metrics(s)["ptserve_http_connections"] == 0)
+        # One at a time, each proven served before the next: with two HTTP
+        # loops, connections opened together are admitted in either order.
+        for _ in range(4):
+            c = socket.create_connection(("127.0.0.1", s.port))
+            held.append(c)
+            c.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+            status, _, _ = read_response(c)
+            assert status == 200
         r = requests.get(s.url + "/v2/health/ready", timeout=10)
         assert r.status_code == 503
         assert r.headers["Retry-After"] == "1"
@@ -490,3 +500,138 @@ def test_memory_returns_after_bursts(ptserve_bin, tmp_path):
         assert settled < bound, (base, peak, settled)
     finally:
         assert_clean_exit(s)
+
+
+def test_slow_readers_cannot_pin_unbounded_memory(ptserve_bin, tmp_path):
+    """Clients that send an inference and never read its 4 MB reply: each
+    reply is charged to the memory budget until it is written, so once the
+    budget is spent further large requests are refused (503) instead of
+    piling up replies nobody reads. The bytes held stay within the budget
+    plus one reply, health and small inferences are answered throughout,
+    and everything held comes back once the readers go."""
+    budget = 16_000_000
+    s = launch(ptserve_bin, tmp_path / "slow.log", "--request-memory-budget", budget)
+    readers = []
+    try:
+        header, body, _ = infer_body(1 << 20)  # 4 MiB in, 4 MiB out
+        reply = 4 << 20
+        base = None if _uses_asan(ptserve_bin) else rss_kb(s.proc.pid)
+        refused = 0
+        for _ in range(12):  # 48 MiB of replies if nothing refused them
+            sock = socket.socket()
+            # A tiny receive window: the kernel takes almost nothing of the
+            # reply, so it stays in the server's buffers.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", s.port))
+            sock.sendall(infer_head(len(header), len(body)) + body)
+            readers.append(sock)
+            # Wait until this one is either refused (a short 503 that fits
+            # the window) or held as an unread reply: then the bytes held
+            # are the unread replies alone (their bodies are freed).
+            n_held = len(readers) - 1 - refused
+
+            def settled():
+                r, _, _ = select.select([sock], [], [], 0)
+                if r:
+                    return "answered"
+                held = metrics(s)["ptserve_request_memory_bytes"]
+                return "held" if (n_held + 1) * reply <= held < (n_held + 1) * (reply + 4096) \
+                    else None
+            what = wait_for("reply %d to be held or refused" % len(readers), settled)
+            if what == "answered":
+                status, headers, answer = read_response(sock)
+                assert status == 503, (status, answer)
+                assert "--request-memory-budget" in json.loads(answer)["error"]
+                refused += 1
+            # Everyone else is still served.
+            assert requests.get(s.url + "/v2/health/ready", timeout=10).status_code == 200
+            m = metrics(s)
+            assert m["ptserve_request_memory_bytes"] <= budget + reply + 65536, m
+        # Only as many replies as the budget holds stay unread; the rest were
+        # refused.
+        assert refused >= 12 - (budget // reply + 1), refused
+        small = np.arange(4, dtype="<f4").reshape(1, 4)
+        r = requests.post(s.url + "/v2/models/%s/infer" % MODEL, timeout=30,
+                          json={"inputs": [{"name": "INPUT0", "datatype": "FP32",
+                                            "shape": [1, 4], "data": small.ravel().tolist()}]})
+        assert r.status_code == 200, r.text
+        assert r.json()["outputs"][0]["data"] == small.ravel().tolist()
+        if base is not None:
+            # Resident growth within the budget plus a margin for the
+            # allocator and the request bodies in flight.
+            assert rss_kb(s.proc.pid) - base < (budget + 16_000_000) >> 10
+        close_all(readers)
+        readers = []
+        wait_for("the budget to empty", lambda: metrics(s)["ptserve_request_memory_bytes"] == 0)
+        r = requests.post(s.url + "/v2/models/%s/infer" % MODEL, data=body, timeout=30,
+                          headers={"Inference-Header-Content-Length": str(len(header))})
+        assert r.status_code == 200
+    finally:
+        close_all(readers)
+        assert_clean_exit(s)
+
+
+# ---------------------------------------------------------------------------
+# queues under overload
+
+
+def test_default_queue_cap_refuses_fast_naming_the_model(start_server, tmp_path):
+    """A queue whose config sets no max_queue_size is capped by
+    --default-max-queue-size: past the cap, HTTP gets 503 and gRPC
+    UNAVAILABLE at once, naming the model and the flag, and the rejection is
+    counted (nv_inference_request_failure{reason="REJECTED"}). The queue is
+    held full by the scheduler's test hook, so nothing runs meanwhile."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+    from sched_util import DELAY_ENV, identity_model, infer_fp32, wait_pending
+
+    identity_model(tmp_path, "capped", extra="dynamic_batching { priority_levels: 2 "
+                                             "default_priority_level: 1 }")
+    # Held until 3 are queued; level 1 holds 2 under the cap, so the third
+    # that releases the hold must come on level 2.
+    server = start_server(tmp_path, "--default-max-queue-size", "2", env={DELAY_ENV: "3"})
+    rows = [np.full((1, 4), i, dtype=np.float32) for i in range(3)]
+    results = [None] * 3
+    threads = []
+    for i in range(2):
+        t = threading.Thread(target=lambda i=i: results.__setitem__(
+            i, infer_fp32(server, "capped", rows[i])))
+        t.start()
+        threads.append(t)
+        wait_pending(server, "capped", i + 1)
+
+    t0 = time.monotonic()
+    r = infer_fp32(server, "capped", rows[2])
+    http_s = time.monotonic() - t0
+    assert r.status_code == 503, r.text
+    msg = r.json()["error"]
+    assert msg.startswith("model 'capped' version 1: Exceeds maximum queue size"), msg
+    assert "--default-max-queue-size" in msg and "full at 2" in msg, msg
+
+    client = grpcclient.InferenceServerClient(server.grpc_target)
+    inp = grpcclient.InferInput("INPUT0", [1, 4], "FP32")
+    inp.set_data_from_numpy(rows[2])
+    t0 = time.monotonic()
+    with pytest.raises(InferenceServerException) as e:
+        client.infer("capped", [inp], client_timeout=20)
+    grpc_s = time.monotonic() - t0
+    assert "UNAVAILABLE" in str(e.value.status()), e.value
+    assert "model 'capped' version 1: Exceeds maximum queue size" in e.value.message()
+    # "At once": far below any client timeout (20 s here), with room for a
+    # loaded machine; the queued requests are still held.
+    assert http_s < 5 and grpc_s < 5, (http_s, grpc_s)
+    rejected = [ln for ln in requests.get(server.metrics_url, timeout=10).text.splitlines()
+                if ln.startswith("nv_inference_request_failure{") and 'model="capped"' in ln
+                and 'reason="REJECTED"' in ln]
+    assert len(rejected) == 1 and float(rejected[0].rsplit(" ", 1)[1]) == 2, rejected
+
+    # Level 2 has its own cap of 2: this one fits and releases the hold.
+    r = infer_fp32(server, "capped", rows[2], priority=2)
+    assert r.status_code == 200, r.text
+    for t in threads:
+        t.join(30)
+    for i in range(2):
+        assert results[i].status_code == 200, results[i].text
+        out = results[i].json()["outputs"][0]["data"]
+        assert out == rows[i].flatten().tolist()
+    client.close()

@@ -4,8 +4,13 @@ the valid requests go to (id_fp32) is reloaded again and again through the
 repository API (explicit mode; tests/e2e/test_model_reload_load.py is the
 reload soak proper).
 
+An abuser thread repeats the overload patterns beside them (idle
+connections, bodies abandoned half-way, a client that never reads its
+answer; tests/e2e/test_overload.py has each alone).
+
 Pass criteria: every valid request gets its full, correct answer (zero
 lost, reloads included); every invalid one gets its 4xx with a JSON error;
+the request bytes held return to zero once the abuser lets go;
 every reload succeeds; the server never dies and exits 0 on SIGTERM with a
 clean sanitizer report; resident memory after the warm-up stays flat
 (growth reported, bounded).
@@ -37,6 +42,14 @@ def rss_kb(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def metric(server, name):
+    """An unlabelled ptserve_* sample of /metrics."""
+    for line in requests.get(server.metrics_url, timeout=10).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("%s not in /metrics" % name)
 
 
 class Progress:
@@ -75,6 +88,44 @@ def reloader(url, deadline, progress, result):
                     result["failures"].append("reload: HTTP %d %s" % (r.status_code, r.text))
             except requests.RequestException as e:
                 result["failures"].append("reload: %r" % e)
+
+
+def abuser(port, deadline, progress, result):
+    """The overload issue's patterns, small, over and over beside the valid
+    traffic: idle connections, bodies abandoned half-way, and a client that
+    sends an inference and never reads the answer. Each round waits for
+    traffic, then lets go of everything. The test checks afterwards that the
+    server holds no request bytes any more and that no valid request was
+    refused on their account."""
+    header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32",
+                                     "shape": [1, 100_000],
+                                     "parameters": {"binary_data_size": 400_000}}],
+                         "outputs": [{"name": "OUTPUT0",
+                                      "parameters": {"binary_data": True}}]}).encode()
+    infer = (b"POST /v2/models/dt_fp32/infer HTTP/1.1\r\nHost: t\r\n"
+             b"Inference-Header-Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
+             % (len(header), len(header) + 400_000)) + header + b"\0" * 400_000
+    while time.time() < deadline:
+        held = []
+        try:
+            for _ in range(10):  # idle
+                held.append(socket.create_connection(("127.0.0.1", port)))
+            for _ in range(4):  # half a declared 800 kB body
+                sock = socket.create_connection(("127.0.0.1", port))
+                sock.sendall(b"POST /v2/models/dt_fp32/infer HTTP/1.1\r\nHost: t\r\n"
+                             b"Content-Length: 800000\r\n\r\n" + b"\0" * 400_000)
+                held.append(sock)
+            sock = socket.socket()  # a reader that never reads
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(infer)
+            held.append(sock)
+            result["rounds"] += 1
+        except OSError as e:
+            result["failures"].append("abuser: %r" % e)
+        progress.wait_for_more(40, deadline)
+        for sock in held:
+            sock.close()
 
 
 # --------------------------------------------------------------- the mix
@@ -230,6 +281,7 @@ def test_soak(start_server, model_repo):
     pid = server.proc.pid
     stats = {"valid": 0, "invalid": 0, "lost": 0, "wrong_refusal": 0, "failures": []}
     reloads = {"reloads": 0, "failures": []}
+    abuse = {"rounds": 0, "failures": []}
     lock = threading.Lock()
     progress = Progress()
     t0 = time.time()
@@ -239,6 +291,8 @@ def test_soak(start_server, model_repo):
                for k in range(CLIENTS)]
     threads.append(threading.Thread(target=reloader,
                                     args=(server.url, deadline, progress, reloads)))
+    threads.append(threading.Thread(target=abuser,
+                                    args=(server.port, deadline, progress, abuse)))
     for t in threads:
         t.start()
     # RSS: after a warm-up of a quarter of the run (allocator pools, ASan
@@ -253,6 +307,15 @@ def test_soak(start_server, model_repo):
     for t in threads:
         t.join(timeout=120)
     elapsed = time.time() - t0
+    # Everything the abuser left behind is given back: bodies, unread
+    # replies (their connections are closed), queued requests.
+    held_end = None
+    settle = time.time() + 30
+    while server.alive() and time.time() < settle:
+        held_end = metric(server, "ptserve_request_memory_bytes")
+        if held_end == 0:
+            break
+        time.sleep(0.1)
     alive = server.alive()
     rss_end = rss_kb(pid) if alive else 0
     code = server.stop()
@@ -268,6 +331,8 @@ def test_soak(start_server, model_repo):
         "lost_valid": stats["lost"],
         "wrong_refusals": stats["wrong_refusal"],
         "reloads": reloads["reloads"],
+        "abuse_rounds": abuse["rounds"],
+        "request_bytes_held_at_end": held_end,
         "failed_reloads": len(reloads["failures"]),
         "requests_per_second": round((stats["valid"] + stats["invalid"]) / elapsed, 1),
         "crashes": 0 if alive and code == 0 else 1,
@@ -290,4 +355,6 @@ def test_soak(start_server, model_repo):
     assert stats["valid"] > 50
     assert reloads["failures"] == [], reloads["failures"][:5]
     assert reloads["reloads"] > 0
+    assert abuse["failures"] == [] and abuse["rounds"] > 0, abuse
+    assert held_end == 0, report
     assert report["rss_growth_kb"] < RSS_GROWTH_LIMIT_KB, report

@@ -146,7 +146,8 @@ def test_metrics_failures_and_pending(start_server, tmp_path):
         t.start()
         wait_pending(server, "m", i + 1)
     r = infer_fp32(server, "m", np.zeros((1, 4), dtype=np.float32))
-    assert r.status_code == 503 and r.json() == {"error": "Exceeds maximum queue size"}
+    assert r.status_code == 503, r.text
+    assert r.json()["error"].startswith("model 'm' version 1: Exceeds maximum queue size")
     fam, _ = scrape(server)
     labels = {"model": "m", "version": "1"}
     assert sample(fam, "nv_inference_pending_request_count", **labels) == 2

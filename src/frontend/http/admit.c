@@ -428,10 +428,7 @@ static void on_closed(struct evhttp_connection *evcon, void *arg) {
   struct conn *cn = arg;
   struct loop *lp = cn->lp;
   if (cn->ctx) pts_http_ctx_orphan_conn(cn->ctx);
-  if (cn->reply_pending) {
-    cn->reply_pending = false;
-    pts_http_reply_finished(lp->h);
-  }
+  if (cn->reply_pending) pts_http_reply_end(cn);
   if (cn->reaping) {
     for (struct conn **p = &lp->reap; *p; p = &(*p)->next)
       if (*p == cn) {

@@ -451,6 +451,12 @@ static void send_infer_reply(struct infer_ctx *c) {
   if (c->accept == PTS_HTTP_ENC_IDENTITY || !send_compressed(c->req, &r, c->accept))
     send_plain(c->req, &r);
   pts_v2_reply_clear(&r);
+  /* Held until the client reads it (or goes): charged like a request body,
+   * so slow readers fill the budget and new work is refused, instead of
+   * the server's memory growing with every reply nobody reads. */
+  size_t n = evbuffer_get_length(evhttp_request_get_output_buffer(c->req));
+  pts_overload_charge(n);
+  c->cn->reply_charged = n;
   evhttp_send_reply(c->req, 200, "OK", NULL);
 }
 
@@ -468,8 +474,13 @@ void pts_http_reply_finished(struct pts_http *h) {
  * stands for that one reply; its close callback (admit.c) ends it too. */
 static void on_reply_written(struct evhttp_request *req, void *arg) {
   (void)req;
-  struct conn *cn = arg;
+  pts_http_reply_end(arg);
+}
+
+void pts_http_reply_end(struct conn *cn) {
   cn->reply_pending = false;
+  pts_overload_release(cn->reply_charged);
+  cn->reply_charged = 0;
   pts_http_reply_finished(cn->lp->h);
 }
 

@@ -99,12 +99,18 @@ struct conn {
   /* http.c */
   struct infer_ctx *ctx; /* the inference of this connection in the core */
   bool reply_pending;    /* its reply is being written (counts in h->in_flight) */
+  size_t reply_charged;  /* bytes of that reply charged to the memory budget until written:
+                            a client that never reads holds them, and the budget refuses
+                            new work rather than let such clients pin unbounded memory */
   struct conn *next;     /* on lp->fresh or lp->reap */
 };
 
 /* http.c: an accepted inference's reply has been written, or its
  * connection is gone (loop thread). */
 void pts_http_reply_finished(struct pts_http *h);
+/* http.c: the reply pending on `cn` (reply_pending) is written or its
+ * connection is gone: returns its budget charge, then reply_finished. */
+void pts_http_reply_end(struct conn *cn);
 /* http.c: the connection of a pending inference closed (loop thread). */
 void pts_http_ctx_orphan_conn(struct infer_ctx *c);
 

@@ -52,7 +52,7 @@ static enum pts_status push(struct fixture *f, int i, uint64_t priority, uint64_
                             uint64_t now) {
   struct pts_error err;
   f->items[i].enqueue_ns = now;
-  return pts_sched_queue_push(&f->q, &f->items[i], priority, timeout_us, now, &err);
+  return pts_sched_queue_push(&f->q, &f->items[i], priority, timeout_us, now, 0, &err);
 }
 
 /* The item indices in dispatch order, as a string "3,0,1". */
@@ -97,12 +97,39 @@ static void max_queue_size_per_level(void **state) {
   struct pts_error err;
   assert_int_equal(push(&f, 0, 1, 0, 1), PTS_OK);
   f.items[1].enqueue_ns = 2;
-  assert_int_equal(pts_sched_queue_push(&f.q, &f.items[1], 1, 0, 2, &err), PTS_UNAVAILABLE);
-  assert_string_equal(err.msg, "Exceeds maximum queue size");
+  assert_int_equal(pts_sched_queue_push(&f.q, &f.items[1], 1, 0, 2, 0, &err), PTS_UNAVAILABLE);
+  assert_string_equal(err.msg,
+                      "Exceeds maximum queue size: priority level 1 is full at 1 "
+                      "(max_queue_size)");
   assert_int_equal(push(&f, 2, 2, 0, 3), PTS_OK);
   assert_int_equal(push(&f, 3, 0, 0, 4), PTS_OK);
   assert_int_equal(push(&f, 4, 2, 0, 5), PTS_UNAVAILABLE);
   assert_int_equal(f.q.size, 3);
+  teardown(&f);
+}
+
+/* The default cap binds only levels whose policy sets no max_queue_size. */
+static void default_cap_without_a_policy_limit(void **state) {
+  (void)state;
+  struct fixture f;
+  setup(&f,
+        "max_batch_size: 8 dynamic_batching { priority_levels: 2 "
+        "priority_queue_policy { key: 1 value: { max_queue_size: 3 } } }");
+  struct pts_error err;
+  /* Level 2 (no max_queue_size): two fit under a cap of 2, the third not. */
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pts_sched_queue_push(&f.q, &f.items[i], 2, 0, 1, 2, &err), PTS_OK);
+  assert_int_equal(pts_sched_queue_push(&f.q, &f.items[2], 2, 0, 1, 2, &err), PTS_UNAVAILABLE);
+  assert_string_equal(err.msg,
+                      "Exceeds maximum queue size: priority level 2 is full at 2 "
+                      "(--default-max-queue-size, as the config sets no max_queue_size)");
+  /* Level 1 keeps its own limit of 3, above the cap. */
+  for (int i = 2; i < 5; i++)
+    assert_int_equal(pts_sched_queue_push(&f.q, &f.items[i], 1, 0, 1, 2, &err), PTS_OK);
+  assert_int_equal(pts_sched_queue_push(&f.q, &f.items[5], 1, 0, 1, 2, &err), PTS_UNAVAILABLE);
+  /* A cap of 0 is no cap. */
+  assert_int_equal(pts_sched_queue_push(&f.q, &f.items[5], 2, 0, 1, 0, &err), PTS_OK);
+  assert_int_equal(f.q.size, 6);
   teardown(&f);
 }
 
@@ -237,6 +264,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(priorities_and_default_level),
       cmocka_unit_test(max_queue_size_per_level),
+      cmocka_unit_test(default_cap_without_a_policy_limit),
       cmocka_unit_test(timeouts_reject_and_override),
       cmocka_unit_test(timeouts_delay),
       cmocka_unit_test(batcher_choice),
