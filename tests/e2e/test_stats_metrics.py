@@ -291,3 +291,32 @@ def test_gpu_metrics_flags(start_server, tmp_path, ptserve_bin):
                            stderr=subprocess.STDOUT, timeout=60)
         out = p.stdout.decode(errors="replace")
         assert p.returncode != 0 and "--allow-gpu-metrics" in out, out
+
+
+def test_gpu_metrics_through_a_fake_nvml(start_server, tmp_path, ptserve_bin):
+    """The whole NVML path on a CPU host: PTSERVE_NVML_LIBRARY loads the
+    build's stand-in library (tests/unit/metrics/fake_nvml.c, two GPUs with
+    fixed values, no power-limit function), and /metrics shows its values
+    under tritonserver's names and gpu_uuid label, sampled every
+    --metrics-interval-ms (its energy counter grows 1 J per sample)."""
+    fake = os.path.join(os.path.dirname(ptserve_bin), "libfake_nvml.so")
+    assert os.path.exists(fake), "the build makes %s (CMake target fake_nvml)" % fake
+    identity_model(tmp_path, "m")
+    server = start_server(tmp_path, "--metrics-interval-ms", "20",
+                          env={"PTSERVE_NVML_LIBRARY": fake})
+    fam, text = scrape(server)
+    for i, util, used_gib, watts in ((0, 0.37, 1, 71.5), (1, 1.0, 2, 72.5)):
+        uuid = "GPU-fake-%d" % i
+        assert sample(fam, "nv_gpu_utilization", gpu_uuid=uuid) == util
+        assert sample(fam, "nv_gpu_memory_total_bytes", gpu_uuid=uuid) == 80 * 2**30
+        assert sample(fam, "nv_gpu_memory_used_bytes", gpu_uuid=uuid) == used_gib * 2**30
+        assert sample(fam, "nv_gpu_power_usage", gpu_uuid=uuid) == watts
+        assert fam["nv_gpu_utilization"].type == "gauge"
+        assert "Collecting metrics for GPU %d: Fake GPU %d" % (i, i) in server.log()
+    assert "nv_gpu_power_limit" not in text  # NVML gave none: left out, not 0
+    deadline = time.time() + 30
+    while sample(scrape(server)[0], "nv_energy_consumption", gpu_uuid="GPU-fake-0") < 2.0:
+        assert time.time() < deadline, "the GPU samples were not refreshed"
+        time.sleep(0.02)
+    assert "GPU metrics: none collected" not in server.log()
+    server.stop()
