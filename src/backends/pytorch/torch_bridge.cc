@@ -563,9 +563,15 @@ c10::IValue run_forward(pts_torch_module *m, std::vector<c10::IValue> args,
 // until the GPU signals, instead of spinning a core for the whole batch
 // (cudaEventSynchronize on a default event polls; with a few instances per
 // GPU that was a busy core each, taken from HTTP parsing and gathers).
+// PTSERVE_CUDA_SPIN_WAIT=1 restores the polling wait: an A/B switch for
+// measurements (tests/gpu/test_gpu_host.py), read once.
 void make_events(pts_torch_module *m) {
+  static const bool spin = [] {
+    const char *v = std::getenv("PTSERVE_CUDA_SPIN_WAIT");
+    return v && std::strcmp(v, "1") == 0;
+  }();
   for (int k = 0; k < 3; k++) m->events[k].reset(new at::cuda::CUDAEvent(cudaEventDefault));
-  m->events[3].reset(new at::cuda::CUDAEvent(cudaEventBlockingSync));
+  m->events[3].reset(new at::cuda::CUDAEvent(spin ? cudaEventDefault : cudaEventBlockingSync));
 }
 #endif
 
