@@ -287,9 +287,10 @@ static const char usage_text[] =
     "  --allow-metrics <bool>       Serve Prometheus metrics on GET /metrics (default true).\n"
     "  --metrics-address <addr>     Address of the metrics listener (default: --http-address).\n"
     "  --metrics-port <int>         Metrics port (default 8002; 0 = any free port).\n"
-    "  --metrics-interval-ms <int>  CPU utilisation sampling interval (default 2000).\n"
+    "  --metrics-interval-ms <int>  CPU and GPU sampling interval (default 2000).\n"
     "  --allow-cpu-metrics <bool>   CPU and memory gauges (default true).\n"
-    "  --allow-gpu-metrics <bool>   Only false: ptserve has no GPU (DCGM) metrics.\n"
+    "  --allow-gpu-metrics <bool>   GPU gauges through NVML (default true; none without\n"
+    "                               an NVIDIA driver).\n"
     "  --allow-client-shm <bool>    Let clients register and use system and CUDA shared\n"
     "                               memory regions (default false, as tritonserver).\n"
     "  --log-verbose <int>          Verbose logging level, 0 = off (default 0).\n"
@@ -509,18 +510,6 @@ static int handle_grpc(struct pts_server_options *o, int opt, const char *flag, 
   return fail("internal error: unhandled flag --%s", flag);
 }
 
-/* Flags whose tritonserver meaning ptserve implements for one value only. */
-static int accept_only(const char *flag, const char *v, const char *only, const char *why) {
-  bool b = false;
-  if (strcmp(only, "false") == 0) {
-    if (parse_bool(flag, v, &b) != 0) return -1;
-    if (!b) return 0;
-  } else if (strcmp(v, only) == 0) {
-    return 0;
-  }
-  return fail("--%s=%s is not supported: %s (only '%s' is accepted)", flag, v, why, only);
-}
-
 static int handle(struct cli *c, int opt, const char *flag, const char *v) {
   struct pts_server_options *o = &c->opts;
   long n = 0;
@@ -639,7 +628,7 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
     case OPT_ALLOW_CPU_METRICS:
       return parse_bool(flag, v, &o->allow_cpu_metrics);
     case OPT_ALLOW_GPU_METRICS:
-      return accept_only(flag, v, "false", "ptserve does not collect GPU (DCGM) metrics");
+      return parse_bool(flag, v, &o->allow_gpu_metrics);
     case OPT_METRICS_ADDRESS:
       if (!*v) return fail("--metrics-address needs an address, got an empty value");
       o->metrics_address = v;

@@ -35,6 +35,14 @@ static struct {
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
           NULL, 0, 0, 0};
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+/* ptserve_host_copy_bytes_total; relaxed: a statistic, read by scrapes. */
+static _Atomic uint64_t copied_bytes;
+
+void pts_copy_count(size_t n) { atomic_fetch_add_explicit(&copied_bytes, n, memory_order_relaxed); }
+
+uint64_t pts_copy_bytes_total(void) {
+  return atomic_load_explicit(&copied_bytes, memory_order_relaxed);
+}
 
 /* Copies bytes [from, to) of the concatenation of the job's parts. */
 static void copy_range(const struct job *j, size_t from, size_t to) {
@@ -117,6 +125,7 @@ static void copy_alone(const struct pts_copy_part *parts, size_t n_parts) {
 void pts_copy_parts(const struct pts_copy_part *parts, size_t n_parts) {
   size_t total = 0;
   for (size_t i = 0; i < n_parts; i++) total += parts[i].n;
+  pts_copy_count(total);
   if (total < PTS_COPY_PARALLEL_MIN || pts_copy_threads() == 0) {
     copy_alone(parts, n_parts);
     return;

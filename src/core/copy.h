@@ -13,12 +13,20 @@
  * with fewer than 4 CPUs). The threads start on the first large copy and
  * live as long as the process.
  *
+ * The copy counter: every byte of tensor data the server copies with the
+ * CPU is counted once (pts_copy_parts counts its own; the other copy sites
+ * of the data path — shared-memory writes and device-to-host input copies —
+ * call pts_copy_count), so a request's host copies can be checked from
+ * outside (the metric ptserve_host_copy_bytes_total): a request whose
+ * tensors stay in CUDA shared memory adds nothing.
+ *
  * Threading: thread-safe; any thread may call.
  */
 #ifndef PTS_CORE_COPY_H
 #define PTS_CORE_COPY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Totals below this are copied by the caller alone. */
 #define PTS_COPY_PARALLEL_MIN (4u << 20)
@@ -31,6 +39,12 @@ struct pts_copy_part {
 
 /* Copies every part (memcpy semantics: parts must not overlap). */
 void pts_copy_parts(const struct pts_copy_part *parts, size_t n_parts);
+
+/* Adds n to the host copy counter (a copy made other than by
+ * pts_copy_parts). */
+void pts_copy_count(size_t n);
+/* Bytes counted since the process started. */
+uint64_t pts_copy_bytes_total(void);
 
 /* The number of pool threads (0 when copies stay on the caller's thread). */
 int pts_copy_threads(void);

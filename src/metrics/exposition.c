@@ -152,6 +152,56 @@ static void host_gauges(struct text *t, const struct pts_host_metrics *h) {
   put(t, "nv_cpu_memory_used_bytes %" PRIu64 "\n", h->mem_used_bytes);
 }
 
+/* The GPU families, in tritonserver's order, with its help texts
+ * (triton-anchor §2.13). */
+enum gpu_value { GPU_UTIL, GPU_MEM_TOTAL, GPU_MEM_USED, GPU_POWER, GPU_POWER_LIMIT, GPU_ENERGY };
+static const struct {
+  const char *name, *help;
+} GPU_FAMILIES[] = {
+    [GPU_UTIL] = {"nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)"},
+    [GPU_MEM_TOTAL] = {"nv_gpu_memory_total_bytes", "GPU total memory, in bytes"},
+    [GPU_MEM_USED] = {"nv_gpu_memory_used_bytes", "GPU used memory, in bytes"},
+    [GPU_POWER] = {"nv_gpu_power_usage", "GPU power usage in watts"},
+    [GPU_POWER_LIMIT] = {"nv_gpu_power_limit", "GPU power management limit in watts"},
+    [GPU_ENERGY] = {"nv_energy_consumption",
+                    "GPU energy consumption in joules since the Triton Server started"},
+};
+
+/* Value v of one GPU as exposition text; false when NVML did not give it. */
+static bool gpu_value(const struct pts_gpu_sample *g, enum gpu_value v, char *out, size_t size) {
+  switch (v) {
+    case GPU_UTIL:
+      return g->has_utilization && snprintf(out, size, "%.6f", g->utilization) > 0;
+    case GPU_MEM_TOTAL:
+      return g->has_memory && snprintf(out, size, "%" PRIu64, g->memory_total_bytes) > 0;
+    case GPU_MEM_USED:
+      return g->has_memory && snprintf(out, size, "%" PRIu64, g->memory_used_bytes) > 0;
+    case GPU_POWER:
+      return g->has_power && snprintf(out, size, "%.3f", g->power_watts) > 0;
+    case GPU_POWER_LIMIT:
+      return g->has_power_limit && snprintf(out, size, "%.3f", g->power_limit_watts) > 0;
+    case GPU_ENERGY:
+      return g->has_energy && snprintf(out, size, "%.3f", g->energy_joules) > 0;
+  }
+  return false;
+}
+
+/* Each family that some GPU has a value for, one sample per such GPU. */
+static void gpu_gauges(struct text *t, const struct pts_gpu_sample *g, size_t n) {
+  for (size_t v = 0; v < sizeof GPU_FAMILIES / sizeof GPU_FAMILIES[0]; v++) {
+    bool header = false;
+    for (size_t i = 0; i < n; i++) {
+      char value[64];
+      if (!gpu_value(&g[i], (enum gpu_value)v, value, sizeof value)) continue;
+      if (!header) family(t, GPU_FAMILIES[v].name, "gauge", GPU_FAMILIES[v].help);
+      header = true;
+      put(t, "%s{gpu_uuid=\"", GPU_FAMILIES[v].name);
+      put_label(t, g[i].uuid);
+      put(t, "\"} %s\n", value);
+    }
+  }
+}
+
 /* ptserve's own families: not Triton's, so named ptserve_*, with the
  * _total suffix Prometheus expects of counters. */
 static void overload_families(struct text *t, const struct pts_overload_stats *o) {
@@ -197,7 +247,14 @@ char *pts_metrics_render(const struct pts_model_stats *stats, size_t n,
       sample(&t, FAMILIES[f].name, &stats[i], NULL, value_of(&stats[i], FAMILIES[f].field));
   }
   if (host && host->valid) host_gauges(&t, host);
+  if (host && host->gpus) gpu_gauges(&t, host->gpus, host->n_gpus);
   if (overload) overload_families(&t, overload);
+  if (host) {
+    family(&t, "ptserve_host_copy_bytes_total", "counter",
+           "Tensor bytes the server copied with the CPU (batch gathers, pinned staging, "
+           "shared-memory reads and writes)");
+    put(&t, "ptserve_host_copy_bytes_total %" PRIu64 "\n", host->host_copy_bytes);
+  }
   if (t.failed) {
     pts_free(t.s);
     return NULL;

@@ -7,15 +7,20 @@
  * nv_inference_count, nv_inference_exec_count, nv_inference_request_duration_us,
  * nv_inference_queue_duration_us, nv_inference_compute_{input,infer,output}_duration_us,
  * nv_inference_pending_request_count, and (unless --allow-cpu-metrics=false)
- * nv_cpu_utilization, nv_cpu_memory_total_bytes, nv_cpu_memory_used_bytes.
+ * nv_cpu_utilization, nv_cpu_memory_total_bytes, nv_cpu_memory_used_bytes,
+ * and (unless --allow-gpu-metrics=false, on hosts where NVML loads:
+ * metrics/nvml.h) per GPU, labelled gpu_uuid: nv_gpu_utilization,
+ * nv_gpu_memory_total_bytes, nv_gpu_memory_used_bytes, nv_gpu_power_usage,
+ * nv_gpu_power_limit, nv_energy_consumption.
  * The per-model values are the statistics extension's counters (stats.h),
  * read at scrape time, so the two endpoints always agree. CPU utilisation is
- * sampled from /proc/stat every --metrics-interval-ms (2000). ptserve's own
+ * sampled from /proc/stat, the GPUs from NVML, every --metrics-interval-ms (2000). ptserve's own
  * overload families (core/overload.h) follow: ptserve_http_connections,
  * ptserve_http_connections_refused_total, ptserve_grpc_connections,
  * ptserve_grpc_connections_refused_total, ptserve_accept_pauses_total,
  * ptserve_request_memory_bytes, ptserve_request_memory_budget_bytes,
- * ptserve_request_memory_refused_total{protocol}.
+ * ptserve_request_memory_refused_total{protocol}; and
+ * ptserve_host_copy_bytes_total (tensor bytes copied by the CPU, core/copy.h).
  *
  * Threading: start/stop on the main thread; the listener runs on its own
  * thread. The pure functions are thread-safe.
@@ -29,6 +34,7 @@
 
 #include "core/overload.h"
 #include "core/status.h"
+#include "metrics/nvml.h"
 #include "scheduler/stats.h"
 #include "server/server.h"
 
@@ -38,6 +44,13 @@ struct pts_host_metrics {
   double cpu_utilization; /* 0.0 .. 1.0 over the last sampling interval */
   uint64_t mem_total_bytes;
   uint64_t mem_used_bytes; /* MemTotal - MemAvailable */
+  /* The nv_gpu_* gauges, one sample per GPU (borrowed; n_gpus 0 = none:
+   * no NVML, or --allow-gpu-metrics=false). Rendered whatever `valid` says. */
+  const struct pts_gpu_sample *gpus;
+  size_t n_gpus;
+  /* ptserve_host_copy_bytes_total (core/copy.h), rendered whenever `host`
+   * is given. */
+  uint64_t host_copy_bytes;
 };
 
 /* The exposition text for `stats` (borrowed), `host` and `overload` (each

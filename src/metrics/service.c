@@ -1,6 +1,6 @@
 /* metrics/service.c — the metrics listener: one libevent loop on its own
- * thread answering GET /metrics, plus a timer that samples the CPU every
- * --metrics-interval-ms. A scrape reads the statistics of every READY model
+ * thread answering GET /metrics, plus a timer that samples the CPU and the
+ * GPUs (NVML) every --metrics-interval-ms. A scrape reads the statistics of every READY model
  * through pts_server_model_stats, which never blocks on a model. */
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 
 #include "core/alloc.h"
+#include "core/copy.h"
 #include "core/log.h"
 #include "net/libevent.h"
 #include "net/listen.h"
@@ -28,7 +29,10 @@ struct pts_metrics {
   bool thread_started;
   int port;
   bool cpu_metrics;
+  struct pts_nvml *nvml; /* owned; NULL = no GPU metrics */
   /* loop thread only */
+  struct pts_gpu_sample gpus[PTS_NVML_MAX_GPUS];
+  size_t n_gpus;
   struct pts_cpu_times last_cpu;
   bool have_cpu;
   double cpu_share;
@@ -53,14 +57,26 @@ static void sample_cpu(struct pts_metrics *m) {
   m->have_cpu = true;
 }
 
+/* NVML's utilization is already an average over its own sample period
+ * (1/6 s to 1 s by board); reading it each interval is what DCGM does for
+ * tritonserver. */
+static void sample_gpus(struct pts_metrics *m) {
+  if (m->nvml) m->n_gpus = pts_nvml_sample(m->nvml, m->gpus, PTS_NVML_MAX_GPUS);
+}
+
 static void on_sample(evutil_socket_t fd, short what, void *arg) {
   (void)fd;
   (void)what;
-  sample_cpu(arg);
+  struct pts_metrics *m = arg;
+  if (m->cpu_metrics) sample_cpu(m);
+  sample_gpus(m);
 }
 
 static void host_metrics(struct pts_metrics *m, struct pts_host_metrics *h) {
   memset(h, 0, sizeof *h);
+  h->gpus = m->n_gpus ? m->gpus : NULL;
+  h->n_gpus = m->n_gpus;
+  h->host_copy_bytes = pts_copy_bytes_total();
   if (!m->cpu_metrics) return;
   char buf[8192];
   if (!read_proc("/proc/meminfo", buf, sizeof buf) ||
@@ -160,10 +176,17 @@ static enum pts_status setup(struct pts_metrics *m, const struct pts_server_opti
   evhttp_set_gencb(m->http, on_request, m);
   evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                           EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE);
-  if (m->cpu_metrics) {
+  if (o->allow_gpu_metrics) {
+    char why[512];
+    m->nvml = pts_nvml_open(why, sizeof why);
+    if (!m->nvml)
+      PTS_LOG_INFO("GPU metrics: none collected (nv_gpu_* left out): %s", why);
+  }
+  if (m->cpu_metrics || m->nvml) {
     int ms = o->metrics_interval_ms > 0 ? o->metrics_interval_ms : 2000;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    sample_cpu(m);
+    if (m->cpu_metrics) sample_cpu(m);
+    sample_gpus(m);
     event_add(m->sample_ev, &tv);
   }
   return PTS_OK;
@@ -206,6 +229,7 @@ void pts_metrics_stop(struct pts_metrics *m) {
   if (m->sample_ev) event_free(m->sample_ev);
   if (m->stop_ev) event_free(m->stop_ev);
   pts_accept_pause_free(m->pause); /* before evhttp_free frees the listener */
+  pts_nvml_close(m->nvml);
   if (m->http) evhttp_free(m->http);
   if (m->base) event_base_free(m->base);
   pts_free(m);

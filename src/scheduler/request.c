@@ -36,6 +36,21 @@ void pts_infer_request_free(struct pts_infer_request *req) {
   pts_free(req);
 }
 
+void pts_infer_request_release_shm(struct pts_infer_request *req) {
+  for (size_t i = 0; req && req->input_shm && i < req->n_inputs; i++) {
+    if (!req->input_shm[i].region) continue;
+    struct pts_tensor *t = &req->inputs[i];
+    pts_buf_release(t->buf);
+    t->buf = NULL;
+    t->data = NULL;
+    t->byte_size = 0;
+  }
+  for (size_t i = 0; req && i < req->n_outputs; i++) {
+    pts_buf_release(req->outputs[i].shm_target);
+    req->outputs[i].shm_target = NULL;
+  }
+}
+
 size_t pts_infer_request_held_bytes(const struct pts_infer_request *req) {
   size_t total = 0;
   for (size_t i = 0; i < req->n_inputs; i++) {

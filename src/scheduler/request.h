@@ -117,6 +117,13 @@ size_t pts_infer_request_held_bytes(const struct pts_infer_request *req);
 /* The shared-memory place of input i (i < n_inputs), allocating
  * req->input_shm on first use; NULL when out of memory. */
 struct pts_shm_place *pts_infer_request_input_shm(struct pts_infer_request *req, size_t i);
+/* Drops the request's shared-memory references: the views its inputs hold
+ * (those tensors keep name and shape, lose data) and its outputs' targets
+ * (the places stay, so encoders still leave those outputs' data out).
+ * Called once the outputs are written and before the answer leaves, so a
+ * client that unregisters a region right after its answer never finds it
+ * still in use. Idempotent. */
+void pts_infer_request_release_shm(struct pts_infer_request *req);
 struct pts_infer_response *pts_infer_response_new(void);
 void pts_infer_response_free(struct pts_infer_response *resp); /* NULL-safe */
 

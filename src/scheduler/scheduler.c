@@ -17,6 +17,7 @@
 
 #include "config/model_config.h"
 #include "core/alloc.h"
+#include "core/copy.h"
 #include "core/log.h"
 #include "core/overload.h"
 #include "scheduler/assemble.h"
@@ -236,6 +237,10 @@ static void complete(struct pts_scheduler *s, struct pts_pending *p,
                      struct pts_infer_response *resp, const struct pts_error *err,
                      enum pts_fail_reason why) {
   bool ok = !err || err->code == PTS_OK;
+  /* The answer may reach the client before the frontend frees the request:
+   * let go of its regions now (the outputs are written), or an unregister
+   * right after the answer could still find them in use. */
+  pts_infer_request_release_shm(p->req);
   uint64_t now = pts_now_ns();
   uint64_t d = request_duration(p, now);
   trace_completion(p->req, ok ? resp : NULL, now);
@@ -273,11 +278,21 @@ struct run {
   struct pts_output_dest *dests; /* output_dests, or NULL */
 };
 
-static void run_free(const struct pts_scheduler *s, struct run *r) {
+/* Drops the batch's own buffers (gathered inputs, the backend's outputs
+ * and their slices; an identity-like backend's outputs may be views of a
+ * shared-memory region). Idempotent. */
+static void run_release_tensors(const struct pts_scheduler *s, struct run *r) {
   const Inference__ModelConfig *cfg = s->config;
-  for (size_t k = 0; r->gathered && k < cfg->n_input; k++) pts_buf_release(r->gathered[k]);
+  for (size_t k = 0; r->gathered && k < cfg->n_input; k++) {
+    pts_buf_release(r->gathered[k]);
+    r->gathered[k] = NULL;
+  }
   for (size_t k = 0; r->outputs && k < cfg->n_output; k++) pts_tensor_clear(&r->outputs[k]);
   for (size_t i = 0; r->slices && i < r->n * cfg->n_output; i++) pts_tensor_clear(&r->slices[i]);
+}
+
+static void run_free(const struct pts_scheduler *s, struct run *r) {
+  run_release_tensors(s, r);
   pts_free(r->items);
   pts_free(r->reqs);
   pts_free(r->rows);
@@ -473,6 +488,30 @@ static enum pts_status write_shm_output(const struct pts_scheduler *s,
   return PTS_OK;
 }
 
+/* An output that is a view of a shared-memory region (a backend that
+ * returns its input, as identity does, fed from shared memory) but goes
+ * back in the response body: the response gets its own copy, so that the
+ * region is not in use any more once the outputs are written (a client may
+ * unregister it as soon as it has the answer). */
+static enum pts_status own_copy(const struct pts_scheduler *s, struct pts_tensor *t,
+                                struct pts_error *err) {
+  if (t->mem == PTS_MEM_DEVICE)
+    return pts_error_set(err, PTS_INTERNAL,
+                         "model '%s' returned output '%s' in device memory of a CUDA region",
+                         s->model_name, t->name);
+  struct pts_buf *copy = pts_buf_new(t->byte_size ? t->byte_size : 1);
+  if (!copy)
+    return pts_error_set(err, PTS_NOMEM, "out of memory copying output '%s' of model '%s'",
+                         t->name, s->model_name);
+  struct pts_copy_part part = {copy->data, t->data, t->byte_size};
+  pts_copy_parts(&part, 1);
+  pts_buf_release(t->buf);
+  t->buf = copy;
+  t->data = copy->data;
+  t->mem = PTS_MEM_HOST;
+  return PTS_OK;
+}
+
 /* The response shares the output buffers: each tensor is a second view that
  * holds its own reference. */
 static enum pts_status build_response(const struct pts_scheduler *s,
@@ -509,10 +548,13 @@ static enum pts_status build_response(const struct pts_scheduler *s,
       return st;
     }
     resp->n_outputs = i + 1;
-    if (req->n_outputs && req->outputs[i].shm_target &&
-        write_shm_output(s, &req->outputs[i], &resp->outputs[i], err) != PTS_OK) {
+    if (req->n_outputs && req->outputs[i].shm_target)
+      st = write_shm_output(s, &req->outputs[i], &resp->outputs[i], err);
+    else if (pts_shm_is_view(resp->outputs[i].buf))
+      st = own_copy(s, &resp->outputs[i], err);
+    if (st != PTS_OK) {
       pts_infer_response_free(resp);
-      return err->code;
+      return st;
     }
   }
   *out = resp;
@@ -665,7 +707,10 @@ static void run_batch(struct pts_scheduler *s, struct instance *inst, struct pts
       queue_ns += t.start_ns > r.items[i]->enqueue_ns ? t.start_ns - r.items[i]->enqueue_ns : 0;
     pts_stats_batch_done(&s->stats, s->batching ? r.total : 1, n, queue_ns, &t);
   }
-  /* Responses hold their own references: the batch's tensors can go first. */
+  /* Responses hold their own references: the batch's tensors go first, so
+   * that nothing but the responses holds a shared-memory region once the
+   * answers leave (complete() drops the requests' own references). */
+  run_release_tensors(s, &r);
   struct pts_pending *p = list;
   for (size_t i = 0; i < n && p; i++) {
     struct pts_pending *next = p->next;

@@ -47,6 +47,7 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->grpc_max_connection_age_grace_ms = -1;
   o->allow_metrics = true;
   o->allow_cpu_metrics = true;
+  o->allow_gpu_metrics = true;
   o->metrics_port = 8002;
   o->metrics_interval_ms = 2000;
   o->model_control_mode = PTS_MODEL_CONTROL_NONE;
@@ -395,7 +396,12 @@ static enum pts_status infer_model(struct pts_server *s, struct pts_infer_reques
   st = pts_shm_resolve(s->shm, req, backend && backend->device_inputs, err);
   if (st == PTS_OK) st = pts_validate_request(cfg, pts_model_name(m), req, &batch, err);
   if (st == PTS_OK) st = pts_model_enqueue(m, req, batch, err);
-  if (st != PTS_OK) pts_model_release(m); /* on OK the request holds it */
+  if (st != PTS_OK) {
+    pts_model_release(m); /* on OK the request holds it */
+    /* The caller answers the error and frees the request later: its
+     * regions must not look in use once that answer is out. */
+    pts_infer_request_release_shm(req);
+  }
   return st;
 }
 

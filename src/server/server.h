@@ -97,9 +97,12 @@ struct pts_server_options {
   /* metrics (src/metrics); strings borrowed, they must outlive the server */
   bool allow_metrics;               /* --allow-metrics (default true) */
   bool allow_cpu_metrics;           /* --allow-cpu-metrics (default true) */
+  bool allow_gpu_metrics;           /* --allow-gpu-metrics (default true: collected where
+                                       NVML loads and finds a GPU) */
   const char *metrics_address;      /* --metrics-address (NULL = http_address) */
   int metrics_port;                 /* --metrics-port (default 8002; 0 = any free port) */
-  int metrics_interval_ms;          /* --metrics-interval-ms (default 2000) */
+  int metrics_interval_ms;          /* --metrics-interval-ms (default 2000): CPU and GPU
+                                       sampling interval */
   /* tracing (src/trace); strings borrowed, they must outlive the server */
   const char *const *trace_config;  /* --trace-config values, "[triton,]<key>=<value>" */
   size_t n_trace_config;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/copy.h"
 #include "core/log.h"
 
 struct region {
@@ -483,6 +484,8 @@ static const struct region *view_region(const struct pts_buf *view) {
   return view && view->release == view_release ? view->ctx : NULL;
 }
 
+bool pts_shm_is_view(const struct pts_buf *b) { return view_region(b) != NULL; }
+
 enum pts_status pts_shm_write(struct pts_buf *view, enum pts_mem mem, int device, const void *src,
                               size_t n, struct pts_error *err) {
   if (n > view->size)
@@ -492,6 +495,7 @@ enum pts_status pts_shm_write(struct pts_buf *view, enum pts_mem mem, int device
   if (n == 0) return PTS_OK;
   if (mem != PTS_MEM_DEVICE) {
     memmove(view->data, src, n); /* an output may be a view of an input in the same region */
+    pts_copy_count(n);
     return PTS_OK;
   }
   const struct region *g = view_region(view);
@@ -506,5 +510,6 @@ enum pts_status pts_shm_read_device(const struct pts_buf *view, int device, void
                          n, view->size);
   const struct region *g = view_region(view);
   if (!g || !g->cuda) return pts_error_set(err, PTS_INTERNAL, "a device view without CUDA");
+  pts_copy_count(n); /* into host memory: what the copy counter counts (core/copy.h) */
   return g->cuda->to_host(dst, view->data, n, device, err);
 }

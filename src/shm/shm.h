@@ -143,6 +143,9 @@ enum pts_status pts_shm_acquire(struct pts_shm_registry *r, const char *name, ui
                                 uint64_t byte_size, const char *what, struct pts_buf **view,
                                 enum pts_mem *mem, int *device, struct pts_error *err);
 
+/* Whether b is a view handed out by pts_shm_acquire (NULL: false). */
+bool pts_shm_is_view(const struct pts_buf *b);
+
 /* Copies n bytes of host memory `src` into the place of a view made by
  * pts_shm_acquire (its first n bytes): memmove for host memory, the CUDA
  * copy for device memory. n must not exceed the view's size (checked:

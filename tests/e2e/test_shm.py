@@ -16,6 +16,7 @@ sleeps."""
 import base64
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -458,6 +459,109 @@ def test_unregister_while_in_use(start_server, tmp_path, regions):
     np.testing.assert_array_equal(read(h, np.float32, [1, 4], offset=32), x)
     c.unregister_system_shared_memory("busy")
     assert c.get_system_shared_memory_status() == []
+    c.close()
+    assert_clean_exit(server)
+
+
+RACE_ROUNDS = 50
+
+
+def test_unregister_right_after_the_answer(client, regions):
+    """A region is free again as soon as its request is answered: the
+    request lets go of it before the answer leaves, so a client that
+    unregisters the moment it has its answer is never told that requests
+    use it. Repeated (the answer and the request's clean-up used to race),
+    with the output in shared memory, in the body (identity echoes the
+    region's bytes: the response must not keep the region either), and
+    after an error answer."""
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    hin = regions("rin", x.nbytes)
+    hout = regions("rout", x.nbytes)
+    for k in range(RACE_ROUNDS):
+        y = x + k
+        write(hin, y)
+        client.c.register_system_shared_memory("rin", PREFIX + "rin", x.nbytes)
+        client.c.register_system_shared_memory("rout", PREFIX + "rout", x.nbytes)
+        i = client.input("INPUT0", [2, 4], "FP32")
+        i.set_shared_memory("rin", x.nbytes)
+        o = client.output("OUTPUT0")
+        if k % 3 == 0:
+            o.set_shared_memory("rout", x.nbytes)
+        if k % 3 == 2:
+            # too few bytes for the shape: refused after the region was resolved
+            i.set_shared_memory("rin", x.nbytes - 4)
+            with pytest.raises(InferenceServerException):
+                client.infer("id_fp32", [i], [o])
+        else:
+            r = client.infer("id_fp32", [i], [o])
+        client.c.unregister_system_shared_memory("rin")
+        client.c.unregister_system_shared_memory("rout")
+        assert client.status() == [], k
+        if k % 3 == 0:
+            np.testing.assert_array_equal(read(hout, np.float32, [2, 4]), y)
+        elif k % 3 == 1:
+            np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), y)
+
+
+def host_copy_bytes(server):
+    text = requests.get(server.metrics_url, timeout=TIMEOUT).text
+    return int(re.search(r"^ptserve_host_copy_bytes_total (\d+)$", text, re.M).group(1))
+
+
+def test_host_copy_counter(start_server, tmp_path, regions):
+    """ptserve_host_copy_bytes_total counts the tensor bytes the server
+    copies with the CPU, worked out by hand for an identity model (one
+    request, so nothing is gathered): the input used in place from a system
+    region costs nothing; writing the output into a region is one copy of
+    its bytes; echoing a region's input in the body is one copy too (the
+    response must not hold the region); a batch of two gathers both."""
+    identity_model(tmp_path, "m")
+    # "b" waits (up to 30 s) until two requests are there: one batch of two
+    identity_model(tmp_path, "b", extra="dynamic_batching { preferred_batch_size: [ 2 ] "
+                   "max_queue_delay_microseconds: 30000000 }")
+    server = start_server(tmp_path, "--allow-client-shm=true")
+    c = httpclient.InferenceServerClient(server.url[len("http://"):], concurrency=4)
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    h = regions("cc", 64)
+    write(h, x)
+    c.register_system_shared_memory("cc", PREFIX + "cc", 64)
+
+    def delta(fn):
+        before = host_copy_bytes(server)
+        fn()
+        return host_copy_bytes(server) - before
+
+    def body_only():
+        i = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+        i.set_data_from_numpy(x, binary_data=True)
+        c.infer("m", [i])
+
+    def shm_in(out_in_shm):
+        def run():
+            i = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+            i.set_shared_memory("cc", x.nbytes)
+            o = httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)
+            if out_in_shm:
+                o.set_shared_memory("cc", x.nbytes, offset=32)
+            r = c.infer("m", [i], outputs=[o])
+            if not out_in_shm:
+                np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), x)
+        return run
+
+    def batch_of_two():
+        i = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+        i.set_data_from_numpy(x, binary_data=True)
+        pending = [c.async_infer("b", [i]) for _ in range(2)]
+        for p in pending:
+            np.testing.assert_array_equal(p.get_result().as_numpy("OUTPUT0"), x)
+
+    assert delta(body_only) == 0
+    assert delta(shm_in(True)) == x.nbytes
+    np.testing.assert_array_equal(read(h, np.float32, [1, 4], offset=32), x)
+    assert delta(shm_in(False)) == x.nbytes
+    assert delta(batch_of_two) == 2 * x.nbytes
+    assert batch_sizes(model_stats(server, "b")) == {2: 1}
+    c.unregister_system_shared_memory()
     c.close()
     assert_clean_exit(server)
 

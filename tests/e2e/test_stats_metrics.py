@@ -233,3 +233,91 @@ def test_metrics_flags(start_server, tmp_path, ptserve_bin):
     out = p.stdout.decode(errors="replace")
     assert p.returncode != 0, out
     assert "Metrics" in out and str(port) in out, out
+
+
+def nvml_loads():
+    """Whether this host has an NVIDIA driver's NVML (ctypes, independent of
+    ptserve)."""
+    import ctypes
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+        return True
+    except OSError:
+        return False
+
+
+GPU_LINE = "GPU metrics: none collected (nv_gpu_* left out): "
+
+
+def test_gpu_metrics_flags(start_server, tmp_path, ptserve_bin):
+    """--allow-gpu-metrics takes a boolean (default true) and
+    --metrics-interval-ms samples often; where NVML can not be loaded
+    (PTSERVE_NVML_LIBRARY points at a missing library, the case of a CPU
+    host) the server logs one line saying so, serves on, and /metrics has no
+    nv_gpu_* family. With the flag false nothing is attempted."""
+    identity_model(tmp_path, "m")
+    missing = str(tmp_path / "no-such-dir" / "libnvidia-ml.so.1")
+    server = start_server(tmp_path, "--metrics-interval-ms", "20",
+                          env={"PTSERVE_NVML_LIBRARY": missing})
+    for _ in range(5):  # the sampling timer runs meanwhile, every 20 ms
+        assert infer_fp32(server, "m", np.ones((1, 4), np.float32)).status_code == 200
+        fam, text = scrape(server)
+    assert "nv_gpu_" not in text and "nv_energy_consumption" not in text
+    lines = [l for l in server.log().splitlines() if GPU_LINE in l]
+    assert len(lines) == 1, server.log()
+    assert "NVML is not available" in lines[0] and missing in lines[0], lines[0]
+    assert server.alive()
+    server.stop()
+
+    server = start_server(tmp_path, "--allow-gpu-metrics=false",
+                          env={"PTSERVE_NVML_LIBRARY": missing})
+    fam, text = scrape(server)
+    assert "nv_gpu_" not in text and "GPU metrics" not in server.log()
+    server.stop()
+
+    # The default library name: on a host without a driver the same line,
+    # naming libnvidia-ml.so.1; on a GPU host the gauges (tests/gpu checks them).
+    server = start_server(tmp_path)
+    fam, text = scrape(server)
+    if nvml_loads():
+        assert "nv_gpu_memory_total_bytes{gpu_uuid=" in text, text
+    else:
+        assert "nv_gpu_" not in text
+        assert GPU_LINE in server.log() and "libnvidia-ml.so.1" in server.log(), server.log()
+    server.stop()
+
+    for bad in ("maybe", ""):
+        p = subprocess.run([ptserve_bin, "--model-repository", str(tmp_path),
+                            "--allow-gpu-metrics", bad], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60)
+        out = p.stdout.decode(errors="replace")
+        assert p.returncode != 0 and "--allow-gpu-metrics" in out, out
+
+
+def test_gpu_metrics_through_a_fake_nvml(start_server, tmp_path, ptserve_bin):
+    """The whole NVML path on a CPU host: PTSERVE_NVML_LIBRARY loads the
+    build's stand-in library (tests/unit/metrics/fake_nvml.c, two GPUs with
+    fixed values, no power-limit function), and /metrics shows its values
+    under tritonserver's names and gpu_uuid label, sampled every
+    --metrics-interval-ms (its energy counter grows 1 J per sample)."""
+    fake = os.path.join(os.path.dirname(ptserve_bin), "libfake_nvml.so")
+    assert os.path.exists(fake), "the build makes %s (CMake target fake_nvml)" % fake
+    identity_model(tmp_path, "m")
+    server = start_server(tmp_path, "--metrics-interval-ms", "20",
+                          env={"PTSERVE_NVML_LIBRARY": fake})
+    fam, text = scrape(server)
+    for i, util, used_gib, watts in ((0, 0.37, 1, 71.5), (1, 1.0, 2, 72.5)):
+        uuid = "GPU-fake-%d" % i
+        assert sample(fam, "nv_gpu_utilization", gpu_uuid=uuid) == util
+        assert sample(fam, "nv_gpu_memory_total_bytes", gpu_uuid=uuid) == 80 * 2**30
+        assert sample(fam, "nv_gpu_memory_used_bytes", gpu_uuid=uuid) == used_gib * 2**30
+        assert sample(fam, "nv_gpu_power_usage", gpu_uuid=uuid) == watts
+        assert fam["nv_gpu_utilization"].type == "gauge"
+        assert "Collecting metrics for GPU %d: Fake GPU %d" % (i, i) in server.log()
+    assert "nv_gpu_power_limit" not in text  # NVML gave none: left out, not 0
+    deadline = time.time() + 30
+    while sample(scrape(server)[0], "nv_energy_consumption", gpu_uuid="GPU-fake-0") < 2.0:
+        assert time.time() < deadline, "the GPU samples were not refreshed"
+        time.sleep(0.02)
+    assert "GPU metrics: none collected" not in server.log()
+    server.stop()

@@ -23,7 +23,10 @@ echo "== GPU end-to-end tests"
 # its cuda_shared_memory needs cuda-python): say so up front when missing.
 $PY -c 'import tritonclient.utils.cuda_shared_memory' 2>/dev/null ||
   echo "NOTE: tritonclient.utils.cuda_shared_memory does not import here: tests/gpu/test_shm_cuda.py will fail; install tritonclient and cuda-python (or put a copy of tritonclient on PYTHONPATH)"
-PTSERVE_BIN=$PWD/build-gpu/ptserve $PY -m pytest -q -p no:cacheprovider tests/gpu || rc=1
+# Tests append what they measured to this file; it ends the section.
+export PTS_GPU_MEASUREMENTS=$(mktemp)
+PTSERVE_BIN=$PWD/build-gpu/ptserve $PY -m pytest -q -rs -p no:cacheprovider tests/gpu || rc=1
+echo "== measurements"; cat "$PTS_GPU_MEASUREMENTS"; rm -f "$PTS_GPU_MEASUREMENTS"
 if [ "${PTS_GPU_ONLY:-0}" = 1 ]; then  # a short device lease: tests/gpu only
   echo "== gpu suite exit $rc (PTS_GPU_ONLY=1: CPU end-to-end suite not run)"
   exit $rc

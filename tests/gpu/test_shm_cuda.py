@@ -247,3 +247,69 @@ def test_batches_gather_into_pinned_staging(start_server, repo, tmp_path):
     st = requests.get(s.url + "/v2/models/add_sub_fp32/stats", timeout=TIMEOUT).json()
     sizes = {b["batch_size"] for b in st["model_stats"][0]["batch_stats"]}
     assert sizes == {8}, st
+
+
+def host_copy_bytes(server):
+    text = requests.get(server.metrics_url, timeout=TIMEOUT).text
+    return int(re.search(r"^ptserve_host_copy_bytes_total (\d+)$", text, re.M).group(1))
+
+
+def test_cuda_shm_input_costs_no_host_copy(start_server, repo, tmp_path, cuda_regions):
+    """ptserve_host_copy_bytes_total, worked out by hand for add_sub on
+    cuda:0 with a batch of one: inputs and outputs in CUDA shared memory
+    cross no host memory (the model reads the client's buffer, writes the
+    outputs there device to device): 0 bytes. Inputs in system shared
+    memory (pinned, DMA from the region) and outputs written back into it
+    by the device: 0 bytes. The same inputs in the request body are staged
+    once into pinned memory: exactly their bytes (2n)."""
+    s = start_server(subset(repo, tmp_path, ["add_sub_fp32"]), "--allow-client-shm=true")
+    rs = np.random.RandomState(21)
+    a = rs.randn(2, 16).astype(np.float32)
+    b = rs.randn(2, 16).astype(np.float32)
+    n = a.nbytes
+    model = load(repo, "add_sub_fp32")
+    with torch.inference_mode():
+        w0, w1 = (t.cpu().numpy() for t in model(torch.from_numpy(a).cuda(),
+                                                 torch.from_numpy(b).cuda()))
+    hin = cuda_regions("zin", 2 * n)
+    hout = cuda_regions("zout", 2 * n)
+    cudashm.set_shared_memory_region(hin, [a, b])
+    assert register_cuda(s, "zin", hin, 2 * n).status_code == 200
+    assert register_cuda(s, "zout", hout, 2 * n).status_code == 200
+    outs = [shm_output("OUTPUT0", "zout", n), shm_output("OUTPUT1", "zout", n, n)]
+
+    before = host_copy_bytes(s)
+    infer(s, "add_sub_fp32", [shm_input("INPUT0", "FP32", a.shape, "zin", n),
+                              shm_input("INPUT1", "FP32", b.shape, "zin", n, n)], outs)
+    assert host_copy_bytes(s) - before == 0
+    got = cudashm.get_contents_as_numpy(hout, np.float32, [2, 2, 16])
+    np.testing.assert_array_equal(got[0], w0)
+    np.testing.assert_array_equal(got[1], w1)
+
+    sin = shm.create_shared_memory_region("zsin", PREFIX + "zsin", 2 * n)
+    sout = shm.create_shared_memory_region("zsout", PREFIX + "zsout", 2 * n)
+    try:
+        shm.set_shared_memory_region(sin, [a, b])
+        for region in ("zsin", "zsout"):
+            r = post(s, "/v2/systemsharedmemory/region/%s/register" % region,
+                     {"key": PREFIX + region, "offset": 0, "byte_size": 2 * n})
+            assert r.status_code == 200, r.text
+        before = host_copy_bytes(s)
+        infer(s, "add_sub_fp32", [shm_input("INPUT0", "FP32", a.shape, "zsin", n),
+                                  shm_input("INPUT1", "FP32", b.shape, "zsin", n, n)],
+              [shm_output("OUTPUT0", "zsout", n), shm_output("OUTPUT1", "zsout", n, n)])
+        assert host_copy_bytes(s) - before == 0
+        np.testing.assert_array_equal(shm.get_contents_as_numpy(sout, np.float32, [2, 16]), w0)
+        post(s, "/v2/systemsharedmemory/unregister")
+    finally:
+        shm.destroy_shared_memory_region(sin)
+        shm.destroy_shared_memory_region(sout)
+
+    before = host_copy_bytes(s)
+    body = [{"name": "INPUT0", "datatype": "FP32", "shape": [2, 16], "data": a.ravel().tolist()},
+            {"name": "INPUT1", "datatype": "FP32", "shape": [2, 16], "data": b.ravel().tolist()}]
+    infer(s, "add_sub_fp32", body, outs)
+    assert host_copy_bytes(s) - before == 2 * n
+    got = cudashm.get_contents_as_numpy(hout, np.float32, [2, 2, 16])
+    np.testing.assert_array_equal(got[0], w0)
+    post(s, "/v2/cudasharedmemory/unregister")

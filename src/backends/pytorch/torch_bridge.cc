@@ -556,6 +556,25 @@ c10::IValue run_forward(pts_torch_module *m, std::vector<c10::IValue> args,
 }
 #endif
 
+#ifdef PTS_WITH_CUDA
+// The four phase events. Timing needs events created with timing enabled
+// (CUDAEvent's default flags disable it). The last one is what the instance
+// thread waits on: with cudaEventBlockingSync the wait sleeps in the driver
+// until the GPU signals, instead of spinning a core for the whole batch
+// (cudaEventSynchronize on a default event polls; with a few instances per
+// GPU that was a busy core each, taken from HTTP parsing and gathers).
+// PTSERVE_CUDA_SPIN_WAIT=1 restores the polling wait: an A/B switch for
+// measurements (tests/gpu/test_gpu_host.py), read once.
+void make_events(pts_torch_module *m) {
+  static const bool spin = [] {
+    const char *v = std::getenv("PTSERVE_CUDA_SPIN_WAIT");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  for (int k = 0; k < 3; k++) m->events[k].reset(new at::cuda::CUDAEvent(cudaEventDefault));
+  m->events[3].reset(new at::cuda::CUDAEvent(spin ? cudaEventDefault : cudaEventBlockingSync));
+}
+#endif
+
 // Waits for the instance's stream (output copies included) and reads the
 // event timings. Without CUDA there is nothing queued: CPU work is done when
 // forward() returns, and MPS copies to the CPU wait for the queue.
@@ -840,9 +859,7 @@ enum pts_status pts_torch_load(const char *path, const struct pts_device *dev,
 #ifdef PTS_WITH_CUDA
       if (m->device.is_cuda()) {
         m->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, m->device.index());
-        // Timing needs events created with timing enabled (the default
-        // flags disable it).
-        for (auto &e : m->events) e.reset(new at::cuda::CUDAEvent(cudaEventDefault));
+        make_events(m);
       }
 #endif
       m->module.eval();
@@ -949,7 +966,7 @@ enum pts_status pts_torch_load_aoti(const char *path, const struct pts_device *d
 #ifdef PTS_WITH_CUDA
     if (m->device.is_cuda()) {
       m->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, m->device.index());
-      for (auto &e : m->events) e.reset(new at::cuda::CUDAEvent(cudaEventDefault));
+      make_events(m.get());
     }
 #endif
     *out = m.release();

@@ -26,7 +26,8 @@ static void render_families_and_labels(void **state) {
   st.execution_count = 2;
   st.fail_by_reason[PTS_FAIL_REJECTED] = 4;
   st.pending = 7;
-  struct pts_host_metrics host = {true, 0.25, 1000, 400};
+  struct pts_host_metrics host = {.valid = true, .cpu_utilization = 0.25,
+                                  .mem_total_bytes = 1000, .mem_used_bytes = 400};
   size_t len = 0;
   char *text = pts_metrics_render(&st, 1, &host, NULL, &len);
   assert_non_null(text);
@@ -60,6 +61,47 @@ static void render_families_and_labels(void **state) {
   assert_non_null(strstr(text, "# HELP nv_inference_count "));
   assert_null(strstr(text, "nv_cpu"));
   assert_null(strstr(text, "{"));
+  pts_free(text);
+}
+
+/* GPU gauges (metrics/nvml.h samples): tritonserver's names, the gpu_uuid
+ * label, a value NVML did not give left out; the copy counter. */
+static void render_gpus(void **state) {
+  (void)state;
+  struct pts_gpu_sample g[2];
+  memset(g, 0, sizeof g);
+  strcpy(g[0].uuid, "GPU-aaaa");
+  g[0].has_utilization = true;
+  g[0].utilization = 0.5;
+  g[0].has_memory = true;
+  g[0].memory_total_bytes = 85899345920u;
+  g[0].memory_used_bytes = 1048576;
+  g[0].has_power = true;
+  g[0].power_watts = 71.25;
+  strcpy(g[1].uuid, "GPU-b\"b");
+  g[1].has_utilization = true;
+  g[1].utilization = 1.0;
+  struct pts_host_metrics host = {.gpus = g, .n_gpus = 2, .host_copy_bytes = 4096};
+  size_t len = 0;
+  char *text = pts_metrics_render(NULL, 0, &host, NULL, &len);
+  assert_non_null(text);
+  const char *want[] = {
+      "# TYPE nv_gpu_utilization gauge\n"
+      "nv_gpu_utilization{gpu_uuid=\"GPU-aaaa\"} 0.500000\n"
+      "nv_gpu_utilization{gpu_uuid=\"GPU-b\\\"b\"} 1.000000\n",
+      "# TYPE nv_gpu_memory_total_bytes gauge\n"
+      "nv_gpu_memory_total_bytes{gpu_uuid=\"GPU-aaaa\"} 85899345920\n# HELP",
+      "# TYPE nv_gpu_memory_used_bytes gauge\n"
+      "nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-aaaa\"} 1048576\n# HELP",
+      "# TYPE nv_gpu_power_usage gauge\nnv_gpu_power_usage{gpu_uuid=\"GPU-aaaa\"} 71.250\n",
+      "# TYPE ptserve_host_copy_bytes_total counter\nptserve_host_copy_bytes_total 4096\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(text, want[i])) fail_msg("missing:\n%s\nin:\n%s", want[i], text);
+  /* No GPU gave a power limit or energy: no such family; CPU invalid: no nv_cpu_*. */
+  assert_null(strstr(text, "nv_gpu_power_limit"));
+  assert_null(strstr(text, "nv_energy_consumption"));
+  assert_null(strstr(text, "nv_cpu_"));
   pts_free(text);
 }
 
@@ -125,6 +167,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(render_families_and_labels),
       cmocka_unit_test(render_overload),
+      cmocka_unit_test(render_gpus),
       cmocka_unit_test(proc_parsers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
