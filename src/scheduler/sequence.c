@@ -1,0 +1,370 @@
+/* scheduler/sequence.c — see sequence.h.
+ *
+ * Sequences live in a hash table by correlation id (a string id hashes its
+ * bytes; an integer id its value) and, while active, in one of three
+ * places: bound to a slot (direct) or a candidate (oldest) — they may run —
+ * or in the backlog, waiting for one. Each keeps its own queue of pendings
+ * (linked through ->next). Choosing walks the runnable sequences: a model
+ * has at most n_instances × slots of them (direct) or
+ * max_candidate_sequences (oldest), so the walk is short. */
+#include "scheduler/sequence.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/model_config_sequence.h"
+#include "core/alloc.h"
+#include "scheduler/request.h"
+#include "tensor/dtype.h"
+
+#define N_BUCKETS 256
+
+struct pts_seq_entry {
+  struct pts_seq_entry *hnext; /* hash chain */
+  struct pts_seq_entry *lnext; /* the active or backlog list */
+  uint64_t id;
+  char *id_str; /* owned; NULL for an integer id */
+  struct pts_pending *head, *tail;
+  size_t queued;
+  bool running;
+  bool runnable;     /* has a slot (direct) or is a candidate (oldest) */
+  bool end_queued;   /* its END request is queued or running */
+  size_t instance;   /* direct: its slot's instance */
+  size_t slot;       /* direct: its slot on that instance */
+  uint64_t idle_from; /* when it last had nothing queued or running */
+  bool has_state;    /* state holds data (else the initial state applies) */
+  unsigned char **state; /* per config state: state_bytes[k] bytes */
+};
+
+struct pts_seq {
+  const Inference__ModelConfig *cfg;
+  const char *model_name;
+  const Inference__ModelSequenceBatching *sb;
+  bool oldest;
+  bool batching; /* max_batch_size > 0 */
+  size_t slots;  /* direct: per instance; oldest: max rows per batch */
+  size_t n_instances;
+  uint64_t idle_ns;
+  uint64_t delay_ns;
+  size_t max_candidates;
+
+  struct pts_seq_entry *buckets[N_BUCKETS];
+  struct pts_seq_entry **slot_of; /* direct: n_instances × slots, NULL = free */
+  size_t *bound;                  /* direct: per instance, slots taken */
+  struct pts_seq_entry *active;   /* oldest: the candidates (unordered) */
+  size_t n_active;
+  struct pts_seq_entry *backlog, *backlog_tail; /* waiting for a slot, in order */
+  size_t queued;
+
+  size_t n_states;
+  size_t *state_bytes;     /* per state */
+  unsigned char **initial; /* per state: the initial state (zeros or file data) */
+  bool corrid_string;      /* CORRID control is TYPE_STRING */
+  bool has_corrid;
+};
+
+static uint64_t hash_of(uint64_t id, const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  if (s) {
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+  }
+  return (id ^ (id >> 29)) * 0xbf58476d1ce4e5b9ull;
+}
+
+static const char *id_text(const struct pts_infer_request *req, char *buf, size_t n) {
+  if (req->sequence_id_str) return req->sequence_id_str;
+  snprintf(buf, n, "%" PRIu64, req->sequence_id);
+  return buf;
+}
+
+static struct pts_seq_entry **find(struct pts_seq *q, const struct pts_infer_request *req) {
+  struct pts_seq_entry **at =
+      &q->buckets[hash_of(req->sequence_id, req->sequence_id_str) % N_BUCKETS];
+  for (; *at; at = &(*at)->hnext) {
+    struct pts_seq_entry *e = *at;
+    if (req->sequence_id_str ? e->id_str && strcmp(e->id_str, req->sequence_id_str) == 0
+                             : !e->id_str && e->id == req->sequence_id)
+      return at;
+  }
+  return at;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static void entry_free(const struct pts_seq *q, struct pts_seq_entry *e) {
+  if (!e) return;
+  for (size_t k = 0; e->state && k < q->n_states; k++) pts_free(e->state[k]);
+  pts_free(e->state);
+  pts_free(e->id_str);
+  pts_free(e);
+}
+
+static enum pts_status read_initial(struct pts_seq *q, size_t k, const char *model_dir,
+                                    struct pts_error *err) {
+  const Inference__ModelSequenceBatching__State *st = q->sb->state[k];
+  q->initial[k] = pts_calloc(1, q->state_bytes[k] ? q->state_bytes[k] : 1);
+  if (!q->initial[k])
+    return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", q->model_name);
+  if (st->n_initial_state == 0 ||
+      st->initial_state[0]->state_data_case !=
+          INFERENCE__MODEL_SEQUENCE_BATCHING__INITIAL_STATE__STATE_DATA_DATA_FILE)
+    return PTS_OK; /* zeros */
+  const char *file = st->initial_state[0]->data_file;
+  char path[4096];
+  int len = snprintf(path, sizeof path, "%s/initial_state/%s", model_dir ? model_dir : ".", file);
+  if (len < 0 || (size_t)len >= sizeof path)
+    return pts_error_set(err, PTS_INVALID_ARG, "model '%s': initial_state path is too long",
+                         q->model_name);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': can not open initial_state data_file '%s' of state '%s'",
+                         q->model_name, path, st->input_name);
+  size_t got = fread(q->initial[k], 1, q->state_bytes[k], f);
+  int extra = fgetc(f);
+  fclose(f);
+  if (got != q->state_bytes[k] || extra != EOF)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': initial_state data_file '%s' of state '%s' must hold "
+                         "exactly %zu bytes (the state's dims and data type)",
+                         q->model_name, path, st->input_name, q->state_bytes[k]);
+  return PTS_OK;
+}
+
+static enum pts_status init_states(struct pts_seq *q, const char *model_dir,
+                                   struct pts_error *err) {
+  q->n_states = q->sb->n_state;
+  size_t n = q->n_states ? q->n_states : 1;
+  q->state_bytes = pts_calloc(n, sizeof *q->state_bytes);
+  q->initial = pts_calloc(n, sizeof *q->initial);
+  if (!q->state_bytes || !q->initial)
+    return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", q->model_name);
+  for (size_t k = 0; k < q->n_states; k++) {
+    const Inference__ModelSequenceBatching__State *st = q->sb->state[k];
+    size_t bytes = pts_dtype_size((enum pts_dtype)st->data_type);
+    for (size_t d = 0; d < st->n_dims; d++) bytes *= (size_t)st->dims[d];
+    q->state_bytes[k] = bytes;
+    enum pts_status s = read_initial(q, k, model_dir, err);
+    if (s != PTS_OK) return s;
+  }
+  return PTS_OK;
+}
+
+enum pts_status pts_seq_create(const Inference__ModelConfig *cfg, const char *model_name,
+                               const char *model_dir, size_t n_instances, struct pts_seq **out,
+                               struct pts_error *err) {
+  *out = NULL;
+  struct pts_seq *q = pts_calloc(1, sizeof *q);
+  if (!q) return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", model_name);
+  q->cfg = cfg;
+  q->model_name = model_name;
+  q->sb = cfg->sequence_batching;
+  q->batching = cfg->max_batch_size > 0;
+  q->slots = q->batching ? (size_t)cfg->max_batch_size : 1;
+  q->n_instances = n_instances ? n_instances : 1;
+  q->idle_ns = q->sb->max_sequence_idle_microseconds * 1000u;
+  q->oldest =
+      q->sb->strategy_choice_case == INFERENCE__MODEL_SEQUENCE_BATCHING__STRATEGY_CHOICE_OLDEST;
+  if (q->oldest) {
+    q->delay_ns = q->sb->oldest->max_queue_delay_microseconds * 1000u;
+    q->max_candidates = (size_t)q->sb->oldest->max_candidate_sequences;
+  } else if (q->sb->direct) {
+    q->delay_ns = q->sb->direct->max_queue_delay_microseconds * 1000u;
+  }
+  for (size_t i = 0; i < q->sb->n_control_input; i++) {
+    const Inference__ModelSequenceBatching__Control *c = q->sb->control_input[i]->control[0];
+    if (c->kind != INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_CORRID)
+      continue;
+    q->has_corrid = true;
+    q->corrid_string = c->data_type == INFERENCE__DATA_TYPE__TYPE_STRING;
+  }
+  enum pts_status st = PTS_OK;
+  if (!q->oldest) {
+    q->slot_of = pts_calloc(q->n_instances * q->slots, sizeof *q->slot_of);
+    q->bound = pts_calloc(q->n_instances, sizeof *q->bound);
+    if (!q->slot_of || !q->bound)
+      st = pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", model_name);
+  }
+  if (st == PTS_OK) st = init_states(q, model_dir, err);
+  if (st != PTS_OK) {
+    pts_seq_destroy(q);
+    return st;
+  }
+  *out = q;
+  return PTS_OK;
+}
+
+void pts_seq_destroy(struct pts_seq *q) {
+  if (!q) return;
+  for (size_t b = 0; b < N_BUCKETS; b++) {
+    struct pts_seq_entry *e = q->buckets[b];
+    while (e) {
+      struct pts_seq_entry *next = e->hnext;
+      entry_free(q, e);
+      e = next;
+    }
+  }
+  for (size_t k = 0; q->initial && k < q->n_states; k++) pts_free(q->initial[k]);
+  pts_free(q->initial);
+  pts_free(q->state_bytes);
+  pts_free(q->slot_of);
+  pts_free(q->bound);
+  pts_free(q);
+}
+
+/* ------------------------------------------------------- slots, backlog */
+
+/* Gives e a slot (direct: the least loaded instance's first free slot) or
+ * a candidacy (oldest), when one is free. */
+static bool make_runnable(struct pts_seq *q, struct pts_seq_entry *e) {
+  if (q->oldest) {
+    if (q->n_active >= q->max_candidates) return false;
+    e->lnext = q->active;
+    q->active = e;
+    q->n_active++;
+    e->runnable = true;
+    return true;
+  }
+  size_t best = q->n_instances;
+  for (size_t i = 0; i < q->n_instances; i++)
+    if (q->bound[i] < q->slots && (best == q->n_instances || q->bound[i] < q->bound[best]))
+      best = i;
+  if (best == q->n_instances) return false;
+  for (size_t s = 0; s < q->slots; s++) {
+    if (q->slot_of[best * q->slots + s]) continue;
+    q->slot_of[best * q->slots + s] = e;
+    q->bound[best]++;
+    e->instance = best;
+    e->slot = s;
+    e->runnable = true;
+    return true;
+  }
+  return false;
+}
+
+static void backlog_append(struct pts_seq *q, struct pts_seq_entry *e) {
+  e->lnext = NULL;
+  if (q->backlog_tail)
+    q->backlog_tail->lnext = e;
+  else
+    q->backlog = e;
+  q->backlog_tail = e;
+}
+
+/* Frees the slot or candidacy of e, removes it from the table and frees it;
+ * then the backlog's first sequences take what became free. */
+static void release(struct pts_seq *q, struct pts_seq_entry *e) {
+  if (e->runnable) {
+    if (q->oldest) {
+      struct pts_seq_entry **at = &q->active;
+      while (*at && *at != e) at = &(*at)->lnext;
+      if (*at) *at = e->lnext;
+      q->n_active--;
+    } else {
+      q->slot_of[e->instance * q->slots + e->slot] = NULL;
+      q->bound[e->instance]--;
+    }
+  }
+  struct pts_infer_request key = {.sequence_id = e->id, .sequence_id_str = e->id_str};
+  struct pts_seq_entry **at = find(q, &key);
+  if (*at == e) *at = e->hnext;
+  entry_free(q, e);
+  while (q->backlog && make_runnable(q, q->backlog)) {
+    struct pts_seq_entry *b = q->backlog;
+    /* make_runnable linked b into `active` (oldest) through lnext, so the
+     * backlog's next is read from what it was before. */
+    q->backlog = q->backlog == q->backlog_tail ? NULL : NULL;
+    (void)b;
+    break;
+  }
+}
+
+/* ----------------------------------------------------------------- push */
+
+static enum pts_status new_entry(struct pts_seq *q, const struct pts_infer_request *req,
+                                 struct pts_seq_entry **out, struct pts_error *err) {
+  struct pts_seq_entry *e = pts_calloc(1, sizeof *e);
+  if (e) {
+    e->id = req->sequence_id;
+    e->state = pts_calloc(q->n_states ? q->n_states : 1, sizeof *e->state);
+    bool ok = e->state != NULL;
+    for (size_t k = 0; ok && k < q->n_states; k++)
+      ok = (e->state[k] = pts_malloc(q->state_bytes[k] ? q->state_bytes[k] : 1)) != NULL;
+    if (ok && req->sequence_id_str) ok = (e->id_str = pts_strdup(req->sequence_id_str)) != NULL;
+    if (!ok) {
+      entry_free(q, e);
+      e = NULL;
+    }
+  }
+  if (!e)
+    return pts_error_set(err, PTS_NOMEM, "out of memory starting a sequence of model '%s'",
+                         q->model_name);
+  *out = e;
+  return PTS_OK;
+}
+
+static enum pts_status check_request(struct pts_seq *q, const struct pts_pending *p,
+                                     struct pts_error *err) {
+  const struct pts_infer_request *req = p->req;
+  bool has_id = req->sequence_id_str ? req->sequence_id_str[0] != '\0' : req->sequence_id != 0;
+  if (!has_id)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "inference request to model '%s' must specify a non-zero or non-empty "
+                         "correlation ID",
+                         q->model_name);
+  char buf[24];
+  if (q->has_corrid && q->corrid_string != (req->sequence_id_str != NULL))
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "inference request for sequence %s to model '%s': the model's "
+                         "CONTROL_SEQUENCE_CORRID takes %s correlation IDs",
+                         id_text(req, buf, sizeof buf), q->model_name,
+                         q->corrid_string ? "string" : "integer");
+  if (p->batch_size != 1)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "inference request for sequence %s to model '%s' must have batch size "
+                         "1, got %lld: each request of a sequence is one row of a batch",
+                         id_text(req, buf, sizeof buf), q->model_name, (long long)p->batch_size);
+  return PTS_OK;
+}
+
+enum pts_status pts_seq_push(struct pts_seq *q, struct pts_pending *p, uint64_t now_ns,
+                             struct pts_error *err) {
+  (void)now_ns;
+  const struct pts_infer_request *req = p->req;
+  enum pts_status st = check_request(q, p, err);
+  if (st != PTS_OK) return st;
+  struct pts_seq_entry **at = find(q, req);
+  struct pts_seq_entry *e = *at;
+  /* After its END request the sequence is over for new requests (Triton
+   * forgets the id when the END request is queued): only a START begins
+   * it again. */
+  if ((!e || e->end_queued) && !req->sequence_start) {
+    char buf[24];
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "inference request for sequence %s to model '%s' must specify the START "
+                         "flag on the first request of the sequence",
+                         id_text(req, buf, sizeof buf), q->model_name);
+  }
+  if (!e) {
+    if ((st = new_entry(q, req, &e, err)) != PTS_OK) return st;
+    e->hnext = NULL;
+    *at = e;
+    if (!make_runnable(q, e)) backlog_append(q, e);
+  }
+  e->end_queued = req->sequence_end;
+  p->sequence = e;
+  p->next = NULL;
+  if (e->tail)
+    e->tail->next = p;
+  else
+    e->head = p;
+  e->tail = p;
+  e->queued++;
+  q->queued++;
+  return PTS_OK;
+}
+
+size_t pts_seq_queued(const struct pts_seq *q) { return q->queued; }
