@@ -21,6 +21,7 @@
 #include "scheduler/assemble.h"
 #include "scheduler/classify.h"
 #include "scheduler/queue.h"
+#include "scheduler/sequence.h"
 #include "scheduler/warmup.h"
 #include "shm/shm.h"
 #include "tensor/bytes.h"
@@ -40,7 +41,10 @@ struct instance {
 struct pts_scheduler {
   const char *model_name;
   int64_t version;
+  /* What the backend runs: the model's config, or for sequence_batching its
+   * execution config (more inputs and outputs after the model's own). */
   const Inference__ModelConfig *config;
+  size_t n_user_inputs, n_user_outputs; /* the model's own, leading config's */
   const struct pts_backend *backend;
   void *model_state;
   void (*release_hold)(void *hold); /* params.release_hold */
@@ -52,6 +56,7 @@ struct pts_scheduler {
   pthread_cond_t work; /* queue changed, or stopping was set */
   pthread_cond_t idle; /* outstanding dropped to 0 */
   struct pts_sched_queue queue;
+  struct pts_seq *seq; /* sequence_batching: replaces `queue`; else NULL */
   size_t outstanding; /* queued + running */
   bool stopping;
   bool forming; /* a thread is waiting for its batch to fill */
@@ -357,6 +362,12 @@ static enum pts_status build_inputs(const struct pts_scheduler *s, struct instan
     struct pts_tensor *dst = &r->inputs[k];
     dst->name = in->name;
     dst->dtype = (enum pts_dtype)in->data_type;
+    if (k >= s->n_user_inputs) { /* a control input or a state */
+      enum pts_status st = pts_seq_build_input(s->seq, k - s->n_user_inputs, r->items, r->n, dst,
+                                               &r->gathered[k], err);
+      if (st != PTS_OK) return st;
+      continue;
+    }
     bool staged;
     enum pts_status st = gather_staged(s, inst, r, k, dst, &staged, err);
     if (st == PTS_OK && !staged)
@@ -479,7 +490,7 @@ static enum pts_status build_response(const struct pts_scheduler *s,
                                       const struct pts_tensor *outputs,
                                       struct pts_infer_response **out, struct pts_error *err) {
   const Inference__ModelConfig *cfg = s->config;
-  size_t n = req->n_outputs ? req->n_outputs : cfg->n_output;
+  size_t n = req->n_outputs ? req->n_outputs : s->n_user_outputs;
   struct pts_infer_response *resp = pts_infer_response_new();
   if (!resp) goto nomem;
   resp->model_version = s->version;
@@ -622,6 +633,8 @@ static enum pts_status execute_batch(struct pts_scheduler *s, struct instance *i
     pts_error_set(err, st, "backend '%s' failed to run model '%s' on instance '%s'",
                   s->backend->name, s->model_name, inst->name);
   if (st == PTS_OK) st = check_outputs(s, r->total, r->outputs, err);
+  if (st == PTS_OK && s->seq)
+    st = pts_seq_keep_state(s->seq, r->items, r->n, r->outputs + s->n_user_outputs, err);
   if (st != PTS_OK) return st;
   *why = PTS_FAIL_OTHER;
   st = build_responses(s, r, err);
@@ -641,6 +654,14 @@ static void trace_compute(const struct run *r, size_t n, const struct pts_batch_
     pts_trace_record(tr, PTS_TRACE_COMPUTE_OUTPUT_START, t->infer_end_ns);
     pts_trace_record(tr, PTS_TRACE_COMPUTE_END, end);
   }
+}
+
+/* Their sequences may go on (sequence.h); before the pendings are freed. */
+static void sequences_done(struct pts_scheduler *s, struct pts_pending *list, size_t n) {
+  pthread_mutex_lock(&s->lock);
+  pts_seq_done(s->seq, list, n, pts_now_ns());
+  pthread_cond_broadcast(&s->work);
+  pthread_mutex_unlock(&s->lock);
 }
 
 /* Runs the `n` requests of `list` as one batch and answers each. */
@@ -664,6 +685,7 @@ static void run_batch(struct pts_scheduler *s, struct instance *inst, struct pts
       queue_ns += t.start_ns > r.items[i]->enqueue_ns ? t.start_ns - r.items[i]->enqueue_ns : 0;
     pts_stats_batch_done(&s->stats, s->batching ? r.total : 1, n, queue_ns, &t);
   }
+  if (s->seq) sequences_done(s, list, n);
   /* Responses hold their own references: the batch's tensors can go first. */
   struct pts_pending *p = list;
   for (size_t i = 0; i < n && p; i++) {
@@ -725,12 +747,17 @@ static uint64_t earlier(uint64_t a, uint64_t b) {
   return a < b ? a : b;
 }
 
+/* Requests queued, not running (lock held). */
+static size_t queued(const struct pts_scheduler *s) {
+  return s->seq ? pts_seq_queued(s->seq) : s->queue.size;
+}
+
 /* Whether the delay hook still holds the queue (lock held). */
 static bool held_back(struct pts_scheduler *s) {
   if (s->hold == 0 || s->stopping) return false;
-  if (s->queue.size < s->hold) return true;
+  if (queued(s) < s->hold) return true;
   PTS_LOG_VERBOSE(1, "model '%s': PTSERVE_DELAY_SCHEDULER released with %zu requests queued",
-                  s->model_name, s->queue.size);
+                  s->model_name, queued(s));
   s->hold = 0;
   return false;
 }
@@ -772,6 +799,28 @@ static size_t next_batch(struct pts_scheduler *s, struct pts_pending **out) {
   return 0;
 }
 
+/* next_batch for the sequence batcher: every instance asks for its own
+ * batch (direct slots belong to one instance), so there is no `forming`
+ * turn; a thread sleeps until a request arrives, a batch finishes, or the
+ * batcher's wake time (a queue delay, an idle sequence) comes. */
+static size_t next_sequence_batch(struct pts_scheduler *s, const struct instance *inst,
+                                  struct pts_pending **out) {
+  pthread_mutex_lock(&s->lock);
+  size_t n = 0;
+  for (;;) {
+    if (held_back(s)) {
+      wait_work(s, 0);
+      continue;
+    }
+    uint64_t wake = 0;
+    n = pts_seq_choose(s->seq, (size_t)inst->desc.index, pts_now_ns(), s->stopping, out, &wake);
+    if (n > 0 || (s->stopping && pts_seq_queued(s->seq) == 0)) break;
+    wait_work(s, wake);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return n;
+}
+
 static void *instance_main(void *arg) {
   struct instance *inst = arg;
   struct pts_scheduler *s = inst->sched;
@@ -780,7 +829,7 @@ static void *instance_main(void *arg) {
   pthread_setname_np(pthread_self(), tname);
   struct pts_pending *list;
   size_t n;
-  while ((n = next_batch(s, &list)) != 0) {
+  while ((n = s->seq ? next_sequence_batch(s, inst, &list) : next_batch(s, &list)) != 0) {
     run_batch(s, inst, list, n);
     finish_batch(s, n);
   }
@@ -815,6 +864,8 @@ enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_
   if (s->stopping) {
     st = pts_error_set(err, PTS_UNAVAILABLE, "model '%s' version %lld is unloading", s->model_name,
                        (long long)s->version);
+  } else if (s->seq) {
+    st = pts_seq_push(s->seq, p, p->enqueue_ns, err);
   } else {
     st = pts_sched_queue_push(&s->queue, p, req->priority, req->timeout_us, p->enqueue_ns, err);
     full = st != PTS_OK;
@@ -839,7 +890,7 @@ enum pts_status pts_scheduler_stats(struct pts_scheduler *s, struct pts_model_st
   if (st != PTS_OK) return st;
   out->version = s->version;
   pthread_mutex_lock(&s->lock);
-  out->pending = s->queue.size;
+  out->pending = queued(s);
   pthread_mutex_unlock(&s->lock);
   return PTS_OK;
 }
@@ -890,6 +941,7 @@ static void free_scheduler(struct pts_scheduler *s) {
   for (size_t k = 0; s->labels && k < s->config->n_output; k++) pts_labels_clear(&s->labels[k]);
   pts_free(s->labels);
   pts_sched_queue_free(&s->queue);
+  pts_seq_destroy(s->seq);
   pts_stats_destroy(&s->stats);
   pthread_cond_destroy(&s->work);
   pthread_cond_destroy(&s->idle);
@@ -1029,7 +1081,9 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
   if (!s) return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", p->model_name);
   s->model_name = p->model_name;
   s->version = p->version;
-  s->config = p->config;
+  s->config = p->exec_config ? p->exec_config : p->config;
+  s->n_user_inputs = p->config->n_input;
+  s->n_user_outputs = p->config->n_output;
   s->backend = p->backend;
   s->model_state = p->model_state;
   s->release_hold = p->release_hold;
@@ -1048,6 +1102,9 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
       st = pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", p->model_name);
   }
   if (st == PTS_OK) st = load_labels(s, p->model_dir, err);
+  if (st == PTS_OK && p->config->scheduling_choice_case ==
+                          INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
+    st = pts_seq_create(p->config, p->model_name, p->model_dir, p->n_instances, &s->seq, err);
   if (st != PTS_OK) {
     free_scheduler(s);
     return st;

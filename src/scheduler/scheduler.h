@@ -10,6 +10,8 @@
  * maps the outputs back to the config's dims, splits them into per-request
  * slices that share the batch buffers, and answers each request through its
  * `done` callback. With preserve_ordering, responses leave in arrival order.
+ * A model with sequence_batching is batched by the sequence batcher
+ * (sequence.h) instead of the queue.
  * Statistics (stats.h) are kept at every step.
  *
  * Test hook: the environment variable PTSERVE_DELAY_SCHEDULER=N (read when
@@ -44,6 +46,11 @@ struct pts_scheduler_params {
   const char *model_name; /* borrowed; must outlive the scheduler */
   int64_t version;
   const Inference__ModelConfig *config; /* borrowed; must outlive the scheduler */
+  /* What the backend runs, when it differs from `config`: a model with
+   * sequence_batching takes control inputs and states after its own inputs
+   * and gives states back after its outputs (config/model_config_sequence.h).
+   * NULL = config. Borrowed; must outlive the scheduler. */
+  const Inference__ModelConfig *exec_config;
   const struct pts_backend *backend;
   void *model_state; /* the backend's, borrowed */
   size_t n_instances;

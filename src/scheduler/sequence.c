@@ -57,6 +57,8 @@ struct pts_seq {
   size_t n_active;
   struct pts_seq_entry *backlog, *backlog_tail; /* waiting for a slot, in order */
   size_t queued;
+  struct pts_seq_entry **ready; /* choose's scratch: slots (direct), candidates (oldest) */
+  size_t ready_cap;
 
   size_t n_states;
   size_t *state_bytes;     /* per state */
@@ -188,6 +190,11 @@ enum pts_status pts_seq_create(const Inference__ModelConfig *cfg, const char *mo
     if (!q->slot_of || !q->bound)
       st = pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", model_name);
   }
+  if (st == PTS_OK) {
+    q->ready_cap = q->slots;
+    if (!(q->ready = pts_calloc(q->ready_cap, sizeof *q->ready)))
+      st = pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", model_name);
+  }
   if (st == PTS_OK) st = init_states(q, model_dir, err);
   if (st != PTS_OK) {
     pts_seq_destroy(q);
@@ -212,6 +219,7 @@ void pts_seq_destroy(struct pts_seq *q) {
   pts_free(q->state_bytes);
   pts_free(q->slot_of);
   pts_free(q->bound);
+  pts_free(q->ready);
   pts_free(q);
 }
 
@@ -222,6 +230,12 @@ void pts_seq_destroy(struct pts_seq *q) {
 static bool make_runnable(struct pts_seq *q, struct pts_seq_entry *e) {
   if (q->oldest) {
     if (q->n_active >= q->max_candidates) return false;
+    if (q->n_active >= q->ready_cap) {
+      void *r = pts_realloc(q->ready, 2 * q->ready_cap * sizeof *q->ready);
+      if (!r) return false; /* stays in the backlog until memory allows */
+      q->ready = r;
+      q->ready_cap *= 2;
+    }
     e->lnext = q->active;
     q->active = e;
     q->n_active++;
@@ -272,13 +286,11 @@ static void release(struct pts_seq *q, struct pts_seq_entry *e) {
   struct pts_seq_entry **at = find(q, &key);
   if (*at == e) *at = e->hnext;
   entry_free(q, e);
-  while (q->backlog && make_runnable(q, q->backlog)) {
-    struct pts_seq_entry *b = q->backlog;
-    /* make_runnable linked b into `active` (oldest) through lnext, so the
-     * backlog's next is read from what it was before. */
-    q->backlog = q->backlog == q->backlog_tail ? NULL : NULL;
-    (void)b;
-    break;
+  while (q->backlog) {
+    struct pts_seq_entry *b = q->backlog, *rest = b->lnext;
+    if (!make_runnable(q, b)) break; /* (it may reuse b->lnext) */
+    q->backlog = rest;
+    if (!rest) q->backlog_tail = NULL;
   }
 }
 
@@ -368,3 +380,269 @@ enum pts_status pts_seq_push(struct pts_seq *q, struct pts_pending *p, uint64_t 
 }
 
 size_t pts_seq_queued(const struct pts_seq *q) { return q->queued; }
+
+/* --------------------------------------------------------------- choose */
+
+/* Releases the runnable sequences idle for max_sequence_idle; returns the
+ * earliest time another one will be (0 = none). */
+static uint64_t reap(struct pts_seq *q, uint64_t now_ns) {
+  uint64_t wake = 0;
+  size_t n = q->oldest ? q->n_active : q->n_instances * q->slots;
+  struct pts_seq_entry *e = q->oldest ? q->active : NULL;
+  for (size_t i = 0; i < n; i++) {
+    struct pts_seq_entry *cur = q->oldest ? e : q->slot_of[i];
+    if (q->oldest) e = e ? e->lnext : NULL;
+    if (!cur || cur->running || cur->queued) continue;
+    uint64_t at = cur->idle_from + q->idle_ns;
+    if (now_ns >= at) {
+      release(q, cur); /* (oldest: e already points past it) */
+      continue;
+    }
+    if (wake == 0 || at < wake) wake = at;
+  }
+  return wake;
+}
+
+static int by_head_age(const void *a, const void *b) {
+  const struct pts_seq_entry *x = *(struct pts_seq_entry *const *)a;
+  const struct pts_seq_entry *y = *(struct pts_seq_entry *const *)b;
+  return x->head->enqueue_ns < y->head->enqueue_ns   ? -1
+         : x->head->enqueue_ns > y->head->enqueue_ns ? 1
+                                                     : 0;
+}
+
+/* The oldest strategy's batch size out of `n` ready sequences. */
+static size_t oldest_size(const struct pts_seq *q, size_t n, uint64_t oldest_ns, uint64_t now_ns,
+                          bool flush, uint64_t *wake_ns) {
+  const Inference__ModelSequenceBatching__StrategyOldest *o = q->sb->oldest;
+  size_t max_pref = 0;
+  bool preferred = false;
+  for (size_t i = 0; i < o->n_preferred_batch_size; i++) {
+    size_t p = (size_t)o->preferred_batch_size[i];
+    if (p > max_pref) max_pref = p;
+    if (p == n) preferred = true;
+  }
+  if (max_pref == 0 || max_pref > q->slots) max_pref = q->slots;
+  if (n >= max_pref) return max_pref;
+  if (flush || q->delay_ns == 0 || preferred || now_ns >= oldest_ns + q->delay_ns) return n;
+  *wake_ns = oldest_ns + q->delay_ns;
+  return 0;
+}
+
+size_t pts_seq_choose(struct pts_seq *q, size_t instance, uint64_t now_ns, bool flush,
+                      struct pts_pending **out, uint64_t *wake_ns) {
+  *out = NULL;
+  uint64_t idle_wake = reap(q, now_ns);
+  *wake_ns = idle_wake;
+  struct pts_seq_entry **ready = q->ready;
+  size_t n = 0, limit = q->slots;
+  uint64_t oldest_ns = UINT64_MAX;
+  if (q->oldest) {
+    for (struct pts_seq_entry *e = q->active; e; e = e->lnext)
+      if (e->head && !e->running) ready[n++] = e;
+    qsort(ready, n, sizeof ready[0], by_head_age);
+  } else {
+    if (instance >= q->n_instances) return 0;
+    for (size_t s = 0; s < q->slots; s++) {
+      struct pts_seq_entry *e = q->slot_of[instance * q->slots + s];
+      if (e && e->head && !e->running) ready[n++] = e;
+    }
+  }
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (ready[i]->head->enqueue_ns < oldest_ns) oldest_ns = ready[i]->head->enqueue_ns;
+  uint64_t wake = 0;
+  if (q->oldest) {
+    limit = oldest_size(q, n < limit ? n : limit, oldest_ns, now_ns, flush, &wake);
+  } else if (!flush && q->delay_ns && n < q->bound[instance] &&
+             now_ns < oldest_ns + q->delay_ns) {
+    wake = oldest_ns + q->delay_ns; /* direct: wait for the other active slots */
+    limit = 0;
+  }
+  if (limit == 0) {
+    *wake_ns = idle_wake && idle_wake < wake ? idle_wake : wake;
+    return 0;
+  }
+  if (n > limit) n = limit;
+  struct pts_pending **tail = out;
+  for (size_t i = 0; i < n; i++) {
+    struct pts_seq_entry *e = ready[i];
+    struct pts_pending *p = e->head;
+    e->head = p->next;
+    if (!e->head) e->tail = NULL;
+    e->queued--;
+    q->queued--;
+    e->running = true;
+    p->next = NULL;
+    *tail = p;
+    tail = &p->next;
+  }
+  return n;
+}
+
+void pts_seq_done(struct pts_seq *q, struct pts_pending *list, size_t n, uint64_t now_ns) {
+  for (size_t i = 0; i < n && list; i++, list = list->next) {
+    struct pts_seq_entry *e = list->sequence;
+    if (!e) continue;
+    e->running = false;
+    if (e->queued) continue;
+    e->idle_from = now_ns;
+    if (list->req->sequence_end) release(q, e);
+  }
+}
+
+/* ---------------------------------------------------------- the tensors */
+
+static void put_control(unsigned char *dst, const Inference__ModelSequenceBatching__Control *c,
+                        bool value) {
+  if (c->n_int32_false_true) {
+    int32_t v = c->int32_false_true[value ? 1 : 0];
+    memcpy(dst, &v, sizeof v);
+  } else if (c->n_fp32_false_true) {
+    float v = c->fp32_false_true[value ? 1 : 0];
+    memcpy(dst, &v, sizeof v);
+  } else {
+    *dst = c->bool_false_true[value ? 1 : 0] ? 1 : 0;
+  }
+}
+
+static void put_corrid(unsigned char *dst, Inference__DataType t, uint64_t id) {
+  switch (t) {
+    case INFERENCE__DATA_TYPE__TYPE_INT32: {
+      int32_t v = (int32_t)id;
+      memcpy(dst, &v, sizeof v);
+      break;
+    }
+    case INFERENCE__DATA_TYPE__TYPE_UINT32: {
+      uint32_t v = (uint32_t)id;
+      memcpy(dst, &v, sizeof v);
+      break;
+    }
+    default: /* INT64, UINT64: the same bytes */
+      memcpy(dst, &id, sizeof id);
+      break;
+  }
+}
+
+/* A CORRID of TYPE_STRING: each row one BYTES element, the id (a string id
+ * as it is; config validation makes integer ids impossible here). */
+static enum pts_status corrid_strings(struct pts_seq *q, struct pts_pending *const *items,
+                                      size_t n, struct pts_buf **owned, struct pts_error *err) {
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) total += 4 + strlen(items[i]->sequence->id_str);
+  struct pts_buf *b = pts_buf_new(total ? total : 1);
+  if (!b)
+    return pts_error_set(err, PTS_NOMEM, "out of memory building CORRID of model '%s'",
+                         q->model_name);
+  unsigned char *w = b->data;
+  for (size_t i = 0; i < n; i++) {
+    const char *s = items[i]->sequence->id_str;
+    uint32_t len = (uint32_t)strlen(s);
+    for (int k = 0; k < 4; k++) *w++ = (unsigned char)(len >> (8 * k));
+    memcpy(w, s, len);
+    w += len;
+  }
+  b->size = total;
+  *owned = b;
+  return PTS_OK;
+}
+
+static enum pts_status control_input(struct pts_seq *q, size_t k, struct pts_pending *const *items,
+                                     size_t n, struct pts_tensor *dst, struct pts_buf **owned,
+                                     struct pts_error *err) {
+  const Inference__ModelSequenceBatching__Control *c = q->sb->control_input[k]->control[0];
+  Inference__DataType t = pts_model_config_control_type(c);
+  dst->dtype = (enum pts_dtype)t;
+  dst->shape.ndim = q->batching ? 2 : 1;
+  dst->shape.dims[0] = q->batching ? (int64_t)n : 1;
+  if (q->batching) dst->shape.dims[1] = 1;
+  if (t == INFERENCE__DATA_TYPE__TYPE_STRING) {
+    enum pts_status st = corrid_strings(q, items, n, owned, err);
+    if (st != PTS_OK) return st;
+  } else {
+    size_t el = pts_dtype_size((enum pts_dtype)t);
+    *owned = pts_buf_new(n * el);
+    if (!*owned)
+      return pts_error_set(err, PTS_NOMEM, "out of memory building control input '%s' of model '%s'",
+                           q->sb->control_input[k]->name, q->model_name);
+    unsigned char *w = (*owned)->data;
+    for (size_t i = 0; i < n; i++, w += el) {
+      const struct pts_infer_request *req = items[i]->req;
+      switch (c->kind) {
+        case INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_START:
+          put_control(w, c, req->sequence_start);
+          break;
+        case INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_END:
+          put_control(w, c, req->sequence_end);
+          break;
+        case INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_READY:
+          put_control(w, c, true); /* every row is a real request */
+          break;
+        default:
+          put_corrid(w, t, items[i]->sequence->id);
+          break;
+      }
+    }
+  }
+  dst->buf = *owned;
+  dst->data = (*owned)->data;
+  dst->byte_size = (*owned)->size;
+  dst->mem = PTS_MEM_HOST;
+  return PTS_OK;
+}
+
+static enum pts_status state_input(struct pts_seq *q, size_t k, struct pts_pending *const *items,
+                                   size_t n, struct pts_tensor *dst, struct pts_buf **owned,
+                                   struct pts_error *err) {
+  const Inference__ModelSequenceBatching__State *st = q->sb->state[k];
+  size_t bytes = q->state_bytes[k], total = n * bytes;
+  *owned = pts_buf_new(total > 0 ? total : 1);
+  if (!*owned)
+    return pts_error_set(err, PTS_NOMEM, "out of memory building state '%s' of model '%s'",
+                         st->input_name, q->model_name);
+  unsigned char *w = (*owned)->data;
+  for (size_t i = 0; i < n; i++, w += bytes) {
+    struct pts_seq_entry *e = items[i]->sequence;
+    /* START resets the state, also of a sequence that starts again. */
+    if (items[i]->req->sequence_start) e->has_state = false;
+    memcpy(w, e->has_state ? e->state[k] : q->initial[k], bytes);
+  }
+  dst->dtype = (enum pts_dtype)st->data_type;
+  int lead = q->batching ? 1 : 0;
+  dst->shape.ndim = (int)st->n_dims + lead;
+  if (lead) dst->shape.dims[0] = (int64_t)n;
+  for (size_t d = 0; d < st->n_dims; d++) dst->shape.dims[d + (size_t)lead] = st->dims[d];
+  dst->buf = *owned;
+  dst->data = (*owned)->data;
+  dst->byte_size = n * bytes;
+  dst->mem = PTS_MEM_HOST;
+  return PTS_OK;
+}
+
+enum pts_status pts_seq_build_input(struct pts_seq *q, size_t k, struct pts_pending *const *items,
+                                    size_t n, struct pts_tensor *dst, struct pts_buf **owned,
+                                    struct pts_error *err) {
+  *owned = NULL;
+  if (k < q->sb->n_control_input) return control_input(q, k, items, n, dst, owned, err);
+  return state_input(q, k - q->sb->n_control_input, items, n, dst, owned, err);
+}
+
+enum pts_status pts_seq_keep_state(struct pts_seq *q, struct pts_pending *const *items, size_t n,
+                                   const struct pts_tensor *state_outputs, struct pts_error *err) {
+  for (size_t k = 0; k < q->n_states; k++) {
+    const struct pts_tensor *t = &state_outputs[k];
+    size_t bytes = q->state_bytes[k];
+    if (t->byte_size != n * bytes || t->mem == PTS_MEM_DEVICE || (!t->data && bytes))
+      return pts_error_set(err, PTS_INTERNAL,
+                           "model '%s' returned %zu bytes for state output '%s' of a batch of "
+                           "%zu sequences; the state's dims and data type need %zu per sequence",
+                           q->model_name, t->byte_size, q->sb->state[k]->output_name, n, bytes);
+  }
+  for (size_t k = 0; k < q->n_states; k++)
+    for (size_t i = 0; i < n; i++)
+      memcpy(items[i]->sequence->state[k],
+             (const unsigned char *)state_outputs[k].data + i * q->state_bytes[k],
+             q->state_bytes[k]);
+  for (size_t i = 0; i < n && q->n_states; i++) items[i]->sequence->has_state = true;
+  return PTS_OK;
+}

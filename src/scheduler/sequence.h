@@ -106,9 +106,10 @@ enum pts_status pts_seq_build_input(struct pts_seq *q, size_t k, struct pts_pend
 enum pts_status pts_seq_keep_state(struct pts_seq *q, struct pts_pending *const *items, size_t n,
                                    const struct pts_tensor *state_outputs, struct pts_error *err);
 
-/* The batch `items` (n requests) has run (or failed): their sequences may
- * run their next requests; a sequence whose END request ran is released.
- * Call before the requests are answered (which frees the pendings). */
-void pts_seq_done(struct pts_seq *q, struct pts_pending *const *items, size_t n, uint64_t now_ns);
+/* The batch `list` (n requests linked through ->next, as choose gave them)
+ * has run (or failed): their sequences may run their next requests; a
+ * sequence whose END request ran is released. Call before the requests are
+ * answered (which frees the pendings). */
+void pts_seq_done(struct pts_seq *q, struct pts_pending *list, size_t n, uint64_t now_ns);
 
 #endif
