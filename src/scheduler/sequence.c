@@ -342,14 +342,25 @@ static enum pts_status check_request(struct pts_seq *q, const struct pts_pending
   return PTS_OK;
 }
 
+/* Whether e has been idle for max_sequence_idle at now_ns. */
+static bool idled_out(const struct pts_seq *q, const struct pts_seq_entry *e, uint64_t now_ns) {
+  return e->runnable && !e->running && e->queued == 0 && now_ns >= e->idle_from + q->idle_ns;
+}
+
 enum pts_status pts_seq_push(struct pts_seq *q, struct pts_pending *p, uint64_t now_ns,
                              struct pts_error *err) {
-  (void)now_ns;
   const struct pts_infer_request *req = p->req;
   enum pts_status st = check_request(q, p, err);
   if (st != PTS_OK) return st;
   struct pts_seq_entry **at = find(q, req);
   struct pts_seq_entry *e = *at;
+  /* An instance thread may not have woken for the idle deadline yet: the
+   * request must find the sequence released all the same. */
+  if (e && idled_out(q, e, now_ns)) {
+    release(q, e);
+    at = find(q, req);
+    e = NULL;
+  }
   /* After its END request the sequence is over for new requests (Triton
    * forgets the id when the END request is queued): only a START begins
    * it again. */
@@ -394,7 +405,7 @@ static uint64_t reap(struct pts_seq *q, uint64_t now_ns) {
     if (q->oldest) e = e ? e->lnext : NULL;
     if (!cur || cur->running || cur->queued) continue;
     uint64_t at = cur->idle_from + q->idle_ns;
-    if (now_ns >= at) {
+    if (idled_out(q, cur, now_ns)) {
       release(q, cur); /* (oldest: e already points past it) */
       continue;
     }
