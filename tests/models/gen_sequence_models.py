@@ -57,7 +57,7 @@ ACCUMULATE_CONTROLS = """
 
 
 def accumulate_config(name, strategy, idle_us, instances=2):
-    return ('name: "%s"\nbackend: "pytorch"\nmax_batch_size: 4\n%s'
+    return ('name: "%s"\nbackend: "pytorch"\nmax_batch_size: 8\n%s'
             'instance_group [ { kind: KIND_CPU count: %d } ]\n'
             'sequence_batching {\n  max_sequence_idle_microseconds: %d\n%s  %s\n}\n'
             % (name, ACCUMULATE_IO, instances, idle_us, ACCUMULATE_CONTROLS, strategy))
