@@ -59,6 +59,9 @@ struct pts_scheduler {
   struct pts_seq *seq; /* sequence_batching: replaces `queue`; else NULL */
   size_t outstanding; /* queued + running */
   bool stopping;
+  /* wait_idle ran: the caller takes no more requests, so open sequences
+   * with nothing queued are released (sequence.h, flush). */
+  bool draining;
   bool forming; /* a thread is waiting for its batch to fill */
   size_t hold;  /* PTSERVE_DELAY_SCHEDULER: queue this many first */
   uint64_t next_seq;
@@ -813,7 +816,8 @@ static size_t next_sequence_batch(struct pts_scheduler *s, const struct instance
       continue;
     }
     uint64_t wake = 0;
-    n = pts_seq_choose(s->seq, (size_t)inst->desc.index, pts_now_ns(), s->stopping, out, &wake);
+    n = pts_seq_choose(s->seq, (size_t)inst->desc.index, pts_now_ns(),
+                       s->stopping || s->draining, out, &wake);
     if (n > 0 || (s->stopping && pts_seq_queued(s->seq) == 0)) break;
     wait_work(s, wake);
   }
@@ -897,8 +901,9 @@ enum pts_status pts_scheduler_stats(struct pts_scheduler *s, struct pts_model_st
 
 size_t pts_scheduler_wait_idle(struct pts_scheduler *s, uint64_t deadline_ns) {
   pthread_mutex_lock(&s->lock);
-  if (s->hold) {
+  if (s->hold || (s->seq && !s->draining)) {
     s->hold = 0;
+    s->draining = true;
     pthread_cond_broadcast(&s->work);
   }
   while (s->outstanding > 0) {

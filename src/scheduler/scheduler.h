@@ -89,8 +89,10 @@ enum pts_status pts_scheduler_stats(struct pts_scheduler *s, struct pts_model_st
 
 /* Waits until no request is queued or running, or until `deadline_ns`
  * (pts_now_ns clock; 0 = no limit). Returns the number still outstanding.
- * Releases the PTSERVE_DELAY_SCHEDULER hold, so a draining server never
- * waits for requests that will not come. */
+ * Releases the PTSERVE_DELAY_SCHEDULER hold, and from now on releases
+ * every open sequence with nothing queued (so backlogged sequences run), so
+ * a draining server never waits for requests that will not come: call it
+ * only once the caller sends no more requests. */
 size_t pts_scheduler_wait_idle(struct pts_scheduler *s, uint64_t deadline_ns);
 
 /* Stops taking requests, lets the threads finish what is queued, joins them

@@ -394,9 +394,12 @@ size_t pts_seq_queued(const struct pts_seq *q) { return q->queued; }
 
 /* --------------------------------------------------------------- choose */
 
-/* Releases the runnable sequences idle for max_sequence_idle; returns the
- * earliest time another one will be (0 = none). */
-static uint64_t reap(struct pts_seq *q, uint64_t now_ns) {
+/* Releases the runnable sequences idle for max_sequence_idle — with
+ * `flush` (shutting down) every runnable sequence with nothing queued or
+ * running, so that backlogged requests get a slot and the drain never waits
+ * out an idle timeout. Returns the earliest time another one will be idle
+ * (0 = none). */
+static uint64_t reap(struct pts_seq *q, uint64_t now_ns, bool flush) {
   uint64_t wake = 0;
   size_t n = q->oldest ? q->n_active : q->n_instances * q->slots;
   struct pts_seq_entry *e = q->oldest ? q->active : NULL;
@@ -405,7 +408,7 @@ static uint64_t reap(struct pts_seq *q, uint64_t now_ns) {
     if (q->oldest) e = e ? e->lnext : NULL;
     if (!cur || cur->running || cur->queued) continue;
     uint64_t at = cur->idle_from + q->idle_ns;
-    if (idled_out(q, cur, now_ns)) {
+    if (flush || idled_out(q, cur, now_ns)) {
       release(q, cur); /* (oldest: e already points past it) */
       continue;
     }
@@ -443,7 +446,7 @@ static size_t oldest_size(const struct pts_seq *q, size_t n, uint64_t oldest_ns,
 size_t pts_seq_choose(struct pts_seq *q, size_t instance, uint64_t now_ns, bool flush,
                       struct pts_pending **out, uint64_t *wake_ns) {
   *out = NULL;
-  uint64_t idle_wake = reap(q, now_ns);
+  uint64_t idle_wake = reap(q, now_ns, flush);
   *wake_ns = idle_wake;
   struct pts_seq_entry **ready = q->ready;
   size_t n = 0, limit = q->slots;

@@ -84,7 +84,8 @@ enum pts_status pts_seq_push(struct pts_seq *q, struct pts_pending *p, uint64_t 
  * requests (one per sequence), linked through ->next into *out, or 0 with
  * *wake_ns set to when to ask again (0 = when a request arrives or a batch
  * finishes). Releases idle sequences first. With `flush` (shutting down)
- * whatever is ready goes at once. */
+ * whatever is ready goes at once, and every sequence with nothing queued or
+ * running is released (its slot may serve a backlogged one). */
 size_t pts_seq_choose(struct pts_seq *q, size_t instance, uint64_t now_ns, bool flush,
                       struct pts_pending **out, uint64_t *wake_ns);
 

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pytest
+import requests
 
 from conftest import (ROOT, assert_clean_exit, free_port, launch_server, models_python,
                       need_module)
@@ -242,7 +243,6 @@ def test_missing_id_and_batch_of_two(server, proto, mod, make):
 
 
 def test_bad_sequence_parameters_http(server):
-    import requests
     body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4],
                         "data": [1, 2, 3, 4]}]}
     url = server.url + "/v2/models/seq_direct/infer"
@@ -284,4 +284,28 @@ def test_idle_sequence_is_released(server, proto, mod, make):
     expect_error(lambda: infer(c, mod, "seq_idle", x, seq), "sequence %d" % seq, START_ERROR)
     r = infer(c, mod, "seq_idle", x, seq, start=True, end=True)
     np.testing.assert_array_equal(r.as_numpy("OUTPUT__0"), x)
+    c.close()
+
+
+def test_shutdown_answers_backlogged_sequences(ptserve_bin, sequence_models, start_server):
+    """SIGTERM while a sequence holds seq_file's only slot (it never sent
+    END, its idle limit is a minute) and another waits for the slot: the
+    drain releases the open sequence, runs the waiting one, and exits 0."""
+    server = start_server(sequence_models)
+    c = http_client(server)
+    x = np.ones(4, np.float32)
+    infer(c, http, "seq_file", x, "open", start=True)
+    pending = c.async_infer("seq_file", [row_input(http, x)], sequence_id="waiting",
+                            sequence_start=True)
+    # The waiting request must be queued before SIGTERM: the pending gauge.
+    gauge = 'nv_inference_pending_request_count{model="seq_file",version="1"} 1'
+    deadline = time.monotonic() + 30
+    while gauge not in requests.get(server.metrics_url, timeout=30).text:
+        assert time.monotonic() < deadline, "the second sequence was never queued"
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    assert_clean_exit(server)
+    assert time.monotonic() - t0 < 30
+    np.testing.assert_array_equal(pending.get_result().as_numpy("OUTPUT__0"),
+                                  FILE_INITIAL_STATE + x)
     c.close()
