@@ -309,3 +309,27 @@ def test_shutdown_answers_backlogged_sequences(ptserve_bin, sequence_models, sta
     np.testing.assert_array_equal(pending.get_result().as_numpy("OUTPUT__0"),
                                   FILE_INITIAL_STATE + x)
     c.close()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc_stream"])
+def test_perf_analyzer_sequences(server, protocol):
+    """NVIDIA's perf_analyzer drives sequences itself (--sequence-length):
+    every request must succeed, and the server must count them. Its times are
+    printed, never asserted."""
+    from test_perf_analyzer import perf_analyzer_path
+    args = {"http": ["-i", "http", "-u", "127.0.0.1:%d" % server.port],
+            "grpc_stream": ["-i", "grpc", "--streaming",
+                            "-u", "127.0.0.1:%d" % server.grpc_port]}[protocol]
+    before = http_client(server).get_inference_statistics("seq_oldest")["model_stats"][0]
+    out = subprocess.run([perf_analyzer_path(), "-m", "seq_oldest", "--sequence-length", "4",
+                          "--concurrency-range", "4", "--measurement-interval", "500",
+                          "--max-trials", "4", "--stability-percentage", "100"] + args,
+                         capture_output=True, text=True, timeout=300)
+    print(out.stdout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    after = http_client(server).get_inference_statistics("seq_oldest")["model_stats"][0]
+    ok = int(after["inference_stats"]["success"]["count"]) - \
+        int(before["inference_stats"]["success"]["count"])
+    assert ok > 0
+    assert int(after["inference_stats"]["fail"]["count"]) == \
+        int(before["inference_stats"]["fail"]["count"])
