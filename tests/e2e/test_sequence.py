@@ -333,3 +333,50 @@ def test_perf_analyzer_sequences(server, protocol):
     assert ok > 0
     assert int(after["inference_stats"]["fail"]["count"]) == \
         int(before["inference_stats"]["fail"]["count"])
+
+
+@pytest.fixture(scope="module")
+def aoti_models():
+    """seq_aoti, exported once per generator version (a minute of compiling)."""
+    out = os.path.join(ROOT, "tests", "e2e", ".cache", "sequence_aoti")
+    stamp = os.path.join(out, ".generated")
+    gens = [os.path.join(ROOT, "tests", "models", "gen_sequence_models.py"),
+            os.path.join(ROOT, "examples", "export_aoti.py")]
+    if not os.path.exists(stamp) or any(os.path.getmtime(stamp) < os.path.getmtime(g)
+                                        for g in gens):
+        subprocess.run([models_python(), gens[0], "--aoti", out], check=True)
+        open(stamp, "w").close()
+    return out
+
+
+def test_aoti_package_with_implicit_state(aoti_models, start_server):
+    """An AOTInductor package (x, START, state) -> (y, new_state) serves a
+    stream exactly as TorchScript does, under the oldest strategy."""
+    server = start_server(aoti_models)
+    failures = []
+    clients = [http_client(server) for _ in range(4)]
+    threads = [threading.Thread(target=run_client_plain,
+                                args=(c, [900 + 10 * t + i for i in range(4)],
+                                      np.random.default_rng(t), failures))
+               for t, c in enumerate(clients)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+        assert not th.is_alive()
+    assert failures == []
+    for c in clients:
+        c.close()
+    assert_clean_exit(server)
+
+
+def run_client_plain(client, ids, rng, failures):
+    """run_client for a model without the CONTROLS output."""
+    for pair in range(0, len(ids), 2):
+        seqs = ids[pair:pair + 2]
+        xs = {s: rng.integers(-100, 100, size=(4, 1, 4)).astype(np.float32) for s in seqs}
+        for k in range(4):
+            for s in seqs:
+                r = infer(client, http, "seq_aoti", xs[s][k], s, k == 0, k == 3)
+                if not np.array_equal(r.as_numpy("OUTPUT__0"), xs[s][:k + 1].sum(axis=0)):
+                    failures.append((s, k, r.as_numpy("OUTPUT__0")))

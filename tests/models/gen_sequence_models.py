@@ -1,6 +1,10 @@
 """Writes the sequence-batching test models (tests/e2e/test_sequence.py).
 
     .venv/bin/python tests/models/gen_sequence_models.py OUTDIR
+    .venv/bin/python tests/models/gen_sequence_models.py --aoti OUTDIR
+
+The second form writes seq_aoti only: the unbatched-state accumulator as an
+AOTInductor package (model.pt2; a minute or more of C++ compiling).
 
 Each model gets OUTDIR/<name>/config.pbtxt and OUTDIR/<name>/1/model.pt. The
 models accumulate their inputs in an implicit state (sequence_batching.state):
@@ -101,7 +105,47 @@ def models():
     }
 
 
+SEQ_AOTI_CONFIG = """name: "seq_aoti"
+platform: "torch_aoti"
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+sequence_batching {
+  max_sequence_idle_microseconds: 60000000
+  oldest { max_candidate_sequences: 8 }
+  control_input [
+    { name: "START__1" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }
+  ]
+  state [ { input_name: "STATE__2" output_name: "OUTPUT__1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+}
+"""
+
+
+class AccumulateBatched(torch.nn.Module):
+    """(x, START, state) -> (state + x, state + x as the new state)."""
+
+    def forward(self, x, start, state):
+        total = state + x
+        return total, total
+
+
+def write_aoti(out):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "examples"))
+    from export_aoti import export_package
+    os.makedirs(os.path.join(out, "seq_aoti", "1"), exist_ok=True)
+    with open(os.path.join(out, "seq_aoti", "config.pbtxt"), "w") as f:
+        f.write(SEQ_AOTI_CONFIG)
+    args = (torch.randn(2, 4), torch.zeros(2, 1, dtype=torch.int32), torch.randn(2, 4))
+    export_package(AccumulateBatched(), args, path=os.path.join(out, "seq_aoti", "1", "model.pt2"),
+                   batch_max=8)
+    return 0
+
+
 def main(argv):
+    if len(argv) == 3 and argv[1] == "--aoti":
+        return write_aoti(argv[2])
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
