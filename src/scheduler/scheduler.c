@@ -869,7 +869,10 @@ enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_
     st = pts_error_set(err, PTS_UNAVAILABLE, "model '%s' version %lld is unloading", s->model_name,
                        (long long)s->version);
   } else if (s->seq) {
-    st = pts_seq_push(s->seq, p, p->enqueue_ns, err);
+    /* The cap: 0 (none) here, as for the queue's levels without a
+     * max_queue_size. */
+    st = pts_seq_push(s->seq, p, p->enqueue_ns, 0, err);
+    full = st == PTS_UNAVAILABLE;
   } else {
     st = pts_sched_queue_push(&s->queue, p, req->priority, req->timeout_us, p->enqueue_ns, err);
     full = st != PTS_OK;

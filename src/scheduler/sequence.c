@@ -348,10 +348,14 @@ static bool idled_out(const struct pts_seq *q, const struct pts_seq_entry *e, ui
 }
 
 enum pts_status pts_seq_push(struct pts_seq *q, struct pts_pending *p, uint64_t now_ns,
-                             struct pts_error *err) {
+                             uint64_t cap, struct pts_error *err) {
   const struct pts_infer_request *req = p->req;
   enum pts_status st = check_request(q, p, err);
   if (st != PTS_OK) return st;
+  if (cap && q->queued >= cap)
+    return pts_error_set(err, PTS_UNAVAILABLE,
+                         "Exceeds maximum queue size: %zu requests of sequences are queued",
+                         q->queued);
   struct pts_seq_entry **at = find(q, req);
   struct pts_seq_entry *e = *at;
   /* An instance thread may not have woken for the idle deadline yet: the

@@ -76,9 +76,11 @@ void pts_seq_destroy(struct pts_seq *q);
  * when its batch size is not 1, when a string id meets an integer CORRID (or
  * the reverse), or when it is not START and its sequence is not active
  * ("must specify the START flag on the first request of the sequence").
- * On error `p` stays the caller's. */
+ * UNAVAILABLE "Exceeds maximum queue size" when `cap` (0 = none) requests
+ * are queued already (the server's overload cap; sequence_batching has no
+ * queue policy of its own). On error `p` stays the caller's. */
 enum pts_status pts_seq_push(struct pts_seq *q, struct pts_pending *p, uint64_t now_ns,
-                             struct pts_error *err);
+                             uint64_t cap, struct pts_error *err);
 
 /* The next batch for instance `instance` at `now_ns`: returns how many
  * requests (one per sequence), linked through ->next into *out, or 0 with

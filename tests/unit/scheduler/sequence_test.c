@@ -22,6 +22,7 @@ struct fixture {
   struct pts_seq *q;
   struct pts_infer_request reqs[16];
   struct pts_pending items[16];
+  uint64_t cap; /* pts_seq_push's */
 };
 
 static void setup(struct fixture *f, const char *text, size_t n_instances) {
@@ -48,7 +49,7 @@ static enum pts_status push(struct fixture *f, int i, uint64_t id, bool start, b
   f->reqs[i].sequence_start = start;
   f->reqs[i].sequence_end = end;
   f->items[i].enqueue_ns = now;
-  return pts_seq_push(f->q, &f->items[i], now, err);
+  return pts_seq_push(f->q, &f->items[i], now, f->cap, err);
 }
 
 static void push_ok(struct fixture *f, int i, uint64_t id, bool start, bool end, uint64_t now) {
@@ -270,6 +271,25 @@ static void oldest_candidates_and_delay(void **state) {
   teardown(&f);
 }
 
+/* The queue cap counts queued requests of every sequence. */
+static void queue_cap(void **state) {
+  (void)state;
+  struct fixture f;
+  setup(&f, DIRECT, 1);
+  f.cap = 2;
+  push_ok(&f, 0, 1, true, false, 0);
+  push_ok(&f, 1, 2, true, false, 0);
+  struct pts_error err;
+  assert_int_equal(push(&f, 2, 3, true, false, 0, &err), PTS_UNAVAILABLE);
+  assert_non_null(strstr(err.msg, "Exceeds maximum queue size"));
+  int a[17];
+  struct pts_pending *l;
+  assert_int_equal(choose(&f, 0, 0, a, NULL, &l), 2);
+  push_ok(&f, 2, 3, true, false, 0); /* running ones do not count */
+  pts_seq_done(f.q, l, 2, 0);
+  teardown(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ids_and_flags_as_triton),
@@ -277,6 +297,7 @@ int main(void) {
       cmocka_unit_test(idle_release),
       cmocka_unit_test(control_and_state_tensors),
       cmocka_unit_test(oldest_candidates_and_delay),
+      cmocka_unit_test(queue_cap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
