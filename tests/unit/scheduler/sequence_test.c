@@ -290,6 +290,62 @@ static void queue_cap(void **state) {
   teardown(&f);
 }
 
+/* A CORRID of TYPE_STRING: each row one BYTES element holding the id. */
+static void string_corrid(void **state) {
+  (void)state;
+  struct fixture f;
+  setup(&f,
+        "backend: 'identity' max_batch_size: 2 sequence_batching { control_input { name: 'C' "
+        "control { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING } } }",
+        1);
+  struct pts_error err;
+  assert_int_equal(push(&f, 0, 5, true, false, 0, &err), PTS_INVALID_ARG); /* integer id */
+  assert_non_null(strstr(err.msg, "takes string correlation IDs"));
+  f.reqs[0].sequence_id_str = "ab";
+  f.reqs[1].sequence_id_str = "xyz";
+  push_ok(&f, 0, 0, true, false, 0);
+  push_ok(&f, 1, 0, true, false, 0);
+  int a[17];
+  struct pts_pending *l;
+  assert_int_equal(choose(&f, 0, 0, a, NULL, &l), 2);
+  struct pts_pending *items[2] = {l, l->next};
+  struct pts_tensor t;
+  struct pts_buf *owned;
+  memset(&t, 0, sizeof t);
+  assert_int_equal(pts_seq_build_input(f.q, 0, items, 2, &t, &owned, &err), PTS_OK);
+  assert_int_equal(t.dtype, PTS_DTYPE_BYTES);
+  static const unsigned char want[] = {2, 0, 0, 0, 'a', 'b', 3, 0, 0, 0, 'x', 'y', 'z'};
+  assert_int_equal(t.byte_size, sizeof want);
+  assert_memory_equal(t.data, want, sizeof want);
+  pts_buf_release(owned);
+  pts_seq_done(f.q, l, 2, 0);
+  teardown(&f);
+}
+
+/* direct.max_queue_delay: an instance waits for its other active slots, up
+ * to the delay from its oldest ready request. */
+static void direct_delay(void **state) {
+  (void)state;
+  struct fixture f;
+  setup(&f,
+        "backend: 'identity' max_batch_size: 2 sequence_batching { direct { "
+        "max_queue_delay_microseconds: 100 } }",
+        1);
+  push_ok(&f, 0, 1, true, false, 0);
+  push_ok(&f, 1, 2, true, false, 0);
+  int a[17];
+  struct pts_pending *l;
+  uint64_t wake;
+  assert_int_equal(choose(&f, 0, 0, a, NULL, &l), 2); /* both slots ready: at once */
+  pts_seq_done(f.q, l, 2, 10);
+  push_ok(&f, 2, 1, false, false, 20);
+  assert_int_equal(choose(&f, 0, 30, a, &wake, &l), 0); /* sequence 2 may still come */
+  assert_int_equal(wake, 20 + 100000);
+  assert_int_equal(choose(&f, 0, 20 + 100000, a, NULL, &l), 1);
+  pts_seq_done(f.q, l, 1, 0);
+  teardown(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ids_and_flags_as_triton),
@@ -298,6 +354,8 @@ int main(void) {
       cmocka_unit_test(control_and_state_tensors),
       cmocka_unit_test(oldest_candidates_and_delay),
       cmocka_unit_test(queue_cap),
+      cmocka_unit_test(string_corrid),
+      cmocka_unit_test(direct_delay),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
