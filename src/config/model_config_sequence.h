@@ -42,6 +42,7 @@ enum pts_status pts_model_config_sequence_exec(const Inference__ModelConfig *cfg
 
 /* The data type a control input gives the model: INT32, FP32 or BOOL from
  * which false/true list is set, the control's data_type for CORRID. */
-Inference__DataType pts_model_config_control_type(const Inference__ModelSequenceBatching__Control *c);
+Inference__DataType pts_model_config_control_type(
+    const Inference__ModelSequenceBatching__Control *c);
 
 #endif

@@ -581,7 +581,8 @@ static enum pts_status control_input(struct pts_seq *q, size_t k, struct pts_pen
     size_t el = pts_dtype_size((enum pts_dtype)t);
     *owned = pts_buf_new(n * el);
     if (!*owned)
-      return pts_error_set(err, PTS_NOMEM, "out of memory building control input '%s' of model '%s'",
+      return pts_error_set(err, PTS_NOMEM,
+                           "out of memory building control input '%s' of model '%s'",
                            q->sb->control_input[k]->name, q->model_name);
     unsigned char *w = (*owned)->data;
     for (size_t i = 0; i < n; i++, w += el) {

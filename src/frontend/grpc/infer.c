@@ -342,7 +342,8 @@ static enum pts_status request_param(const char *key, const Inference__InferPara
   }
   if (strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0) {
     if (!param_is(v, INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM))
-      return pts_error_set(err, PTS_INVALID_ARG, "request parameter '%s' must be a bool_param, got %s",
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "request parameter '%s' must be a bool_param, got %s",
                            key, param_kind(v));
     if (key[9] == 's')
       req->sequence_start = v->bool_param;
