@@ -5,7 +5,8 @@
 Sends add_sub one JSON request and one binary request (the binary tensor
 data extension: a JSON header, then raw little-endian tensor bytes), checks
 the answers against numpy, then asks text_upper, mlp_classifier and its
-AOTInductor twin mlp_classifier_aoti (which must agree with it).
+AOTInductor twin mlp_classifier_aoti (which must agree with it), and runs a
+three-request sequence on accumulator (sequence batching with implicit state).
 Needs only requests and numpy.
 """
 import argparse
@@ -95,6 +96,20 @@ def main():
     same = np.allclose(twin, probs, rtol=1e-5, atol=1e-6)
     print("mlp_classifier_aoti (AOTInductor) %s" % ("same probabilities" if same else "DIFFERENT"))
     ok = ok and same
+
+    # accumulator: a sequence (docs/sequence-batching.md); the server keeps
+    # the running sum between the requests of sequence 42.
+    sums = []
+    for k, v in enumerate([1.0, 2.0, 3.0]):
+        body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4],
+                            "data": [v] * 4}],
+                "parameters": {"sequence_id": 42, "sequence_start": k == 0,
+                               "sequence_end": k == 2}}
+        r = requests.post("%s/v2/models/accumulator/infer" % url, json=body, timeout=60)
+        r.raise_for_status()
+        sums.append(r.json()["outputs"][0]["data"][0])
+    print("accumulator running sums %s  %s" % (sums, "ok" if sums == [1, 3, 6] else "WRONG"))
+    ok = ok and sums == [1, 3, 6]
     return 0 if ok else 1
 
 

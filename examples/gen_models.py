@@ -35,6 +35,16 @@ class TextUpper(torch.nn.Module):
         return [s.upper() for s in text]
 
 
+class Accumulator(torch.nn.Module):
+    """A sequence model with implicit state (docs/sequence-batching.md): the
+    server passes the sequence's running sum as `state` (zeros at START) and
+    keeps the second result as the next one."""
+
+    def forward(self, x, start, state):
+        total = state + x
+        return total, total
+
+
 def save(repo, name, module):
     version_dir = os.path.join(repo, name, "1")
     os.makedirs(version_dir, exist_ok=True)
@@ -50,6 +60,7 @@ def main(argv):
     save(repo, "add_sub", AddSub())
     save(repo, "mlp_classifier", MlpClassifier())
     save(repo, "text_upper", TextUpper())
+    save(repo, "accumulator", Accumulator())
     return 0
 
 

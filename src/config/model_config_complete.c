@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "config/model_config.h"
+#include "config/model_config_sequence.h"
 #include "core/alloc.h"
 #include "core/name.h"
 #include "tensor/dtype.h"
@@ -276,9 +277,6 @@ static enum pts_status reject_pytorch_dtypes(const Inference__ModelConfig *cfg,
 static enum pts_status reject_unsupported(const Inference__ModelConfig *cfg,
                                           struct pts_error *err) {
   enum pts_status s;
-  if (cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
-    return unsupported(err, cfg, "sequence_batching",
-                       "there is no sequence batcher; use dynamic_batching or no scheduler");
   if (cfg->n_batch_input)
     return unsupported(err, cfg, "batch_input", "batch inputs are not generated");
   if (cfg->n_batch_output)
@@ -687,6 +685,7 @@ enum pts_status pts_model_config_complete(Inference__ModelConfig *cfg, const cha
   if ((s = default_instance_groups(cfg, err))) return s;
   if ((s = validate_version_policy(cfg, err))) return s;
   if ((s = validate_dynamic_batching(cfg, err))) return s;
+  if ((s = pts_model_config_sequence_complete(cfg, err))) return s;
   if ((s = validate_instance_groups(cfg, err))) return s;
   return validate_warmup(cfg, true, err);
 }

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "config/model_config.h"
+#include "config/model_config_sequence.h"
 #include "core/alloc.h"
 #include "core/log.h"
 #include "core/name.h"
@@ -30,6 +31,9 @@ struct pts_model {
   Inference__ModelConfig *config; /* owned; NULL when the config failed */
   const struct pts_backend *backend;
   void *backend_state;             /* non-NULL once model_load succeeded */
+  /* sequence_batching: what the backend runs (config/model_config_sequence.h);
+   * owned, from start to unload; NULL otherwise. */
+  Inference__ModelConfig *exec_config;
   struct pts_scheduler *scheduler; /* non-NULL from start to unload */
   struct pts_override_dir *override;
   /* `mu` guards reason and failed, and is the lock of `drained`, which
@@ -261,6 +265,8 @@ static void unload_now(struct pts_model *m) {
     if (m->backend->model_unload) m->backend->model_unload(m->backend_state);
     m->backend_state = NULL;
   }
+  pts_model_config_free(m->exec_config);
+  m->exec_config = NULL;
   pts_override_dir_release(m->override);
   m->override = NULL;
 }
@@ -463,14 +469,25 @@ static enum pts_status start(struct pts_model *m, const char *model_dir, struct 
     pts_free(version_dir);
     return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", m->name);
   }
+  /* A sequence model's backend runs the execution config; what it completes
+   * there (KIND_AUTO groups of an AOTInductor package) stays there, so a
+   * sequence model lists its inputs and outputs in its config. */
+  enum pts_status st = PTS_OK;
+  if (cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
+    st = pts_model_config_sequence_exec(cfg, &m->exec_config, err);
+  if (st != PTS_OK) {
+    pts_free(model_path);
+    pts_free(version_dir);
+    return st;
+  }
   struct pts_backend_model_desc desc = {.name = m->name,
                                         .version = m->version,
-                                        .config = cfg,
-                                        .completable = m->config,
+                                        .config = m->exec_config ? m->exec_config : cfg,
+                                        .completable = m->exec_config ? m->exec_config : m->config,
                                         .model_dir = model_dir,
                                         .version_dir = version_dir,
                                         .model_path = model_path};
-  enum pts_status st = m->backend->model_load(&desc, &m->backend_state, err);
+  st = m->backend->model_load(&desc, &m->backend_state, err);
   pts_free(model_path);
   pts_free(version_dir);
   if (st != PTS_OK) {
@@ -483,7 +500,10 @@ static enum pts_status start(struct pts_model *m, const char *model_dir, struct 
    * (an AOTInductor package is compiled for one device kind). */
   if ((st = pts_model_config_check_completed(cfg, err)) ||
       (st = pts_model_config_resolve_devices(
-           m->config, m->backend->gpu_count ? m->backend->gpu_count() : 0, err)))
+           m->config, m->backend->gpu_count ? m->backend->gpu_count() : 0, err)) ||
+      (m->exec_config &&
+       (st = pts_model_config_resolve_devices(
+            m->exec_config, m->backend->gpu_count ? m->backend->gpu_count() : 0, err))))
     return st;
 
   struct instance_plan plan;
@@ -492,6 +512,7 @@ static enum pts_status start(struct pts_model *m, const char *model_dir, struct 
   struct pts_scheduler_params sp = {.model_name = m->name,
                                     .version = m->version,
                                     .config = cfg,
+                                    .exec_config = m->exec_config,
                                     .backend = m->backend,
                                     .model_state = m->backend_state,
                                     .n_instances = plan.n,

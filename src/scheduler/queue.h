@@ -39,6 +39,9 @@ struct pts_pending {
   uint64_t seq;         /* arrival order (preserve_ordering) */
   size_t level;         /* index into the queue's levels */
   bool delayed;         /* on its level's delayed list */
+  /* sequence_batching: the request's sequence (sequence.c), borrowed from
+   * the sequence batcher; NULL otherwise. */
+  struct pts_seq_entry *sequence;
   /* The outcome, kept while a finished request waits for earlier ones
    * (preserve_ordering). */
   struct pts_infer_response *resp;

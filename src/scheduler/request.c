@@ -31,6 +31,7 @@ void pts_infer_request_free(struct pts_infer_request *req) {
   }
   pts_free(req->outputs);
   pts_free(req->id);
+  pts_free(req->sequence_id_str);
   pts_free(req->model_name);
   pts_overload_release(req->budget_bytes);
   pts_free(req);

@@ -81,6 +81,14 @@ struct pts_infer_request {
   uint64_t priority;         /* 0 = model default */
   uint64_t timeout_us;       /* 0 = none */
 
+  /* The sequence extension (protocol-facts §1.16), used by models with
+   * sequence_batching (scheduler/sequence.h): the correlation id is an
+   * integer (sequence_id_str NULL; 0 = none) or a string (owned; "" = none). */
+  uint64_t sequence_id;
+  char *sequence_id_str;
+  bool sequence_start;
+  bool sequence_end;
+
   pts_infer_done_fn done;
   void *done_ctx;
 

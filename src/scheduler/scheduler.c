@@ -23,6 +23,7 @@
 #include "scheduler/assemble.h"
 #include "scheduler/classify.h"
 #include "scheduler/queue.h"
+#include "scheduler/sequence.h"
 #include "scheduler/warmup.h"
 #include "shm/shm.h"
 #include "tensor/bytes.h"
@@ -42,7 +43,10 @@ struct instance {
 struct pts_scheduler {
   const char *model_name;
   int64_t version;
+  /* What the backend runs: the model's config, or for sequence_batching its
+   * execution config (more inputs and outputs after the model's own). */
   const Inference__ModelConfig *config;
+  size_t n_user_inputs, n_user_outputs; /* the model's own, leading config's */
   const struct pts_backend *backend;
   void *model_state;
   void (*release_hold)(void *hold); /* params.release_hold */
@@ -54,8 +58,12 @@ struct pts_scheduler {
   pthread_cond_t work; /* queue changed, or stopping was set */
   pthread_cond_t idle; /* outstanding dropped to 0 */
   struct pts_sched_queue queue;
+  struct pts_seq *seq; /* sequence_batching: replaces `queue`; else NULL */
   size_t outstanding; /* queued + running */
   bool stopping;
+  /* wait_idle ran: the caller takes no more requests, so open sequences
+   * with nothing queued are released (sequence.h, flush). */
+  bool draining;
   bool forming; /* a thread is waiting for its batch to fill */
   size_t hold;  /* PTSERVE_DELAY_SCHEDULER: queue this many first */
   uint64_t next_seq;
@@ -373,6 +381,12 @@ static enum pts_status build_inputs(const struct pts_scheduler *s, struct instan
     struct pts_tensor *dst = &r->inputs[k];
     dst->name = in->name;
     dst->dtype = (enum pts_dtype)in->data_type;
+    if (k >= s->n_user_inputs) { /* a control input or a state */
+      enum pts_status st = pts_seq_build_input(s->seq, k - s->n_user_inputs, r->items, r->n, dst,
+                                               &r->gathered[k], err);
+      if (st != PTS_OK) return st;
+      continue;
+    }
     bool staged;
     enum pts_status st = gather_staged(s, inst, r, k, dst, &staged, err);
     if (st == PTS_OK && !staged)
@@ -519,7 +533,7 @@ static enum pts_status build_response(const struct pts_scheduler *s,
                                       const struct pts_tensor *outputs,
                                       struct pts_infer_response **out, struct pts_error *err) {
   const Inference__ModelConfig *cfg = s->config;
-  size_t n = req->n_outputs ? req->n_outputs : cfg->n_output;
+  size_t n = req->n_outputs ? req->n_outputs : s->n_user_outputs;
   struct pts_infer_response *resp = pts_infer_response_new();
   if (!resp) goto nomem;
   resp->model_version = s->version;
@@ -665,6 +679,8 @@ static enum pts_status execute_batch(struct pts_scheduler *s, struct instance *i
     pts_error_set(err, st, "backend '%s' failed to run model '%s' on instance '%s'",
                   s->backend->name, s->model_name, inst->name);
   if (st == PTS_OK) st = check_outputs(s, r->total, r->outputs, err);
+  if (st == PTS_OK && s->seq)
+    st = pts_seq_keep_state(s->seq, r->items, r->n, r->outputs + s->n_user_outputs, err);
   if (st != PTS_OK) return st;
   *why = PTS_FAIL_OTHER;
   st = build_responses(s, r, err);
@@ -684,6 +700,14 @@ static void trace_compute(const struct run *r, size_t n, const struct pts_batch_
     pts_trace_record(tr, PTS_TRACE_COMPUTE_OUTPUT_START, t->infer_end_ns);
     pts_trace_record(tr, PTS_TRACE_COMPUTE_END, end);
   }
+}
+
+/* Their sequences may go on (sequence.h); before the pendings are freed. */
+static void sequences_done(struct pts_scheduler *s, struct pts_pending *list, size_t n) {
+  pthread_mutex_lock(&s->lock);
+  pts_seq_done(s->seq, list, n, pts_now_ns());
+  pthread_cond_broadcast(&s->work);
+  pthread_mutex_unlock(&s->lock);
 }
 
 /* Runs the `n` requests of `list` as one batch and answers each. */
@@ -707,6 +731,7 @@ static void run_batch(struct pts_scheduler *s, struct instance *inst, struct pts
       queue_ns += t.start_ns > r.items[i]->enqueue_ns ? t.start_ns - r.items[i]->enqueue_ns : 0;
     pts_stats_batch_done(&s->stats, s->batching ? r.total : 1, n, queue_ns, &t);
   }
+  if (s->seq) sequences_done(s, list, n);
   /* Responses hold their own references: the batch's tensors go first, so
    * that nothing but the responses holds a shared-memory region once the
    * answers leave (complete() drops the requests' own references). */
@@ -771,12 +796,17 @@ static uint64_t earlier(uint64_t a, uint64_t b) {
   return a < b ? a : b;
 }
 
+/* Requests queued, not running (lock held). */
+static size_t queued(const struct pts_scheduler *s) {
+  return s->seq ? pts_seq_queued(s->seq) : s->queue.size;
+}
+
 /* Whether the delay hook still holds the queue (lock held). */
 static bool held_back(struct pts_scheduler *s) {
   if (s->hold == 0 || s->stopping) return false;
-  if (s->queue.size < s->hold) return true;
+  if (queued(s) < s->hold) return true;
   PTS_LOG_VERBOSE(1, "model '%s': PTSERVE_DELAY_SCHEDULER released with %zu requests queued",
-                  s->model_name, s->queue.size);
+                  s->model_name, queued(s));
   s->hold = 0;
   return false;
 }
@@ -818,6 +848,29 @@ static size_t next_batch(struct pts_scheduler *s, struct pts_pending **out) {
   return 0;
 }
 
+/* next_batch for the sequence batcher: every instance asks for its own
+ * batch (direct slots belong to one instance), so there is no `forming`
+ * turn; a thread sleeps until a request arrives, a batch finishes, or the
+ * batcher's wake time (a queue delay, an idle sequence) comes. */
+static size_t next_sequence_batch(struct pts_scheduler *s, const struct instance *inst,
+                                  struct pts_pending **out) {
+  pthread_mutex_lock(&s->lock);
+  size_t n = 0;
+  for (;;) {
+    if (held_back(s)) {
+      wait_work(s, 0);
+      continue;
+    }
+    uint64_t wake = 0;
+    n = pts_seq_choose(s->seq, (size_t)inst->desc.index, pts_now_ns(),
+                       s->stopping || s->draining, out, &wake);
+    if (n > 0 || (s->stopping && pts_seq_queued(s->seq) == 0)) break;
+    wait_work(s, wake);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return n;
+}
+
 static void *instance_main(void *arg) {
   struct instance *inst = arg;
   struct pts_scheduler *s = inst->sched;
@@ -826,7 +879,7 @@ static void *instance_main(void *arg) {
   pthread_setname_np(pthread_self(), tname);
   struct pts_pending *list;
   size_t n;
-  while ((n = next_batch(s, &list)) != 0) {
+  while ((n = s->seq ? next_sequence_batch(s, inst, &list) : next_batch(s, &list)) != 0) {
     run_batch(s, inst, list, n);
     finish_batch(s, n);
   }
@@ -861,6 +914,11 @@ enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_
   if (s->stopping) {
     st = pts_error_set(err, PTS_UNAVAILABLE, "model '%s' version %lld is unloading", s->model_name,
                        (long long)s->version);
+  } else if (s->seq) {
+    /* sequence_batching has no max_queue_size: the server's default cap
+     * (--default-max-queue-size) bounds its backlog. */
+    st = pts_seq_push(s->seq, p, p->enqueue_ns, pts_overload_queue_cap(), err);
+    full = st == PTS_UNAVAILABLE;
   } else {
     st = pts_sched_queue_push(&s->queue, p, req->priority, req->timeout_us, p->enqueue_ns,
                               pts_overload_queue_cap(), err);
@@ -890,15 +948,16 @@ enum pts_status pts_scheduler_stats(struct pts_scheduler *s, struct pts_model_st
   if (st != PTS_OK) return st;
   out->version = s->version;
   pthread_mutex_lock(&s->lock);
-  out->pending = s->queue.size;
+  out->pending = queued(s);
   pthread_mutex_unlock(&s->lock);
   return PTS_OK;
 }
 
 size_t pts_scheduler_wait_idle(struct pts_scheduler *s, uint64_t deadline_ns) {
   pthread_mutex_lock(&s->lock);
-  if (s->hold) {
+  if (s->hold || (s->seq && !s->draining)) {
     s->hold = 0;
+    s->draining = true;
     pthread_cond_broadcast(&s->work);
   }
   while (s->outstanding > 0) {
@@ -941,6 +1000,7 @@ static void free_scheduler(struct pts_scheduler *s) {
   for (size_t k = 0; s->labels && k < s->config->n_output; k++) pts_labels_clear(&s->labels[k]);
   pts_free(s->labels);
   pts_sched_queue_free(&s->queue);
+  pts_seq_destroy(s->seq);
   pts_stats_destroy(&s->stats);
   pthread_cond_destroy(&s->work);
   pthread_cond_destroy(&s->idle);
@@ -1080,7 +1140,9 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
   if (!s) return pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", p->model_name);
   s->model_name = p->model_name;
   s->version = p->version;
-  s->config = p->config;
+  s->config = p->exec_config ? p->exec_config : p->config;
+  s->n_user_inputs = p->config->n_input;
+  s->n_user_outputs = p->config->n_output;
   s->backend = p->backend;
   s->model_state = p->model_state;
   s->release_hold = p->release_hold;
@@ -1099,6 +1161,9 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
       st = pts_error_set(err, PTS_NOMEM, "out of memory loading model '%s'", p->model_name);
   }
   if (st == PTS_OK) st = load_labels(s, p->model_dir, err);
+  if (st == PTS_OK && p->config->scheduling_choice_case ==
+                          INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
+    st = pts_seq_create(p->config, p->model_name, p->model_dir, p->n_instances, &s->seq, err);
   if (st != PTS_OK) {
     free_scheduler(s);
     return st;

@@ -10,6 +10,8 @@
  * maps the outputs back to the config's dims, splits them into per-request
  * slices that share the batch buffers, and answers each request through its
  * `done` callback. With preserve_ordering, responses leave in arrival order.
+ * A model with sequence_batching is batched by the sequence batcher
+ * (sequence.h) instead of the queue.
  * Statistics (stats.h) are kept at every step.
  *
  * Test hook: the environment variable PTSERVE_DELAY_SCHEDULER=N (read when
@@ -44,6 +46,11 @@ struct pts_scheduler_params {
   const char *model_name; /* borrowed; must outlive the scheduler */
   int64_t version;
   const Inference__ModelConfig *config; /* borrowed; must outlive the scheduler */
+  /* What the backend runs, when it differs from `config`: a model with
+   * sequence_batching takes control inputs and states after its own inputs
+   * and gives states back after its outputs (config/model_config_sequence.h).
+   * NULL = config. Borrowed; must outlive the scheduler. */
+  const Inference__ModelConfig *exec_config;
   const struct pts_backend *backend;
   void *model_state; /* the backend's, borrowed */
   size_t n_instances;
@@ -83,8 +90,10 @@ enum pts_status pts_scheduler_stats(struct pts_scheduler *s, struct pts_model_st
 
 /* Waits until no request is queued or running, or until `deadline_ns`
  * (pts_now_ns clock; 0 = no limit). Returns the number still outstanding.
- * Releases the PTSERVE_DELAY_SCHEDULER hold, so a draining server never
- * waits for requests that will not come. */
+ * Releases the PTSERVE_DELAY_SCHEDULER hold, and from now on releases
+ * every open sequence with nothing queued (so backlogged sequences run), so
+ * a draining server never waits for requests that will not come: call it
+ * only once the caller sends no more requests. */
 size_t pts_scheduler_wait_idle(struct pts_scheduler *s, uint64_t deadline_ns);
 
 /* Stops taking requests, lets the threads finish what is queued, joins them

@@ -326,11 +326,35 @@ static enum pts_status request_param(const char *key, const Inference__InferPara
                            param_kind(v));
     return PTS_OK;
   }
-  /* Custom parameters (and sequence_*, which the schedulers do not use
-   * yet) pass, as in Triton, when they have one of the custom types. */
+  if (strcmp(key, "sequence_id") == 0) {
+    if (param_is(v, INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)) {
+      pts_free(req->sequence_id_str);
+      if (!(req->sequence_id_str = pts_strdup(v->string_param ? v->string_param : "")))
+        return pts_error_set(err, PTS_NOMEM, "out of memory decoding 'sequence_id'");
+      return PTS_OK;
+    }
+    if (!param_uint(v, &req->sequence_id))
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "request parameter 'sequence_id' must be a non-negative int64_param, "
+                           "a uint64_param or a string_param, got %s",
+                           param_kind(v));
+    return PTS_OK;
+  }
+  if (strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0) {
+    if (!param_is(v, INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM))
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "request parameter '%s' must be a bool_param, got %s",
+                           key, param_kind(v));
+    if (key[9] == 's')
+      req->sequence_start = v->bool_param;
+    else
+      req->sequence_end = v->bool_param;
+    return PTS_OK;
+  }
+  /* Custom parameters pass, as in Triton, when they have one of the custom
+   * types. */
   if (!v || v->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE__NOT_SET ||
-      (v->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM &&
-       strncmp(key, "sequence_", 9) != 0))
+      v->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
     return pts_error_set(err, PTS_INVALID_ARG,
                          "request parameter '%s' has %s: custom parameters must be bool_param, "
                          "int64_param, string_param or double_param",

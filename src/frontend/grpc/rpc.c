@@ -16,6 +16,7 @@
 /* The HTTP frontend's list (a test checks that it stays included);
  * cuda_shared_memory, last, only when this build has CUDA. */
 const char *const PTS_GRPC_EXTENSIONS[] = {"classification",
+                                           "sequence",
                                            "model_configuration",
                                            "binary_tensor_data",
                                            "model_repository",

@@ -51,7 +51,7 @@
 /* The extensions this frontend implements today (protocol-facts §1.4);
  * cuda_shared_memory is added when this build has CUDA (as Triton lists it
  * only when built with GPU support). */
-static const char *const EXTENSIONS[] = {"classification", "model_configuration",
+static const char *const EXTENSIONS[] = {"classification", "sequence", "model_configuration",
                                          "binary_tensor_data", "model_repository",
                                          "model_repository(unload_dependents)",
                                          "schedule_policy", "statistics", "trace", "logging",

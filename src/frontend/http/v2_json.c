@@ -92,6 +92,41 @@ enum pts_status pts_v2_header_length(const char *value, size_t body_len, size_t 
 /* ------------------------------------------------------------------ */
 /* request parameters                                                  */
 
+/* sequence_id (a non-negative integer or a string), sequence_start and
+ * sequence_end (booleans): the sequence extension (protocol-facts §1.16).
+ * Other sequence_* keys are custom parameters. */
+static enum pts_status decode_sequence_param(const char *key, const json_t *v,
+                                             struct pts_infer_request *req,
+                                             struct pts_error *err) {
+  if (strcmp(key, "sequence_id") == 0) {
+    if (json_is_string(v)) {
+      const char *id = plain_string(v);
+      if (!id)
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "request parameter 'sequence_id' must not contain NUL characters");
+      pts_free(req->sequence_id_str);
+      if (!(req->sequence_id_str = pts_strdup(id)))
+        return pts_error_set(err, PTS_NOMEM, "out of memory decoding 'sequence_id'");
+      return PTS_OK;
+    }
+    if (!get_uint(v, &req->sequence_id))
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "request parameter 'sequence_id' must be a non-negative integer or a "
+                           "string, got %s",
+                           json_kind(v));
+    return PTS_OK;
+  }
+  bool *flag = strcmp(key, "sequence_start") == 0 ? &req->sequence_start
+               : strcmp(key, "sequence_end") == 0 ? &req->sequence_end
+                                                  : NULL;
+  if (!flag) return PTS_OK;
+  if (!json_is_boolean(v))
+    return pts_error_set(err, PTS_INVALID_ARG, "request parameter '%s' must be a boolean, got %s",
+                         key, json_kind(v));
+  *flag = json_is_true(v);
+  return PTS_OK;
+}
+
 static enum pts_status decode_request_params(const json_t *params, struct pts_infer_request *req,
                                              struct pts_error *err) {
   if (!params) return PTS_OK;
@@ -123,9 +158,12 @@ static enum pts_status decode_request_params(const json_t *params, struct pts_in
                              "request parameter 'timeout' must be a non-negative integer "
                              "(microseconds), got %s",
                              json_kind(v));
+    } else if (strncmp(key, "sequence_", 9) == 0) {
+      enum pts_status st = decode_sequence_param(key, v, req, err);
+      if (st != PTS_OK) return st;
     }
-    /* Other keys (sequence_*, custom parameters) are accepted and not used
-     * yet, as Triton passes custom parameters on to backends that ignore them. */
+    /* Other keys (custom parameters) are accepted and not used, as Triton
+     * passes custom parameters on to backends that ignore them. */
   }
   return PTS_OK;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config_test_util.h"
+#include "config/model_config_sequence.h"
 #include "core/alloc.h"
 
 /* Parses and completes as model "m" (no model directory). */
@@ -218,6 +219,50 @@ static void preferred_batch_default(void **state) {
   pts_model_config_free(cfg);
 }
 
+/* Triton's sequence_batching defaults, and the execution config: control
+ * inputs ([1], their control's type) then states after the model's inputs,
+ * state outputs after its outputs; the model's own config untouched. */
+static void sequence_defaults_and_exec_config(void **state) {
+  (void)state;
+  Inference__ModelConfig *cfg = completed(
+      "backend: 'identity' max_batch_size: 8 input { name: 'x' data_type: TYPE_FP32 dims: [ 4 ] }"
+      " output { name: 'y' data_type: TYPE_FP32 dims: [ 4 ] } sequence_batching {"
+      " control_input { name: 'S' control { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1 "
+      "] } } control_input { name: 'C' control { kind: CONTROL_SEQUENCE_CORRID data_type: "
+      "TYPE_UINT64 } } state { input_name: 'si' output_name: 'so' data_type: TYPE_INT32 dims: [ "
+      "2, 3 ] } }");
+  const Inference__ModelSequenceBatching *sb = cfg->sequence_batching;
+  assert_int_equal(sb->max_sequence_idle_microseconds, 1000000);
+  assert_int_equal(sb->strategy_choice_case,
+                   INFERENCE__MODEL_SEQUENCE_BATCHING__STRATEGY_CHOICE_DIRECT);
+  Inference__ModelConfig *x = NULL;
+  struct pts_error err;
+  assert_int_equal(pts_model_config_sequence_exec(cfg, &x, &err), PTS_OK);
+  assert_int_equal(cfg->n_input, 1);
+  assert_int_equal(cfg->n_output, 1);
+  assert_int_equal(x->n_input, 4);
+  assert_string_equal(x->input[1]->name, "S");
+  assert_int_equal(x->input[1]->data_type, INFERENCE__DATA_TYPE__TYPE_FP32);
+  assert_int_equal(x->input[1]->n_dims, 1);
+  assert_int_equal(x->input[1]->dims[0], 1);
+  assert_string_equal(x->input[2]->name, "C");
+  assert_int_equal(x->input[2]->data_type, INFERENCE__DATA_TYPE__TYPE_UINT64);
+  assert_string_equal(x->input[3]->name, "si");
+  assert_int_equal(x->input[3]->data_type, INFERENCE__DATA_TYPE__TYPE_INT32);
+  assert_int_equal(x->input[3]->n_dims, 2);
+  assert_int_equal(x->input[3]->dims[1], 3);
+  assert_int_equal(x->n_output, 2);
+  assert_string_equal(x->output[1]->name, "so");
+  pts_model_config_free(x);
+  pts_model_config_free(cfg);
+  cfg = completed(
+      "backend: 'identity' max_batch_size: 6 sequence_batching { oldest { "
+      "max_candidate_sequences: 3 } }");
+  assert_int_equal(cfg->sequence_batching->oldest->n_preferred_batch_size, 1);
+  assert_int_equal(cfg->sequence_batching->oldest->preferred_batch_size[0], 6);
+  pts_model_config_free(cfg);
+}
+
 static void name_must_match_directory(void **state) {
   (void)state;
   struct pts_error err;
@@ -363,7 +408,52 @@ static const struct {
     {"ensemble_scheduling { step { model_name: 'a' } }", "'ensemble_scheduling' is not supported"},
     {"backend: 'pytorch' runtime: 'model.py'", "'runtime' 'model.py' is not supported"},
     /* unsupported features, each naming its field */
-    {"backend: 'pytorch' sequence_batching { }", "'sequence_batching' is not supported by ptserve"},
+    {"backend: 'pytorch' sequence_batching { iterative_sequence: true }",
+     "'sequence_batching.iterative_sequence' is not supported by ptserve"},
+    {"backend: 'pytorch' sequence_batching { direct { minimum_slot_utilization: 0.5 } }",
+     "'sequence_batching.direct.minimum_slot_utilization' is not supported"},
+    {"backend: 'pytorch' sequence_batching { state { input_name: 'i' output_name: 'o' "
+     "data_type: TYPE_FP32 dims: [ -1 ] } }",
+     "'sequence_batching.state' with variable-size dims is not supported"},
+    {"backend: 'pytorch' sequence_batching { state { input_name: 'i' output_name: 'o' "
+     "data_type: TYPE_STRING dims: [ 1 ] } }",
+     "'sequence_batching.state' of TYPE_STRING is not supported"},
+    /* sequence_batching validation */
+    {"backend: 'pytorch' sequence_batching { oldest { } }",
+     "max_candidate_sequences must be > 0, got 0"},
+    {"backend: 'pytorch' max_batch_size: 4 sequence_batching { oldest { max_candidate_sequences: 2 "
+     "preferred_batch_size: [ 5 ] } }",
+     "preferred batch size 5 must be in 1..4"},
+    {"backend: 'pytorch' sequence_batching { control_input { name: 'S' } }",
+     "control input 'S' must have exactly one control, has 0"},
+    {"backend: 'pytorch' sequence_batching { control_input { name: 'S' control { kind: "
+     "CONTROL_SEQUENCE_START int32_false_true: [ 0 ] } } }",
+     "with two values (false, true)"},
+    {"backend: 'pytorch' sequence_batching { control_input { name: 'S' control { kind: "
+     "CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] fp32_false_true: [ 0, 1 ] } } }",
+     "exactly one of int32_false_true, fp32_false_true or bool_false_true"},
+    {"backend: 'pytorch' sequence_batching { control_input { name: 'C' control { kind: "
+     "CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32 } } }",
+     "CONTROL_SEQUENCE_CORRID must have data_type TYPE_INT32"},
+    {"backend: 'pytorch' sequence_batching { control_input [ { name: 'A' control { kind: "
+     "CONTROL_SEQUENCE_READY bool_false_true: [ false, true ] } }, { name: 'B' control { kind: "
+     "CONTROL_SEQUENCE_READY bool_false_true: [ false, true ] } } ] }",
+     "more than one CONTROL_SEQUENCE_READY control"},
+    {"backend: 'pytorch' input { name: 'x' data_type: TYPE_FP32 dims: 1 } sequence_batching { "
+     "control_input { name: 'x' control { kind: CONTROL_SEQUENCE_READY bool_false_true: [ 0, 1 ] "
+     "} } }",
+     "control input 'x' has the name of another input"},
+    {"backend: 'pytorch' output { name: 'y' data_type: TYPE_FP32 dims: 1 } sequence_batching { "
+     "state { input_name: 'i' output_name: 'y' data_type: TYPE_FP32 dims: [ 1 ] } }",
+     "state output 'y' has the name of another output"},
+    {"backend: 'pytorch' sequence_batching { state { input_name: 'i' output_name: 'o' "
+     "data_type: TYPE_FP32 dims: [ 2 ] initial_state { data_type: TYPE_FP32 dims: [ 3 ] "
+     "zero_data: true } } }",
+     "initial_state dims must equal the state's dims"},
+    {"backend: 'pytorch' sequence_batching { state { input_name: 'i' output_name: 'o' "
+     "data_type: TYPE_FP32 dims: [ 2 ] initial_state { data_type: TYPE_FP32 dims: [ 2 ] "
+     "data_file: '../x' } } }",
+     "data_file '../x' must be a file name inside"},
     {"backend: 'pytorch' batch_input { target_name: 'x' }", "'batch_input' is not supported"},
     {"backend: 'pytorch' batch_output { target_name: 'x' }", "'batch_output' is not supported"},
     {"backend: 'pytorch' model_repository_agents { agents { name: 'checksum' } }",
@@ -644,6 +734,7 @@ static void complete_survives_allocation_failures(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pytorch_defaults),
+      cmocka_unit_test(sequence_defaults_and_exec_config),
       cmocka_unit_test(torch_aoti_platform),
       cmocka_unit_test(warmup_checked_after_backend_completion),
       cmocka_unit_test(backend_from_platform_or_file),

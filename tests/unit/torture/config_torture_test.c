@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "config/model_config.h"
+#include "config/model_config_sequence.h"
 #include "core/log.h"
 #include "server/fs_helpers.h"
 #include "torture/torture.h"
@@ -112,6 +113,48 @@ static void test_parse_error_walk(void **state) {
   assert_int_equal(r.final_status, PTS_INVALID_ARG);
 }
 
+/* sequence_batching: its defaults (an oldest strategy's preferred size),
+ * its validation, and the execution config the backend runs (a deep copy
+ * with control inputs and states appended). */
+static const char SEQ_CONFIG[] =
+    "name: \"sq\"\nbackend: \"identity\"\nmax_batch_size: 4\n"
+    "input [ { name: \"x\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+    "output [ { name: \"y\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+    "sequence_batching {\n"
+    "  oldest { max_candidate_sequences: 4 }\n"
+    "  control_input [ { name: \"S\" control [ { kind: CONTROL_SEQUENCE_START\n"
+    "    int32_false_true: [ 0, 1 ] } ] },\n"
+    "    { name: \"C\" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] } ]\n"
+    "  state [ { input_name: \"si\" output_name: \"so\" data_type: TYPE_FP32 dims: [ 2 ]\n"
+    "    initial_state { data_type: TYPE_FP32 dims: [ 2 ] zero_data: true } } ]\n"
+    "}\n";
+
+static enum pts_status seq_step(void *arg, struct pts_error *err) {
+  (void)arg;
+  Inference__ModelConfig *cfg = NULL, *exec = NULL;
+  enum pts_status st = pts_model_config_parse(SEQ_CONFIG, sizeof SEQ_CONFIG - 1, "sq", &cfg, err);
+  if (st == PTS_OK) st = pts_model_config_complete(cfg, ".", "sq", err);
+  if (st == PTS_OK) st = pts_model_config_sequence_exec(cfg, &exec, err);
+  if (st == PTS_OK) {
+    assert_int_equal(exec->n_input, 4); /* x, S, C, si */
+    assert_int_equal(exec->n_output, 2); /* y, so */
+  } else {
+    assert_null(exec);
+  }
+  pts_model_config_free(exec);
+  pts_model_config_free(cfg);
+  return st;
+}
+
+static void test_sequence_config_walk(void **state) {
+  (void)state;
+  struct torture_result r = torture_walk(seq_step, NULL, 100000);
+  torture_report("sequence config", &r);
+  assert_true(r.runs > 20);
+  assert_int_equal(r.bad_messages, 0);
+  assert_int_equal(r.final_status, PTS_OK);
+}
+
 int main(void) {
   (void)fs_identity_model; /* shared helper this test has no use for */
   struct pts_log_settings quiet = pts_log_get();
@@ -120,6 +163,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_config_load_walk),
       cmocka_unit_test(test_parse_error_walk),
+      cmocka_unit_test(test_sequence_config_walk),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
