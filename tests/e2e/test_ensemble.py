@@ -256,7 +256,9 @@ def test_ensemble_batch_limit(server):
     x, y = sample(9, 5)
     with pytest.raises(InferenceServerException) as info:
         c.infer("chain", inputs(httpclient, x, y))
-    assert "max_batch_size" in info.value.message() or "batch" in info.value.message()
+    # The ensemble's own max_batch_size (8) is checked before any step runs.
+    assert "inference request batch-size must be <= 8 for 'chain'" in info.value.message()
+    assert info.value.status() == "400"
 
 
 def test_statistics_for_ensemble_and_composing(server):
