@@ -57,13 +57,17 @@ enum { MAX_ENSEMBLE_DEPTH = 16, MAX_COMPOSING = 256 };
 /* Loads `name`; an ensemble's composing models first, as Triton does, so
  * that the ensemble, which is ready only when they are, can load. `chain`
  * holds the ensembles being loaded above this one (on this thread), to
- * refuse a cycle between ensembles before it could wait on itself. `ensure`:
- * leave a model with a READY version as it is (composing models, and every
- * model at start-up, where another load thread may have loaded it for an
- * ensemble already). */
+ * refuse a cycle between ensembles before it could wait on itself (*cycle
+ * is set then: that answer wins over every other). `ensure`: leave a model
+ * with a READY version as it is (composing models, and every model at
+ * start-up, where another load thread may have loaded it for an ensemble
+ * already). A composing model that fails to load does not stop the
+ * ensemble's own load: that fails too, and says which step and model, and
+ * records it in the index; the composing model's own reason is logged and
+ * in its index entry. */
 static enum pts_status load_model(struct pts_server *s, const char *name,
                                   const struct pts_load_params *params, const char **chain,
-                                  size_t depth, bool ensure, struct pts_error *err) {
+                                  size_t depth, bool ensure, bool *cycle, struct pts_error *err) {
   for (size_t i = 0; i < depth; i++) {
     if (strcmp(chain[i], name) != 0) continue;
     char path[PTS_ERROR_MSG_MAX / 2];
@@ -74,33 +78,38 @@ static enum pts_status load_model(struct pts_server *s, const char *name,
       if (w < 0 || (size_t)w >= sizeof path - used) break;
       used += (size_t)w;
     }
+    *cycle = true;
     return pts_error_set(err, PTS_INVALID_ARG,
                          "failed to load '%s': circular dependency between ensembles: %s'%s'",
                          chain[0], path, name);
   }
-  if (depth >= MAX_ENSEMBLE_DEPTH)
+  if (depth >= MAX_ENSEMBLE_DEPTH) {
+    *cycle = true;
     return pts_error_set(err, PTS_INVALID_ARG,
                          "failed to load '%s': ensembles are nested more than %d deep", chain[0],
                          MAX_ENSEMBLE_DEPTH);
+  }
   Inference__ModelConfig *cfg = NULL;
   struct pts_error cerr;
-  enum pts_status st = PTS_OK;
   /* A config that can not be read is the load's own failure, below. */
   if (pts_repository_read_config(s->repo, name, params, &cfg, &cerr) == PTS_OK &&
       pts_model_config_is_ensemble(cfg)) {
     const char *deps[MAX_COMPOSING];
     size_t n = pts_ensemble_composing_models(cfg, deps, MAX_COMPOSING);
     chain[depth] = name;
-    for (size_t i = 0; i < n && st == PTS_OK; i++) {
+    for (size_t i = 0; i < n && !*cycle; i++) {
       if (strcmp(deps[i], name) == 0) continue; /* the config check names it */
-      st = load_model(s, deps[i], NULL, chain, depth + 1, true, err);
-      if (st != PTS_OK && depth == 0)
-        pts_error_prefix(err, "ensemble '%s' needs model '%s', which failed to load", name,
-                         deps[i]);
+      struct pts_error derr;
+      if (load_model(s, deps[i], NULL, chain, depth + 1, true, cycle, &derr) == PTS_OK) continue;
+      if (*cycle)
+        *err = derr;
+      else
+        PTS_LOG_ERROR("ensemble '%s' needs model '%s', which failed to load: %s", name, deps[i],
+                      derr.msg);
     }
   }
   pts_model_config_free(cfg);
-  if (st != PTS_OK) return st;
+  if (*cycle) return err->code;
   if (ensure && !(params && (params->config || params->n_files)))
     return pts_repository_ensure_loaded(s->repo, name, err);
   return pts_repository_load(s->repo, name, params, err);
@@ -166,8 +175,9 @@ static void run_job(void *arg, bool cancelled) {
     unload_model(j->s, j->name, j->unload_dependents, 0, &err);
   } else if (j->kind == JOB_LOAD || j->kind == JOB_STARTUP) {
     const char *chain[MAX_ENSEMBLE_DEPTH];
+    bool cycle = false;
     load_model(j->s, j->name, j->params.config || j->params.n_files ? &j->params : NULL, chain,
-               0, j->kind == JOB_STARTUP, &err);
+               0, j->kind == JOB_STARTUP, &cycle, &err);
   }
   switch (j->kind) {
     case JOB_STARTUP:

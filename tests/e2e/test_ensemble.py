@@ -101,6 +101,23 @@ UNKNOWN = ensemble_config("bad_unknown", [
     ("no_such_model", "INPUT0", "X", "OUTPUT0", "OUT")])
 
 
+# An ensemble of an ensemble: `outer` runs `chain` as its one step.
+OUTER = """name: "outer"
+platform: "ensemble"
+max_batch_size: 4
+input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] },
+        { name: "B" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "S" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling { step [ { model_name: "chain"
+  input_map { key: "X" value: "A" } input_map { key: "Y" value: "B" }
+  output_map { key: "SUM" value: "S" } } ] }
+"""
+
+# Two ensembles that use each other.
+LOOP_1 = ensemble_config("loop_1", [("loop_2", "X", "X", "OUT", "OUT")])
+LOOP_2 = ensemble_config("loop_2", [("loop_1", "X", "X", "OUT", "OUT")])
+
+
 class Scale(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -286,6 +303,9 @@ def explicit(start_server, repo, tmp_path):
     write(d, "bad_cycle", CYCLE)
     write(d, "bad_missing", MISSING)
     write(d, "bad_unknown", UNKNOWN)
+    write(d, "outer", OUTER)
+    write(d, "loop_1", LOOP_1)
+    write(d, "loop_2", LOOP_2)
     s = start_server(d, "--model-control-mode=explicit")
     yield s, d
     assert_clean_exit(s)
@@ -300,7 +320,8 @@ def test_bad_ensembles_are_refused_at_load(explicit):
         "bad_missing": "step 1 (model 'pass') reads ensemble tensor 'nowhere' (for its input "
                        "'INPUT0'), which is neither an input of the ensemble nor written by "
                        "any step",
-        "bad_unknown": "no_such_model",
+        "bad_unknown": "step 0 uses model 'no_such_model', which is not available",
+        "loop_1": "circular dependency between ensembles: 'loop_1' -> 'loop_2' -> 'loop_1'",
     }
     for name, text in expect.items():
         with pytest.raises(InferenceServerException) as info:
@@ -345,3 +366,19 @@ def test_unloaded_composing_model_fails_the_step(explicit):
     assert "step 2 (model 'pass')" in info.value.message(), info.value.message()
     c.load_model("pass")
     assert c.infer("chain", inputs(httpclient, x, y)).as_numpy("DIFF") is not None
+
+
+def test_ensemble_of_an_ensemble(explicit, repo):
+    """Loading `outer` loads `chain`, which loads its own composing models."""
+    s, _ = explicit
+    c = grpc_client(s)
+    c.load_model("outer")
+    for name in ("outer", "chain", "scale", "addsub", "pass"):
+        assert c.is_model_ready(name), name
+    x, y = sample(4, 9)
+    ia = grpcclient.InferInput("A", [4, 4], "FP32")
+    ia.set_data_from_numpy(x)
+    ib = grpcclient.InferInput("B", [4, 4], "FP32")
+    ib.set_data_from_numpy(y)
+    res = c.infer("outer", [ia, ib])
+    np.testing.assert_allclose(res.as_numpy("S"), torch_chain(repo, x, y)[0], rtol=1e-6)
