@@ -16,6 +16,7 @@ mode and must be refused with a message naming what is wrong.
 """
 import os
 import queue
+import threading
 
 import numpy as np
 import pytest
@@ -382,3 +383,41 @@ def test_ensemble_of_an_ensemble(explicit, repo):
     ib.set_data_from_numpy(y)
     res = c.infer("outer", [ia, ib])
     np.testing.assert_allclose(res.as_numpy("S"), torch_chain(repo, x, y)[0], rtol=1e-6)
+
+
+def test_reloading_a_composing_model_keeps_the_ensemble_serving(explicit, repo):
+    """Two clients call the ensemble without pause while `scale` is reloaded
+    five times: every answer is right, none is an error."""
+    s, _ = explicit
+    c = http_client(s)
+    c.load_model("chain")
+    stop = threading.Event()
+    errors, answers = [], [0]
+
+    def client(seed):
+        cc = http_client(s)
+        i = 0
+        while not stop.is_set():
+            x, y = sample(1 + i % 3, seed * 1000 + i)
+            try:
+                res = cc.infer("chain", inputs(httpclient, x, y))
+                np.testing.assert_allclose(res.as_numpy("SUM"), torch_chain(repo, x, y)[0],
+                                           rtol=1e-6)
+                answers[0] += 1
+            except Exception as e:  # noqa: BLE001 - every failure is reported below
+                errors.append(repr(e))
+            i += 1
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(5):
+            c.load_model("scale")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(TIMEOUT)
+    assert not errors, errors[:3]
+    assert answers[0] > 0
+    assert c.is_model_ready("chain")
