@@ -264,6 +264,10 @@ def test_step_error_names_step_and_model(server):
     msg = info.value.message()
     assert "in ensemble 'chain', step 0 (model 'addsub')" in msg, msg
     assert info.value.status() == "400"
+    with pytest.raises(InferenceServerException) as info:
+        grpc_client(server).infer("chain", inputs(grpcclient, x, y))
+    assert "in ensemble 'chain', step 0 (model 'addsub')" in info.value.message()
+    assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
     # The server keeps serving.
     x, y = sample(1, 4)
     assert c.infer("chain", inputs(httpclient, x, y)).as_numpy("SUM") is not None
