@@ -425,3 +425,35 @@ def test_reloading_a_composing_model_keeps_the_ensemble_serving(explicit, repo):
     assert not errors, errors[:3]
     assert answers[0] > 0
     assert c.is_model_ready("chain")
+
+
+def test_shared_memory_inputs_and_outputs(start_server, repo):
+    """The ensemble's inputs read from, and an output written to, system
+    shared memory (the ensemble's own scheduler does both, as for any
+    model); the steps in between never see the regions."""
+    shm = need_module("tritonclient.utils.shared_memory")
+    s = start_server(repo, "--allow-client-shm=true")
+    c = http_client(s)
+    key = "/ptstest_ens_%d_" % os.getpid()
+    x, y = sample(2, 10)
+    hin = shm.create_shared_memory_region("ens_in", key + "in", x.nbytes + y.nbytes)
+    hout = shm.create_shared_memory_region("ens_out", key + "out", x.nbytes)
+    try:
+        shm.set_shared_memory_region(hin, [x, y])
+        c.register_system_shared_memory("ens_in", key + "in", x.nbytes + y.nbytes)
+        c.register_system_shared_memory("ens_out", key + "out", x.nbytes)
+        ix = httpclient.InferInput("X", [2, 4], "FP32")
+        ix.set_shared_memory("ens_in", x.nbytes)
+        iy = httpclient.InferInput("Y", [2, 4], "FP32")
+        iy.set_shared_memory("ens_in", y.nbytes, offset=x.nbytes)
+        o = httpclient.InferRequestedOutput("SUM")
+        o.set_shared_memory("ens_out", x.nbytes)
+        res = c.infer("chain", [ix, iy], outputs=[o])
+        assert res.get_output("SUM") == {"name": "SUM", "datatype": "FP32", "shape": [2, 4]}
+        got = shm.get_contents_as_numpy(hout, np.float32, [2, 4])
+        np.testing.assert_allclose(got, torch_chain(repo, x, y)[0], rtol=1e-6)
+        c.unregister_system_shared_memory()
+    finally:
+        shm.destroy_shared_memory_region(hin)
+        shm.destroy_shared_memory_region(hout)
+    assert_clean_exit(s)
