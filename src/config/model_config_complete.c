@@ -159,9 +159,11 @@ static enum pts_status complete_ensemble(Inference__ModelConfig *cfg, struct pts
                 "unexpected 'platform' and 'backend' pair: platform 'ensemble' with backend "
                 "'%s' (an ensemble has no backend)",
                 cfg->backend);
-  if (cfg->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING ||
+  if (cfg->scheduling_choice_case !=
+          INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING ||
       cfg->ensemble_scheduling->n_step == 0)
-    return fail(err, cfg, "must specify one or more 'step' in 'ensemble_scheduling' for ensemble '%s'",
+    return fail(err, cfg,
+                "must specify one or more 'step' in 'ensemble_scheduling' for ensemble '%s'",
                 cfg->name);
   if (cfg->n_instance_group)
     return fail(err, cfg, "instance group should not be specified for ensemble '%s'", cfg->name);
@@ -179,8 +181,9 @@ static enum pts_status complete_ensemble(Inference__ModelConfig *cfg, struct pts
       return PTS_INVALID_ARG;
     }
     if (strcmp(st->model_name, cfg->name) == 0)
-      return fail(err, cfg, "step %zu of ensemble '%s' uses the ensemble itself: circular "
-                  "dependency", i, cfg->name);
+      return fail(err, cfg,
+                  "step %zu of ensemble '%s' uses the ensemble itself: circular dependency", i,
+                  cfg->name);
   }
   return PTS_OK;
 }

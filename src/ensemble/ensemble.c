@@ -102,7 +102,8 @@ static enum pts_status add_step_outputs(struct pts_ensemble_graph *g, struct pts
 static enum pts_status link_step_inputs(struct pts_ensemble_graph *g, struct pts_error *err) {
   const Inference__ModelConfig *cfg = g->cfg;
   bool *used = pts_calloc(cfg->n_input + 1, sizeof *used);
-  if (!used) return pts_error_set(err, PTS_NOMEM, "out of memory checking ensemble '%s'", cfg->name);
+  if (!used)
+    return pts_error_set(err, PTS_NOMEM, "out of memory checking ensemble '%s'", cfg->name);
   enum pts_status rc = PTS_OK;
   for (size_t s = 0; s < g->n_steps && rc == PTS_OK; s++) {
     const Inference__ModelEnsembling__Step *st = g->steps[s].cfg;
@@ -507,8 +508,9 @@ static void step_done(struct pts_infer_request *req, struct pts_infer_response *
     for (size_t k = 0; k < es->cfg->n_output_map; k++) {
       size_t t = es->out_tensor[k];
       struct pts_tensor *got = NULL;
+      const char *want = es->cfg->output_map[k]->key;
       for (size_t j = 0; j < resp->n_outputs && !got; j++)
-        if (resp->outputs[j].name && strcmp(resp->outputs[j].name, es->cfg->output_map[k]->key) == 0)
+        if (resp->outputs[j].name && strcmp(resp->outputs[j].name, want) == 0)
           got = &resp->outputs[j];
       if (!got) {
         struct pts_error miss;
@@ -559,7 +561,8 @@ static enum pts_status step_request(struct run *r, size_t s, struct pts_infer_re
   req->model_version = step_version(st);
   req->inputs = pts_calloc(st->n_input_map + 1, sizeof *req->inputs);
   req->outputs = pts_calloc(st->n_output_map + 1, sizeof *req->outputs);
-  if (!req->model_name || !req->inputs || !req->outputs) rc = pts_error_set(err, PTS_NOMEM, "out of memory");
+  if (!req->model_name || !req->inputs || !req->outputs)
+    rc = pts_error_set(err, PTS_NOMEM, "out of memory");
   for (size_t k = 0; rc == PTS_OK && k < st->n_input_map; k++) {
     const struct pts_tensor *t = &r->tensors[es->in_tensor[k]];
     if (!t->data && t->shape.ndim == 0) continue; /* an optional input the client left out */
@@ -568,8 +571,10 @@ static enum pts_status step_request(struct run *r, size_t s, struct pts_infer_re
   }
   for (size_t k = 0; rc == PTS_OK && k < st->n_output_map; k++) {
     req->outputs[k].name = pts_strdup(st->output_map[k]->key);
-    if (!req->outputs[k].name) rc = pts_error_set(err, PTS_NOMEM, "out of memory");
-    else req->n_outputs++;
+    if (!req->outputs[k].name)
+      rc = pts_error_set(err, PTS_NOMEM, "out of memory");
+    else
+      req->n_outputs++;
   }
   req->binary_data_output = true;
   req->receive_ns = pts_now_ns();
