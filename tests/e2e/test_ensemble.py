@@ -457,3 +457,25 @@ def test_shared_memory_inputs_and_outputs(start_server, repo):
         shm.destroy_shared_memory_region(hin)
         shm.destroy_shared_memory_region(hout)
     assert_clean_exit(s)
+
+
+def test_more_concurrent_requests_than_running_slots(server, repo):
+    """40 requests at once (16 ensemble requests run at a time; the rest
+    wait in the ensemble's queue): every answer is its own request's."""
+    c = grpc_client(server)
+    answers = queue.Queue()
+    expected = {}
+    for i in range(40):
+        x, y = sample(1 + i % 8, 300 + i)
+        rid = "c-%d" % i
+        expected[rid] = torch_chain(repo, x, y)
+        c.async_infer("chain", inputs(grpcclient, x, y), request_id=rid,
+                      callback=lambda result, error: answers.put((result, error)))
+    for _ in range(40):
+        result, error = answers.get(timeout=TIMEOUT)
+        assert error is None, error
+        rid = result.get_response().id
+        np.testing.assert_allclose(result.as_numpy("SUM"), expected[rid][0], rtol=1e-6)
+        np.testing.assert_allclose(result.as_numpy("DIFF"), expected[rid][1], rtol=1e-6)
+        del expected[rid]
+    assert not expected
