@@ -180,6 +180,11 @@ static enum pts_status complete_ensemble(Inference__ModelConfig *cfg, struct pts
       pts_error_prefix(err, "model '%s': step %zu", cfg->name, i);
       return PTS_INVALID_ARG;
     }
+    if (!is_empty(st->model_namespace))
+      return fail(err, cfg,
+                  "step %zu: 'model_namespace' is not supported by ptserve (there is no model "
+                  "namespacing; model names are unique across the repositories)",
+                  i);
     if (strcmp(st->model_name, cfg->name) == 0)
       return fail(err, cfg,
                   "step %zu of ensemble '%s' uses the ensemble itself: circular dependency", i,

@@ -376,6 +376,9 @@ static const struct {
     {"platform: 'ensemble' " IO_OK "ensemble_scheduling { step { model_name: 'a' } step { "
      "model_name: 'm' } }",
      "step 1 of ensemble 'm' uses the ensemble itself"},
+    {"platform: 'ensemble' " IO_OK "ensemble_scheduling { step { model_name: 'a' "
+     "model_namespace: 'ns' } }",
+     "step 0: 'model_namespace' is not supported by ptserve"},
     {"platform: 'ensemble' ensemble_scheduling { step { model_name: 'a' } }",
      "ensemble 'm' must specify its 'input' and 'output' tensors"},
     {"backend: 'pytorch' runtime: 'model.py'", "'runtime' 'model.py' is not supported"},
