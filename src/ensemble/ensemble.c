@@ -297,11 +297,53 @@ static const Inference__ModelOutput *find_output(const Inference__ModelConfig *c
 
 static const char *dtype_name(int t) { return pts_dtype_config_name((enum pts_dtype)t); }
 
+/* What a config says of one tensor: its type and its full shape, the batch
+ * dimension (-1) first when its model batches. Borrowed from the config. */
+struct tinfo {
+  int dtype;
+  const int64_t *dims;
+  size_t n_dims;
+  bool batch;
+};
+
+static struct tinfo tinfo_of(int dtype, const int64_t *dims, size_t n_dims, int32_t mbs) {
+  return (struct tinfo){.dtype = dtype, .dims = dims, .n_dims = n_dims, .batch = mbs > 0};
+}
+
+static int64_t full_dim(const struct tinfo *t, size_t i) {
+  return t->batch ? (i == 0 ? -1 : t->dims[i - 1]) : t->dims[i];
+}
+
+/* Whether two full shapes can describe one tensor: the same rank, and each
+ * dimension equal or variable (-1) on either side. */
+static bool shapes_agree(const struct tinfo *a, const struct tinfo *b) {
+  size_t na = a->n_dims + a->batch, nb = b->n_dims + b->batch;
+  if (na != nb) return false;
+  for (size_t i = 0; i < na; i++) {
+    int64_t x = full_dim(a, i), y = full_dim(b, i);
+    if (x != y && x != -1 && y != -1) return false;
+  }
+  return true;
+}
+
+static void shape_text(const struct tinfo *t, char *out, size_t n) {
+  size_t used = 0;
+  out[0] = '\0';
+  size_t nd = t->n_dims + t->batch;
+  for (size_t i = 0; i <= nd && used < n; i++) {
+    int w = i == nd ? snprintf(out + used, n - used, "]")
+                    : snprintf(out + used, n - used, "%s%lld", i ? "," : "[",
+                               (long long)full_dim(t, i));
+    if (w < 0) return;
+    used += (size_t)w;
+  }
+}
+
 /* One step against its composing model's config: the maps name its
  * tensors, every required input is fed, the batch sizes fit. Fills the
  * data types of the tensors the step writes. */
 static enum pts_status check_step(const struct pts_ensemble_graph *g, size_t s,
-                                  const Inference__ModelConfig *mc, int *dtype,
+                                  const Inference__ModelConfig *mc, struct tinfo *info,
                                   struct pts_error *err) {
   const Inference__ModelConfig *cfg = g->cfg;
   const Inference__ModelEnsembling__Step *st = g->steps[s].cfg;
@@ -322,7 +364,8 @@ static enum pts_status check_step(const struct pts_ensemble_graph *g, size_t s,
     if (!o)
       return graph_fail(err, g, "step %zu maps '%s', which is not an output of model '%s'", s,
                         st->output_map[k]->key, mc->name);
-    dtype[g->steps[s].out_tensor[k]] = o->data_type;
+    info[g->steps[s].out_tensor[k]] =
+        tinfo_of(o->data_type, o->dims, o->n_dims, mc->max_batch_size);
   }
   if (cfg->max_batch_size > 0 && mc->max_batch_size < cfg->max_batch_size)
     return graph_fail(err, g,
@@ -341,32 +384,41 @@ static void describe_tensor(const struct pts_ensemble_graph *g, size_t t, char *
              step_model(g, g->producer[t]));
 }
 
-/* Every read and every ensemble output agrees with the writer's type. */
+/* Every read, and every ensemble output, agrees with the writer's data
+ * type and shape (Triton's consistency check: full shapes, the batch
+ * dimension included, -1 matching anything). */
 static enum pts_status check_types(const struct pts_ensemble_graph *g,
-                                   const Inference__ModelConfig *const *mcs, const int *dtype,
-                                   struct pts_error *err) {
-  char from[256];
+                                   const Inference__ModelConfig *const *mcs,
+                                   const struct tinfo *info, struct pts_error *err) {
+  char from[256], have[128], want[128];
   for (size_t s = 0; s < g->n_steps; s++) {
     const Inference__ModelEnsembling__Step *st = g->steps[s].cfg;
     for (size_t k = 0; k < st->n_input_map; k++) {
       size_t t = g->steps[s].in_tensor[k];
       const Inference__ModelInput *in = find_input(mcs[s], st->input_map[k]->key);
-      if ((int)in->data_type == dtype[t]) continue;
+      struct tinfo need = tinfo_of(in->data_type, in->dims, in->n_dims, mcs[s]->max_batch_size);
+      bool type_ok = need.dtype == info[t].dtype;
+      if (type_ok && shapes_agree(&need, &info[t])) continue;
       describe_tensor(g, t, from, sizeof from);
+      shape_text(&info[t], have, sizeof have);
+      shape_text(&need, want, sizeof want);
       return graph_fail(err, g,
-                        "ensemble tensor '%s' (%s) is %s, but step %zu feeds it to input '%s' "
-                        "of model '%s', which is %s",
-                        g->names[t], from, dtype_name(dtype[t]), s, in->name, mcs[s]->name,
-                        dtype_name(in->data_type));
+                        "ensemble tensor '%s' (%s) is %s %s, but step %zu feeds it to input "
+                        "'%s' of model '%s', which takes %s %s",
+                        g->names[t], from, dtype_name(info[t].dtype), have, s, in->name,
+                        mcs[s]->name, dtype_name(need.dtype), want);
     }
   }
   for (size_t i = 0; i < g->cfg->n_output; i++) {
     size_t t = g->output_tensor[i];
-    if ((int)g->cfg->output[i]->data_type == dtype[t]) continue;
+    const Inference__ModelOutput *o = g->cfg->output[i];
+    struct tinfo mine = tinfo_of(o->data_type, o->dims, o->n_dims, g->cfg->max_batch_size);
+    if (mine.dtype == info[t].dtype && shapes_agree(&mine, &info[t])) continue;
     describe_tensor(g, t, from, sizeof from);
-    return graph_fail(err, g, "output '%s' is %s, but the tensor %s is %s",
-                      g->cfg->output[i]->name, dtype_name(g->cfg->output[i]->data_type), from,
-                      dtype_name(dtype[t]));
+    shape_text(&mine, want, sizeof want);
+    shape_text(&info[t], have, sizeof have);
+    return graph_fail(err, g, "output '%s' is %s %s, but the tensor %s is %s %s", o->name,
+                      dtype_name(mine.dtype), want, from, dtype_name(info[t].dtype), have);
   }
   return PTS_OK;
 }
@@ -378,12 +430,13 @@ static enum pts_status check_composing(const struct pts_ensemble_graph *g,
   size_t n = g->n_steps;
   struct pts_model **held = pts_calloc(n, sizeof *held);
   const Inference__ModelConfig **mcs = pts_calloc(n, sizeof *mcs);
-  int *dtype = pts_calloc(g->n_tensors + 1, sizeof *dtype);
+  struct tinfo *info = pts_calloc(g->n_tensors + 1, sizeof *info);
   enum pts_status rc = PTS_OK;
-  if (!held || !mcs || !dtype)
+  if (!held || !mcs || !info)
     rc = pts_error_set(err, PTS_NOMEM, "out of memory checking ensemble '%s'", g->cfg->name);
   for (size_t i = 0; rc == PTS_OK && i < g->cfg->n_input; i++)
-    dtype[i] = g->cfg->input[i]->data_type;
+    info[i] = tinfo_of(g->cfg->input[i]->data_type, g->cfg->input[i]->dims,
+                       g->cfg->input[i]->n_dims, g->cfg->max_batch_size);
   for (size_t s = 0; rc == PTS_OK && s < n; s++) {
     const Inference__ModelEnsembling__Step *st = g->steps[s].cfg;
     struct pts_error why;
@@ -398,13 +451,13 @@ static enum pts_status check_composing(const struct pts_ensemble_graph *g,
       rc = graph_fail(err, g, "step %zu uses model '%s', which has no configuration", s,
                       st->model_name);
     else
-      rc = check_step(g, s, mcs[s], dtype, err);
+      rc = check_step(g, s, mcs[s], info, err);
   }
-  if (rc == PTS_OK) rc = check_types(g, mcs, dtype, err);
+  if (rc == PTS_OK) rc = check_types(g, mcs, info, err);
   for (size_t s = 0; held && s < n; s++) pts_model_release(held[s]);
   pts_free(held);
   pts_free(mcs);
-  pts_free(dtype);
+  pts_free(info);
   return rc;
 }
 
@@ -525,13 +578,19 @@ static void step_done(struct pts_infer_request *req, struct pts_infer_response *
       r->ready[t] = true;
     }
   }
+  pthread_mutex_unlock(&r->mu);
+  /* Before the step counts as done: the request's inputs may hold the
+   * client's shared-memory region (or request body), and once the last
+   * step is done the ensemble answers, after which the client may
+   * unregister the region and expects it unused. */
+  pts_infer_response_free(resp);
+  pts_infer_request_free(req);
+  pthread_mutex_lock(&r->mu);
   r->state[c->step] = STEP_DONE;
   r->done++;
   r->in_flight--;
   pthread_cond_signal(&r->cv);
   pthread_mutex_unlock(&r->mu);
-  pts_infer_response_free(resp);
-  pts_infer_request_free(req);
 }
 
 /* A view of `src` named `name`. Borrowed bytes (no buffer: a request's own

@@ -98,6 +98,9 @@ CYCLE = ensemble_config("bad_cycle", [
 MISSING = ensemble_config("bad_missing", [
     ("scale", "INPUT__0", "X", "OUTPUT__0", "scaled"),
     ("pass", "INPUT0", "nowhere", "OUTPUT0", "OUT")])
+SHAPE = ensemble_config("bad_shape", [
+    ("scale", "INPUT__0", "X", "OUTPUT__0", "OUT")]).replace(
+        'name: "X" data_type: TYPE_FP32 dims: [ 4 ]', 'name: "X" data_type: TYPE_FP32 dims: [ 5 ]')
 UNKNOWN = ensemble_config("bad_unknown", [
     ("no_such_model", "INPUT0", "X", "OUTPUT0", "OUT")])
 
@@ -308,6 +311,7 @@ def explicit(start_server, repo, tmp_path):
     write(d, "bad_cycle", CYCLE)
     write(d, "bad_missing", MISSING)
     write(d, "bad_unknown", UNKNOWN)
+    write(d, "bad_shape", SHAPE)
     write(d, "outer", OUTER)
     write(d, "loop_1", LOOP_1)
     write(d, "loop_2", LOOP_2)
@@ -326,6 +330,9 @@ def test_bad_ensembles_are_refused_at_load(explicit):
                        "'INPUT0'), which is neither an input of the ensemble nor written by "
                        "any step",
         "bad_unknown": "step 0 uses model 'no_such_model', which is not available",
+        "bad_shape": "ensemble tensor 'X' (input of the ensemble) is TYPE_FP32 [-1,5], but step 0 "
+                     "feeds it to input 'INPUT__0' of model 'scale', which takes TYPE_FP32 "
+                     "[-1,4]",
         "loop_1": "circular dependency between ensembles: 'loop_1' -> 'loop_2' -> 'loop_1'",
     }
     for name, text in expect.items():
