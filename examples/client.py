@@ -5,8 +5,10 @@
 Sends add_sub one JSON request and one binary request (the binary tensor
 data extension: a JSON header, then raw little-endian tensor bytes), checks
 the answers against numpy, then asks text_upper, mlp_classifier and its
-AOTInductor twin mlp_classifier_aoti (which must agree with it), and runs a
-three-request sequence on accumulator (sequence batching with implicit state).
+AOTInductor twin mlp_classifier_aoti (which must agree with it), runs a
+three-request sequence on accumulator (sequence batching with implicit state),
+and asks the ensemble classify_standardized (which must agree with its two
+steps asked one after the other).
 Needs only requests and numpy.
 """
 import argparse
@@ -110,6 +112,19 @@ def main():
         sums.append(r.json()["outputs"][0]["data"][0])
     print("accumulator running sums %s  %s" % (sums, "ok" if sums == [1, 3, 6] else "WRONG"))
     ok = ok and sums == [1, 3, 6]
+
+    # The ensemble classify_standardized runs standardize, then mlp_classifier,
+    # inside the server: it must agree with asking the two models in turn.
+    raw = rng.standard_normal((3, 16)).astype(np.float32) * 2.0 + 0.5
+    chained = infer_binary(url, "classify_standardized", [("RAW", "FP32", raw)],
+                           ["PROBS"])["PROBS"]
+    step1 = infer_binary(url, "standardize", [("INPUT__0", "FP32", raw)],
+                         ["OUTPUT__0"])["OUTPUT__0"]
+    by_hand = infer_binary(url, "mlp_classifier", [("INPUT__0", "FP32", step1)],
+                           ["OUTPUT__0"])["OUTPUT__0"]
+    same = np.allclose(chained, by_hand, rtol=1e-6, atol=1e-7)
+    print("classify_standardized (ensemble) %s" % ("same as the two steps" if same else "DIFFERENT"))
+    ok = ok and same
     return 0 if ok else 1
 
 

@@ -30,6 +30,18 @@ class MlpClassifier(torch.nn.Module):
         return torch.softmax(self.classes(torch.relu(self.hidden(features))), dim=1)
 
 
+class Standardize(torch.nn.Module):
+    """(x - mean) / std per feature, with fixed statistics of 16 features."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.linspace(-1.0, 1.0, 16))
+        self.register_buffer("std", torch.linspace(0.5, 2.0, 16))
+
+    def forward(self, x):
+        return (x - self.mean) / self.std
+
+
 class TextUpper(torch.nn.Module):
     def forward(self, text: List[str]) -> List[str]:
         return [s.upper() for s in text]
@@ -61,6 +73,7 @@ def main(argv):
     save(repo, "mlp_classifier", MlpClassifier())
     save(repo, "text_upper", TextUpper())
     save(repo, "accumulator", Accumulator())
+    save(repo, "standardize", Standardize())
     return 0
 
 

@@ -5,6 +5,7 @@
 #   main.c
 #   server            (server/run.c also starts the frontends and metrics)
 #   frontend/*, metrics
+#   ensemble          (runs ensembles' steps on the repository's models)
 #   repository
 #   scheduler
 #   backends/*, backend
@@ -32,9 +33,10 @@ allowed() {
     backends) echo "backend backends config trace shm tensor core" ;;
     scheduler) echo "backend config trace shm tensor core" ;;
     repository) echo "scheduler backend config trace tensor core" ;;
+    ensemble) echo "repository scheduler backend config trace shm tensor core" ;;
     frontend) echo "server scheduler config trace shm net tensor core" ;;
     metrics) echo "server scheduler config trace net tensor core" ;;
-    server) echo "frontend metrics repository scheduler backend config trace shm net tensor core" ;;
+    server) echo "frontend metrics ensemble repository scheduler backend config trace shm net tensor core" ;;
     *) echo "ALL" ;;
   esac
 }

@@ -42,6 +42,10 @@ struct pts_backend_model_desc {
   const char *model_dir;    /* <repository>/<name> */
   const char *version_dir;  /* <repository>/<name>/<version> */
   const char *model_path;   /* <version_dir>/<default_model_filename> */
+  /* What the layer above lent this kind of model (the ensemble backend's
+   * struct pts_ensemble_host, ensemble/ensemble.h); NULL for the others.
+   * Borrowed for the model's life. */
+  void *host;
 };
 
 struct pts_backend_instance_desc {
@@ -121,6 +125,9 @@ struct pts_backend {
    * extension (shm/shm.h), or NULL when this build of the backend has no
    * CUDA. Called once, when the server starts. */
   const struct pts_shm_cuda_ops *(*cuda_shm_ops)(void);
+  /* (optional) Instances for a model whose config has no instance_group
+   * (the ensemble backend: how many of its requests run at once). 0 = 1. */
+  unsigned default_instances;
 };
 
 /* The CUDA operations of the first compiled-in backend that has them

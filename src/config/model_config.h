@@ -60,6 +60,9 @@ enum pts_status pts_model_config_check_completed(const Inference__ModelConfig *c
 enum pts_status pts_model_config_resolve_devices(Inference__ModelConfig *cfg, int gpu_count,
                                                  struct pts_error *err);
 
+/* Whether the config is an ensemble's (platform "ensemble"). NULL-safe. */
+bool pts_model_config_is_ensemble(const Inference__ModelConfig *cfg);
+
 void pts_model_config_free(Inference__ModelConfig *cfg);
 
 /* The config as Triton's /config JSON (protocol-facts §1.10). Returns a new

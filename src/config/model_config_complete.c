@@ -145,14 +145,63 @@ static const char *pytorch_platform(const Inference__ModelConfig *cfg, const cha
   return n >= 4 && strcmp(file + n - 4, ".pt2") == 0 ? "torch_aoti" : "pytorch_libtorch";
 }
 
+bool pts_model_config_is_ensemble(const Inference__ModelConfig *cfg) {
+  return cfg && cfg->platform && strcmp(cfg->platform, "ensemble") == 0;
+}
+
+/* An ensemble (docs/ensembles.md) has no backend of its own and runs no
+ * instances: Triton refuses a backend, instance groups and warmup on it,
+ * and needs its steps. The graph of the steps (every tensor written once,
+ * no cycle) is checked by the ensemble module (ensemble/ensemble.h); the
+ * composing models when it loads. */
+static enum pts_status complete_ensemble(Inference__ModelConfig *cfg, struct pts_error *err) {
+  if (!is_empty(cfg->backend))
+    return fail(err, cfg,
+                "unexpected 'platform' and 'backend' pair: platform 'ensemble' with backend "
+                "'%s' (an ensemble has no backend)",
+                cfg->backend);
+  if (cfg->scheduling_choice_case !=
+          INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING ||
+      cfg->ensemble_scheduling->n_step == 0)
+    return fail(err, cfg,
+                "must specify one or more 'step' in 'ensemble_scheduling' for ensemble '%s'",
+                cfg->name);
+  if (cfg->n_instance_group)
+    return fail(err, cfg, "instance group should not be specified for ensemble '%s'", cfg->name);
+  if (cfg->n_model_warmup)
+    return fail(err, cfg, "model_warmup can not be specified for ensemble '%s'", cfg->name);
+  if (cfg->n_input == 0 || cfg->n_output == 0)
+    return fail(err, cfg, "ensemble '%s' must specify its 'input' and 'output' tensors", cfg->name);
+  for (size_t i = 0; i < cfg->ensemble_scheduling->n_step; i++) {
+    const Inference__ModelEnsembling__Step *st = cfg->ensemble_scheduling->step[i];
+    if (is_empty(st->model_name))
+      return fail(err, cfg, "must specify 'model_name' in step %zu of ensemble '%s'", i,
+                  cfg->name);
+    if (pts_name_check("model name", st->model_name, err) != PTS_OK) {
+      pts_error_prefix(err, "model '%s': step %zu", cfg->name, i);
+      return PTS_INVALID_ARG;
+    }
+    if (!is_empty(st->model_namespace))
+      return fail(err, cfg,
+                  "step %zu: 'model_namespace' is not supported by ptserve (there is no model "
+                  "namespacing; model names are unique across the repositories)",
+                  i);
+    if (strcmp(st->model_name, cfg->name) == 0)
+      return fail(err, cfg,
+                  "step %zu of ensemble '%s' uses the ensemble itself: circular dependency", i,
+                  cfg->name);
+  }
+  return PTS_OK;
+}
+
 static enum pts_status complete_backend(Inference__ModelConfig *cfg, const char *model_dir,
                                         struct pts_error *err) {
   enum pts_status s;
-  if (strcmp(cfg->platform, "ensemble") == 0 ||
-      cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING)
-    return unsupported(
-        err, cfg, "ensemble_scheduling",
-        "ensembles (platform 'ensemble') are not supported; chain the models in the client");
+  if (pts_model_config_is_ensemble(cfg)) return complete_ensemble(cfg, err);
+  if (cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING)
+    return fail(err, cfg,
+                "ensemble scheduling cannot be set for model '%s' whose platform is not ensemble",
+                cfg->name);
   if (is_empty(cfg->backend) && (s = infer_backend(cfg, model_dir, err))) return s;
 
   if (strcmp(cfg->backend, "pytorch") == 0) {
@@ -681,8 +730,10 @@ enum pts_status pts_model_config_complete(Inference__ModelConfig *cfg, const cha
   if ((s = validate_tensors(cfg, err))) return s;
   if ((s = default_version_policy(cfg, err))) return s;
   if ((s = default_preferred_batch(cfg, err))) return s;
-  if ((s = default_optimization(cfg, err))) return s;
-  if ((s = default_instance_groups(cfg, err))) return s;
+  /* Triton's pinned-memory defaults and instance groups are for models
+   * that run on instances; an ensemble has neither. */
+  if (!pts_model_config_is_ensemble(cfg) && (s = default_optimization(cfg, err))) return s;
+  if (!pts_model_config_is_ensemble(cfg) && (s = default_instance_groups(cfg, err))) return s;
   if ((s = validate_version_policy(cfg, err))) return s;
   if ((s = validate_dynamic_batching(cfg, err))) return s;
   if ((s = pts_model_config_sequence_complete(cfg, err))) return s;

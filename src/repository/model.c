@@ -394,7 +394,8 @@ static enum pts_status plan_add(struct instance_plan *p, size_t cap, const char 
  * instances on each listed GPU; otherwise `count` instances. Instances are
  * named "<group name>_<index within the group>". */
 static enum pts_status plan_instances(const char *model, const Inference__ModelConfig *cfg,
-                                      struct instance_plan *p, struct pts_error *err) {
+                                      unsigned default_instances, struct instance_plan *p,
+                                      struct pts_error *err) {
   memset(p, 0, sizeof *p);
   size_t total = 0;
   for (size_t g = 0; g < cfg->n_instance_group; g++) {
@@ -407,7 +408,10 @@ static enum pts_status plan_instances(const char *model, const Inference__ModelC
         ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU && ig->n_gpus ? ig->n_gpus : 1;
     total += per * (size_t)ig->count;
   }
-  if (total == 0) total = 1;
+  /* A config without groups (an ensemble's): the backend's default count,
+   * named "<model>_<k>" like the instances of one group. */
+  size_t n_default = default_instances ? default_instances : 1;
+  if (total == 0) total = n_default;
   p->descs = pts_calloc(total, sizeof *p->descs);
   p->names = pts_calloc(total, sizeof *p->names);
   if (!p->descs || !p->names) {
@@ -437,8 +441,12 @@ static enum pts_status plan_instances(const char *model, const Inference__ModelC
   }
   if (st == PTS_OK && cfg->n_instance_group == 0) {
     /* Config completion normally fills instance_group; stay usable if not. */
-    snprintf(fallback, sizeof fallback, "%s_0", model);
-    st = plan_add(p, total, fallback, 0, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO, 0, err);
+    snprintf(fallback, sizeof fallback, default_instances ? "%s" : "%s_0", model);
+    for (size_t k = 0; k < n_default && st == PTS_OK; k++)
+      st = plan_add(p, total, fallback, (int)k,
+                    default_instances ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU
+                                      : INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO,
+                    default_instances ? -1 : 0, err);
   }
   if (st != PTS_OK) plan_free(p);
   return st;
@@ -448,9 +456,14 @@ static enum pts_status plan_instances(const char *model, const Inference__ModelC
  * version (pts_model_enqueue). */
 static void release_hold(void *hold) { pts_model_release(hold); }
 
-static enum pts_status start(struct pts_model *m, const char *model_dir, struct pts_error *err) {
+static enum pts_status start(struct pts_model *m, const char *model_dir,
+                             const struct pts_model_ensemble *ens, struct pts_error *err) {
   const Inference__ModelConfig *cfg = m->config;
-  m->backend = pts_backend_find(cfg->backend);
+  bool ensemble = pts_model_config_is_ensemble(cfg);
+  if (ensemble && (!ens || !ens->backend))
+    return pts_error_set(err, PTS_INVALID_ARG, "model '%s' is an ensemble, and this server can "
+                         "not run ensembles", m->name);
+  m->backend = ensemble ? ens->backend : pts_backend_find(cfg->backend);
   if (!m->backend) {
     char have[128];
     pts_backend_list(have, sizeof have);
@@ -486,7 +499,8 @@ static enum pts_status start(struct pts_model *m, const char *model_dir, struct 
                                         .completable = m->exec_config ? m->exec_config : m->config,
                                         .model_dir = model_dir,
                                         .version_dir = version_dir,
-                                        .model_path = model_path};
+                                        .model_path = model_path,
+                                        .host = ensemble ? ens->host : NULL};
   st = m->backend->model_load(&desc, &m->backend_state, err);
   pts_free(model_path);
   pts_free(version_dir);
@@ -507,7 +521,7 @@ static enum pts_status start(struct pts_model *m, const char *model_dir, struct 
     return st;
 
   struct instance_plan plan;
-  st = plan_instances(m->name, cfg, &plan, err);
+  st = plan_instances(m->name, cfg, m->backend->default_instances, &plan, err);
   if (st != PTS_OK) return st;
   struct pts_scheduler_params sp = {.model_name = m->name,
                                     .version = m->version,
@@ -525,12 +539,13 @@ static enum pts_status start(struct pts_model *m, const char *model_dir, struct 
 }
 
 enum pts_status pts_model_start(struct pts_model *m, const char *model_dir,
-                                struct pts_override_dir *override, struct pts_error *err) {
+                                struct pts_override_dir *override,
+                                const struct pts_model_ensemble *ensemble, struct pts_error *err) {
   PTS_LOG_INFO("loading: %s:%lld", m->name, (long long)m->version);
   if (!m->config)
     return pts_error_set(err, PTS_INTERNAL, "model '%s' has no configuration", m->name);
   m->override = pts_override_dir_retain(override);
-  enum pts_status st = start(m, model_dir, err);
+  enum pts_status st = start(m, model_dir, ensemble, err);
   if (st != PTS_OK) {
     if (err && err->code == PTS_OK) pts_error_set(err, PTS_INTERNAL, "loading failed");
     unload_now(m);

@@ -56,10 +56,19 @@ void pts_model_set_config(struct pts_model *m, Inference__ModelConfig *cfg);
 /* Loads the version from `model_dir` (borrowed during the call): the
  * backend's model, one instance per planned slot, warmup, the scheduler
  * (`override`, when not NULL, gets a reference that the model keeps until
- * it is unloaded). The state stays LOADING: the repository makes the
+ * it is unloaded). An ensemble's config runs on `ensemble`'s backend. The state stays LOADING: the repository makes the
  * version READY when it publishes it. On failure nothing is left loaded. */
+/* How a version whose config has platform "ensemble" runs: the ensemble
+ * backend and its host, both from the layer above (the repository's
+ * pts_repository_set_ensemble); borrowed. */
+struct pts_model_ensemble {
+  const struct pts_backend *backend; /* NULL: ensembles can not load */
+  void *host;
+};
+
 enum pts_status pts_model_start(struct pts_model *m, const char *model_dir,
-                                struct pts_override_dir *override, struct pts_error *err);
+                                struct pts_override_dir *override,
+                                const struct pts_model_ensemble *ensemble, struct pts_error *err);
 
 /* Marks the version UNAVAILABLE because its load failed, with Triton's
  * reason form "<Code>: <message>" ("Invalid argument: ..."), and logs it. */

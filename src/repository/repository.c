@@ -45,6 +45,7 @@ struct pts_repository {
   pthread_mutex_t mu;
   struct entry **entries; /* sorted by name */
   size_t n, cap;
+  struct pts_model_ensemble ensemble; /* set once, before any load */
 };
 
 /* ------------------------------------------------------------ the table */
@@ -773,7 +774,7 @@ static enum pts_status load_locked(struct pts_repository *r, struct entry *e,
       pts_model_fail(m, &verr);
     } else if (pts_model_state(m) == PTS_MODEL_UNAVAILABLE) {
       failed = m; /* its config could not be read again */
-    } else if (pts_model_start(m, src.dir, src.override, &verr) != PTS_OK) {
+    } else if (pts_model_start(m, src.dir, src.override, &r->ensemble, &verr) != PTS_OK) {
       if (verr.code == PTS_OK) verr.code = PTS_INTERNAL;
       pts_model_fail(m, &verr);
       failed = m;
@@ -817,6 +818,61 @@ enum pts_status pts_repository_load(struct pts_repository *r, const char *name,
   pthread_mutex_lock(&e->op);
   st = load_locked(r, e, params, err);
   pthread_mutex_unlock(&e->op);
+  return st;
+}
+
+void pts_repository_set_ensemble(struct pts_repository *r, const struct pts_backend *backend,
+                                 void *host) {
+  r->ensemble.backend = backend;
+  r->ensemble.host = host;
+}
+
+enum pts_status pts_repository_ensure_loaded(struct pts_repository *r, const char *name,
+                                             struct pts_error *err) {
+  struct entry *e = NULL;
+  enum pts_status st = probe_one(r, name, false, &e, err);
+  if (st != PTS_OK) return st;
+  if (e) {
+    pthread_mutex_lock(&e->op);
+    pthread_mutex_lock(&r->mu);
+    bool ready = has_ready(e);
+    pthread_mutex_unlock(&r->mu);
+    st = ready ? PTS_OK : load_locked(r, e, NULL, err);
+    pthread_mutex_unlock(&e->op);
+    return st;
+  }
+  /* Not on disk: it may still serve (loaded with file overrides). */
+  struct pts_model *m = NULL;
+  if (pts_repository_get(r, name, -1, false, &m, NULL) == PTS_OK) {
+    pts_model_release(m);
+    return PTS_OK;
+  }
+  return pts_error_set(err, PTS_NOT_FOUND,
+                       "failed to load '%s': no model repository holds a model named '%s'", name,
+                       name);
+}
+
+enum pts_status pts_repository_read_config(struct pts_repository *r, const char *name,
+                                           const struct pts_load_params *params,
+                                           Inference__ModelConfig **out, struct pts_error *err) {
+  *out = NULL;
+  struct entry *e = NULL;
+  enum pts_status st = probe_one(r, name, false, &e, err);
+  if (st != PTS_OK) return st;
+  char *dir = NULL;
+  if (e) {
+    pthread_mutex_lock(&r->mu);
+    dir = e->dir ? pts_strdup(e->dir) : NULL;
+    bool lost = e->dir && !dir;
+    pthread_mutex_unlock(&r->mu);
+    if (lost) return pts_error_set(err, PTS_NOMEM, "out of memory reading model '%s'", name);
+  }
+  struct source src = {.name = name, .dir = dir, .params = params};
+  if (!(params && params->config) && !dir)
+    st = pts_error_set(err, PTS_NOT_FOUND, "no model repository holds a model named '%s'", name);
+  else
+    st = read_config(&src, out, err);
+  pts_free(dir);
   return st;
 }
 

@@ -71,6 +71,29 @@ enum pts_status pts_repository_load(struct pts_repository *r, const char *name,
 enum pts_status pts_repository_unload(struct pts_repository *r, const char *name,
                                       struct pts_error *err);
 
+/* Ensembles (ensemble/ensemble.h, above this layer): the backend that
+ * runs configs with platform "ensemble" and the opaque host it is lent
+ * (struct pts_backend_model_desc.host). Both borrowed for the repository's
+ * life. Call once, before the first load; without it an ensemble fails to
+ * load. */
+void pts_repository_set_ensemble(struct pts_repository *r, const struct pts_backend *backend,
+                                 void *host);
+
+/* Loads `name` unless a version of it is READY already (checked under the
+ * model's load lock, so a load running on another thread is waited for,
+ * not repeated). For the composing models of an ensemble. Errors as
+ * pts_repository_load. */
+enum pts_status pts_repository_ensure_loaded(struct pts_repository *r, const char *name,
+                                             struct pts_error *err);
+
+/* Reads and completes the config `name` would load with now (`params`,
+ * borrowed, may replace config.pbtxt), without loading anything: what an
+ * ensemble's load must load first. Caller frees *out with
+ * pts_model_config_free. */
+enum pts_status pts_repository_read_config(struct pts_repository *r, const char *name,
+                                           const struct pts_load_params *params,
+                                           Inference__ModelConfig **out, struct pts_error *err);
+
 /* What a poll of the repositories asks for. */
 enum pts_repository_action_kind { PTS_REPOSITORY_LOAD, PTS_REPOSITORY_UNLOAD };
 struct pts_repository_action {

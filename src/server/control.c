@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/model_config.h"
 #include "core/alloc.h"
 #include "core/log.h"
 #include "core/name.h"
+#include "ensemble/ensemble.h"
 #include "server/server_impl.h"
 
 /* ------------------------------------------------------------------ jobs */
@@ -38,12 +40,126 @@ struct job {
   pts_server_index_done_fn index_done;
   void *ctx;
   struct startup *startup;
+  bool unload_dependents;
 };
 
 static void job_free(struct job *j) {
   pts_free(j->name);
   pts_load_params_clear(&j->params);
   pts_free(j);
+}
+
+/* ------------------------------------------------------------ ensembles */
+
+/* Ensembles nest at most this deep (an ensemble of ensembles of ...). */
+enum { MAX_ENSEMBLE_DEPTH = 16, MAX_COMPOSING = 256 };
+
+/* Loads `name`; an ensemble's composing models first, as Triton does, so
+ * that the ensemble, which is ready only when they are, can load. `chain`
+ * holds the ensembles being loaded above this one (on this thread), to
+ * refuse a cycle between ensembles before it could wait on itself (*cycle
+ * is set then: that answer wins over every other). `ensure`: leave a model
+ * with a READY version as it is (composing models, and every model at
+ * start-up, where another load thread may have loaded it for an ensemble
+ * already). A composing model that fails to load does not stop the
+ * ensemble's own load: that fails too, and says which step and model, and
+ * records it in the index; the composing model's own reason is logged and
+ * in its index entry. */
+static enum pts_status load_model(struct pts_server *s, const char *name,
+                                  const struct pts_load_params *params, const char **chain,
+                                  size_t depth, bool ensure, bool *cycle, struct pts_error *err) {
+  for (size_t i = 0; i < depth; i++) {
+    if (strcmp(chain[i], name) != 0) continue;
+    char path[PTS_ERROR_MSG_MAX / 2];
+    size_t used = 0;
+    path[0] = '\0';
+    for (size_t j = i; j < depth; j++) {
+      int w = snprintf(path + used, sizeof path - used, "'%s' -> ", chain[j]);
+      if (w < 0 || (size_t)w >= sizeof path - used) break;
+      used += (size_t)w;
+    }
+    *cycle = true;
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "failed to load '%s': circular dependency between ensembles: %s'%s'",
+                         chain[0], path, name);
+  }
+  if (depth >= MAX_ENSEMBLE_DEPTH) {
+    *cycle = true;
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "failed to load '%s': ensembles are nested more than %d deep", chain[0],
+                         MAX_ENSEMBLE_DEPTH);
+  }
+  Inference__ModelConfig *cfg = NULL;
+  struct pts_error cerr;
+  /* A config that can not be read is the load's own failure, below. */
+  if (pts_repository_read_config(s->repo, name, params, &cfg, &cerr) == PTS_OK &&
+      pts_model_config_is_ensemble(cfg)) {
+    const char *deps[MAX_COMPOSING];
+    size_t n = pts_ensemble_composing_models(cfg, deps, MAX_COMPOSING);
+    chain[depth] = name;
+    for (size_t i = 0; i < n && !*cycle; i++) {
+      if (strcmp(deps[i], name) == 0) continue; /* the config check names it */
+      struct pts_error derr;
+      if (load_model(s, deps[i], NULL, chain, depth + 1, true, cycle, &derr) == PTS_OK) continue;
+      if (*cycle)
+        *err = derr;
+      else
+        PTS_LOG_ERROR("ensemble '%s' needs model '%s', which failed to load: %s", name, deps[i],
+                      derr.msg);
+    }
+  }
+  pts_model_config_free(cfg);
+  if (*cycle) return err->code;
+  if (ensure && !(params && (params->config || params->n_files)))
+    return pts_repository_ensure_loaded(s->repo, name, err);
+  return pts_repository_load(s->repo, name, params, err);
+}
+
+/* Whether a READY version of a model other than `except` is an ensemble
+ * with a step on `name`. */
+static bool used_by_ensemble(struct pts_server *s, const char *name, const char *except) {
+  struct pts_model **models = NULL;
+  size_t n = 0;
+  bool used = false;
+  if (pts_repository_snapshot(s->repo, NULL, true, &models, &n, NULL) != PTS_OK) return true;
+  for (size_t i = 0; i < n && !used; i++) {
+    const Inference__ModelConfig *cfg = pts_model_config(models[i]);
+    if (strcmp(pts_model_name(models[i]), except) == 0 || !pts_model_config_is_ensemble(cfg))
+      continue;
+    const char *deps[MAX_COMPOSING];
+    size_t k = pts_ensemble_composing_models(cfg, deps, MAX_COMPOSING);
+    for (size_t j = 0; j < k && !used; j++) used = strcmp(deps[j], name) == 0;
+  }
+  pts_repository_snapshot_free(models, n);
+  return used;
+}
+
+/* Unloads `name`; with `dependents` (Triton's unload_dependents), an
+ * ensemble's composing models too, each unless another loaded ensemble
+ * still uses it. */
+static enum pts_status unload_model(struct pts_server *s, const char *name, bool dependents,
+                                    size_t depth, struct pts_error *err) {
+  char *deps[MAX_COMPOSING]; /* copies: the names must outlive the unloaded version */
+  size_t n = 0;
+  struct pts_model *m = NULL;
+  if (dependents && depth < MAX_ENSEMBLE_DEPTH &&
+      pts_repository_get(s->repo, name, -1, true, &m, NULL) == PTS_OK &&
+      pts_model_config_is_ensemble(pts_model_config(m))) {
+    const char *names[MAX_COMPOSING];
+    size_t k = pts_ensemble_composing_models(pts_model_config(m), names, MAX_COMPOSING);
+    for (size_t i = 0; i < k; i++)
+      if ((deps[n] = pts_strdup(names[i]))) n++;
+  }
+  pts_model_release(m);
+  enum pts_status st = pts_repository_unload(s->repo, name, err);
+  for (size_t i = 0; i < n && st == PTS_OK; i++) {
+    if (strcmp(deps[i], name) == 0 || used_by_ensemble(s, deps[i], name)) continue;
+    struct pts_error derr;
+    if (unload_model(s, deps[i], true, depth + 1, &derr) != PTS_OK)
+      PTS_LOG_WARN("unloading '%s', a composing model of '%s': %s", deps[i], name, derr.msg);
+  }
+  for (size_t i = 0; i < n; i++) pts_free(deps[i]);
+  return st;
 }
 
 static void run_job(void *arg, bool cancelled) {
@@ -56,10 +172,12 @@ static void run_job(void *arg, bool cancelled) {
                   j->kind == JOB_UNLOAD ? "unload" : j->kind == JOB_INDEX ? "index" : "load",
                   j->name ? j->name : "the repository");
   } else if (j->kind == JOB_UNLOAD) {
-    pts_repository_unload(j->s->repo, j->name, &err);
+    unload_model(j->s, j->name, j->unload_dependents, 0, &err);
   } else if (j->kind == JOB_LOAD || j->kind == JOB_STARTUP) {
-    pts_repository_load(j->s->repo, j->name,
-                        j->params.config || j->params.n_files ? &j->params : NULL, &err);
+    const char *chain[MAX_ENSEMBLE_DEPTH];
+    bool cycle = false;
+    load_model(j->s, j->name, j->params.config || j->params.n_files ? &j->params : NULL, chain,
+               0, j->kind == JOB_STARTUP, &cycle, &err);
   }
   switch (j->kind) {
     case JOB_STARTUP:
@@ -268,13 +386,13 @@ enum pts_status pts_server_model_unload_async(struct pts_server *s, const char *
                                               bool unload_dependents,
                                               pts_server_control_done_fn done, void *ctx,
                                               struct pts_error *err) {
-  (void)unload_dependents; /* no ensembles: a model has no dependents */
   const char *n = name ? name : "";
   enum pts_status st = check_explicit(s, err);
   if (st == PTS_OK) st = pts_name_check("model name", n, err);
   if (st != PTS_OK) return st;
   struct job *j = job_new(s, JOB_UNLOAD, n, err);
   if (!j) return err->code;
+  j->unload_dependents = unload_dependents;
   j->done = done;
   j->ctx = ctx;
   return submit(s, s->load_q, j, err);

@@ -265,6 +265,10 @@ enum pts_status pts_server_create(const struct pts_server_options *o, struct pts
   if (st == PTS_OK)
     st = pts_repository_create((const char *const *)s->repo_paths, o->n_model_repositories,
                                &s->repo, err);
+  if (st == PTS_OK) {
+    s->ensemble.repo = s->repo;
+    pts_repository_set_ensemble(s->repo, &pts_ensemble_backend, &s->ensemble);
+  }
   size_t failed = 0;
   if (st == PTS_OK) st = pts_control_start(s, o, &failed, err);
   if (st == PTS_OK) {

@@ -198,7 +198,8 @@ typedef void (*pts_server_control_done_fn)(const struct pts_error *err, void *ct
 typedef void (*pts_server_index_done_fn)(struct pts_index_entry *entries, size_t n,
                                          const struct pts_error *err, void *ctx);
 
-/* Loads `name`, or reloads it when loaded: the versions its version policy
+/* Loads `name`, or reloads it when loaded (an ensemble's composing models
+ * are loaded first when none of their versions is READY): the versions its version policy
  * selects become READY before the versions they replace stop taking
  * requests; a load that fails leaves what was serving in place and says
  * why (in err and in the index). Only in explicit mode: otherwise
@@ -211,8 +212,9 @@ enum pts_status pts_server_model_load_async(struct pts_server *s, const char *na
                                             struct pts_error *err);
 /* Unloads every version of `name`: they leave the routing table at once
  * (new requests get a 4xx naming the state), requests already accepted
- * finish, then the versions are freed and `done` runs. unload_dependents
- * is accepted for compatibility (ptserve has no ensembles). */
+ * finish, then the versions are freed and `done` runs. With
+ * unload_dependents, unloading an ensemble also unloads its composing
+ * models that no other loaded ensemble uses (Triton's meaning). */
 enum pts_status pts_server_model_unload_async(struct pts_server *s, const char *name,
                                               bool unload_dependents,
                                               pts_server_control_done_fn done, void *ctx,

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "core/workq.h"
+#include "ensemble/ensemble.h"
 #include "repository/repository.h"
 #include "server/server.h"
 
@@ -31,6 +32,7 @@ struct pts_server {
   struct pts_workq *repo_q; /* one thread: index refreshes and, in poll mode, the poll */
   atomic_bool control_stopping; /* load/unload/index requests are refused */
   struct pts_shm_registry *shm; /* client shared-memory regions (shm/shm.h) */
+  struct pts_ensemble_host ensemble; /* lent to the repository's ensembles */
 };
 
 /* Model control (control.c). Start creates the load threads and loads the

@@ -32,7 +32,7 @@ IDENTITY_REPO = os.path.join(ROOT, "tests", "e2e", "repos", "identity")
 EXAMPLES = os.path.join(ROOT, "examples", "models")
 # The TorchScript examples examples/gen_models.py writes (the repository
 # holds others, made by other generators).
-EXAMPLE_MODELS = ["add_sub", "mlp_classifier", "text_upper", "accumulator"]
+EXAMPLE_MODELS = ["add_sub", "mlp_classifier", "text_upper", "accumulator", "standardize"]
 LABELS = ["cat", "dog", "bird", "fish"]  # examples/models/mlp_classifier/labels.txt
 SLOW_MS = 3000
 

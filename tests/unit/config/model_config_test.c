@@ -404,8 +404,28 @@ static const struct {
     {"platform: 'pytorch_libtorch' backend: 'identity'",
      "unexpected 'platform' and 'backend' pair"},
     {"platform: 'torch_aoti' backend: 'identity'", "unexpected 'platform' and 'backend' pair"},
-    {"platform: 'ensemble'", "'ensemble_scheduling' is not supported"},
-    {"ensemble_scheduling { step { model_name: 'a' } }", "'ensemble_scheduling' is not supported"},
+    /* ensembles (the graph of the steps is ensemble/'s: tests/unit/ensemble) */
+    {"platform: 'ensemble' " IO_OK, "must specify one or more 'step' in 'ensemble_scheduling'"},
+    {"platform: 'ensemble' " IO_OK "ensemble_scheduling { }",
+     "must specify one or more 'step' in 'ensemble_scheduling'"},
+    {"ensemble_scheduling { step { model_name: 'a' } }",
+     "ensemble scheduling cannot be set for model 'm' whose platform is not ensemble"},
+    {"platform: 'ensemble' backend: 'pytorch' " IO_OK "ensemble_scheduling { step { model_name: "
+     "'a' } }",
+     "unexpected 'platform' and 'backend' pair: platform 'ensemble' with backend 'pytorch'"},
+    {"platform: 'ensemble' " IO_OK "instance_group { count: 2 } ensemble_scheduling { step { "
+     "model_name: 'a' } }",
+     "instance group should not be specified for ensemble 'm'"},
+    {"platform: 'ensemble' " IO_OK "ensemble_scheduling { step { model_name: '' } }",
+     "must specify 'model_name' in step 0 of ensemble 'm'"},
+    {"platform: 'ensemble' " IO_OK "ensemble_scheduling { step { model_name: 'a' } step { "
+     "model_name: 'm' } }",
+     "step 1 of ensemble 'm' uses the ensemble itself"},
+    {"platform: 'ensemble' " IO_OK "ensemble_scheduling { step { model_name: 'a' "
+     "model_namespace: 'ns' } }",
+     "step 0: 'model_namespace' is not supported by ptserve"},
+    {"platform: 'ensemble' ensemble_scheduling { step { model_name: 'a' } }",
+     "ensemble 'm' must specify its 'input' and 'output' tensors"},
     {"backend: 'pytorch' runtime: 'model.py'", "'runtime' 'model.py' is not supported"},
     /* unsupported features, each naming its field */
     {"backend: 'pytorch' sequence_batching { iterative_sequence: true }",
@@ -492,6 +512,26 @@ static const struct {
      "'openvino' } } }",
      "cpu_execution_accelerator 'openvino' is not supported"},
 };
+
+/* An ensemble completes without what only models with instances have:
+ * no instance group, no pinned-memory defaults, no backend. */
+static void ensemble_completes_without_instances(void **state) {
+  (void)state;
+  Inference__ModelConfig *cfg = NULL;
+  struct pts_error err;
+  assert_int_equal(complete_text("platform: 'ensemble' max_batch_size: 4 " IO_OK
+                                 "ensemble_scheduling { step { model_name: 'a' model_version: -1 "
+                                 "input_map { key: 'x' value: 'I' } output_map { key: 'y' value: "
+                                 "'O' } } }",
+                                 &cfg, &err),
+                   PTS_OK);
+  assert_true(pts_model_config_is_ensemble(cfg));
+  assert_int_equal(cfg->n_instance_group, 0);
+  assert_null(cfg->optimization);
+  assert_string_equal(cfg->backend, "");
+  assert_int_equal(cfg->version_policy->latest->num_versions, 1);
+  pts_model_config_free(cfg);
+}
 
 static void refusals(void **state) {
   (void)state;
@@ -744,6 +784,7 @@ int main(void) {
       cmocka_unit_test(preferred_batch_default),
       cmocka_unit_test(name_must_match_directory),
       cmocka_unit_test(refusals),
+      cmocka_unit_test(ensemble_completes_without_instances),
       cmocka_unit_test(unsigned_types_for_pytorch),
       cmocka_unit_test(accepted_features),
       cmocka_unit_test(bool_parameters),

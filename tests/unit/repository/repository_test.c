@@ -286,7 +286,7 @@ static void instance_plan_follows_groups(void **state) {
   struct pts_error err;
   assert_int_equal(pts_model_config_parse(text, sizeof text - 1, "t", &cfg, &err), PTS_OK);
   struct instance_plan plan;
-  assert_int_equal(plan_instances("m", cfg, &plan, &err), PTS_OK);
+  assert_int_equal(plan_instances("m", cfg, 0, &plan, &err), PTS_OK);
   assert_int_equal(plan.n, 4);
   static const struct {
     const char *name;
@@ -302,6 +302,25 @@ static void instance_plan_follows_groups(void **state) {
   pts_model_config_free(cfg);
 }
 
+/* A config without groups (an ensemble's) gets the backend's default
+ * count of CPU instances, "<model>_<k>". */
+static void instance_plan_default_count(void **state) {
+  (void)state;
+  static const char text[] = "platform: \"ensemble\"";
+  Inference__ModelConfig *cfg = NULL;
+  struct pts_error err;
+  assert_int_equal(pts_model_config_parse(text, sizeof text - 1, "t", &cfg, &err), PTS_OK);
+  struct instance_plan plan;
+  assert_int_equal(plan_instances("e", cfg, 3, &plan, &err), PTS_OK);
+  assert_int_equal(plan.n, 3);
+  assert_string_equal(plan.descs[0].name, "e_0");
+  assert_string_equal(plan.descs[2].name, "e_2");
+  assert_int_equal(plan.descs[2].kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+  assert_int_equal(plan.descs[2].device_id, -1);
+  plan_free(&plan);
+  pts_model_config_free(cfg);
+}
+
 static void zero_count_group_is_rejected(void **state) {
   (void)state;
   static const char text[] = "instance_group [ { name: \"z\" count: 0 kind: KIND_CPU } ]";
@@ -309,7 +328,7 @@ static void zero_count_group_is_rejected(void **state) {
   struct pts_error err;
   assert_int_equal(pts_model_config_parse(text, sizeof text - 1, "t", &cfg, &err), PTS_OK);
   struct instance_plan plan;
-  assert_int_equal(plan_instances("m", cfg, &plan, &err), PTS_INVALID_ARG);
+  assert_int_equal(plan_instances("m", cfg, 0, &plan, &err), PTS_INVALID_ARG);
   assert_contains(err.msg, "instance group 'z' of model 'm'");
   pts_model_config_free(cfg);
 }
@@ -999,6 +1018,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(same_model_in_two_repositories, setup, teardown),
       cmocka_unit_test_setup_teardown(unreadable_repository_fails, setup, teardown),
       cmocka_unit_test(instance_plan_follows_groups),
+      cmocka_unit_test(instance_plan_default_count),
       cmocka_unit_test(zero_count_group_is_rejected),
       cmocka_unit_test_setup_teardown(model_outlives_repository_while_referenced, setup, teardown),
       cmocka_unit_test_setup_teardown(reload_swaps_in_the_new_version_first, setup, teardown),
