@@ -347,6 +347,13 @@ static enum pts_status check_step(const struct pts_ensemble_graph *g, size_t s,
                                   struct pts_error *err) {
   const Inference__ModelConfig *cfg = g->cfg;
   const Inference__ModelEnsembling__Step *st = g->steps[s].cfg;
+  /* A step's request carries no correlation id, which a sequence model
+   * refuses on every request: said once, at load, rather than per request. */
+  if (mc->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
+    return graph_fail(err, g,
+                      "step %zu uses model '%s', which has sequence_batching: ensembles do not "
+                      "pass sequence ids to their steps",
+                      s, mc->name);
   for (size_t k = 0; k < st->n_input_map; k++)
     if (!find_input(mc, st->input_map[k]->key))
       return graph_fail(err, g, "step %zu maps '%s', which is not an input of model '%s'", s,

@@ -11,7 +11,8 @@ identity-backend model (`pass`), and the ensemble `chain` over them:
 
 Expected values come from running the same chain in torch here, on the
 same model.pt files (torch.jit.load), never from ptserve. Bad ensembles (a
-cycle, a tensor nobody writes, an unknown model) are loaded in explicit
+cycle, a tensor nobody writes, an unknown model, a sequence model as a
+step) are loaded in explicit
 mode and must be refused with a message naming what is wrong.
 """
 import os
@@ -101,6 +102,8 @@ MISSING = ensemble_config("bad_missing", [
 SHAPE = ensemble_config("bad_shape", [
     ("scale", "INPUT__0", "X", "OUTPUT__0", "OUT")]).replace(
         'name: "X" data_type: TYPE_FP32 dims: [ 4 ]', 'name: "X" data_type: TYPE_FP32 dims: [ 5 ]')
+SEQUENCE = ensemble_config("bad_sequence", [
+    ("seq_scale", "INPUT__0", "X", "OUTPUT__0", "OUT")])
 UNKNOWN = ensemble_config("bad_unknown", [
     ("no_such_model", "INPUT0", "X", "OUTPUT0", "OUT")])
 
@@ -312,6 +315,11 @@ def explicit(start_server, repo, tmp_path):
     write(d, "bad_missing", MISSING)
     write(d, "bad_unknown", UNKNOWN)
     write(d, "bad_shape", SHAPE)
+    # `scale` as a sequence model: a step cannot give it a sequence id.
+    write(d, "seq_scale", SCALE.replace('"scale"', '"seq_scale"') + "sequence_batching { }\n")
+    os.symlink(os.path.join(repo, "scale", "1", "model.pt"),
+               os.path.join(d, "seq_scale", "1", "model.pt"))
+    write(d, "bad_sequence", SEQUENCE)
     write(d, "outer", OUTER)
     write(d, "loop_1", LOOP_1)
     write(d, "loop_2", LOOP_2)
@@ -333,6 +341,8 @@ def test_bad_ensembles_are_refused_at_load(explicit):
         "bad_shape": "ensemble tensor 'X' (input of the ensemble) is TYPE_FP32 [-1,5], but step 0 "
                      "feeds it to input 'INPUT__0' of model 'scale', which takes TYPE_FP32 "
                      "[-1,4]",
+        "bad_sequence": "step 0 uses model 'seq_scale', which has sequence_batching: "
+                        "ensembles do not pass sequence ids to their steps",
         "loop_1": "circular dependency between ensembles: 'loop_1' -> 'loop_2' -> 'loop_1'",
     }
     for name, text in expect.items():
