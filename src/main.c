@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "config/json_arena.h"
 #include "core/alloc.h"
 #include "core/log.h"
 #include "frontend/http/restrict.h"
@@ -772,6 +773,8 @@ static int serve(struct cli *c) {
 }
 
 int main(int argc, char **argv) {
+  /* Before any thread: jansson's allocator is process-wide. */
+  pts_json_arena_install();
   struct cli c;
   memset(&c, 0, sizeof c);
   pts_server_options_default(&c.opts);
