@@ -1166,7 +1166,8 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
    * always goes through the instance threads. */
   s->inline_ok = !s->preserve_ordering && p->n_instances > 0;
   for (size_t i = 0; i < p->n_instances; i++)
-    if (p->instances[i].kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU) s->inline_ok = false;
+    if (p->instances[i].kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU)
+      s->inline_ok = false;
   *out = s;
   return PTS_OK;
 }
