@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "config/json_arena.h"
 #include "core/alloc.h"
 #include "core/log.h"
 #include "frontend/http/restrict.h"
@@ -228,7 +229,7 @@ static const char usage_text[] =
     "  --allow-http <bool>          Serve HTTP/REST (default true).\n"
     "  --http-address <addr>        Address to bind (default 0.0.0.0).\n"
     "  --http-port <int>            Port (default 8000; 0 = any free port).\n"
-    "  --http-thread-count <int>    HTTP event-loop threads (default 8).\n"
+    "  --http-thread-count <int>    HTTP event-loop threads (default: one per core, 2 to 8).\n"
     "  --http-max-input-size <int>  Largest request body in bytes (default 67108864).\n"
     "  --http-max-header-size <int> Largest request line plus headers in bytes\n"
     "                               (default 65536; ptserve only).\n"
@@ -772,6 +773,8 @@ static int serve(struct cli *c) {
 }
 
 int main(int argc, char **argv) {
+  /* Before any thread: jansson's allocator is process-wide. */
+  pts_json_arena_install();
   struct cli c;
   memset(&c, 0, sizeof c);
   pts_server_options_default(&c.opts);

@@ -345,7 +345,7 @@ def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
              f"{meta.get('load_before', '?')}, after {meta.get('load_after', '?')} "
              "(these include the benchmark's own threads).")
     L.append(f"- Server: `ptserve {meta.get('server_args', '')}` (Release build, default "
-             "flags: 8 HTTP threads, 2 gRPC completion-queue threads, one CPU instance per "
+             "flags: one HTTP thread per core (2 to 8), 2 gRPC completion-queue threads, one CPU instance per "
              "model).")
     L.append(f"- Client: `ptperf`, {meta.get('interval_ms', '?')} ms windows repeated until "
              "the last 3 agree within 10% (throughput and p50), 16 different random requests "

@@ -13,9 +13,11 @@
  * pts_infer_request_free / pts_infer_response_free). When infer_async fails,
  * `done` is never called and the caller still owns the request.
  *
- * Threading: `done` runs on a scheduler instance thread (or on the calling
- * thread for requests answered without running a model); frontends hop back
- * to their own thread from there.
+ * Threading: `done` runs on a scheduler instance thread, or on the thread
+ * that called pts_server_infer_async, before that returns: for requests
+ * answered without running a model, and for those the scheduler ran there
+ * (run to completion, docs/internals/scheduler.md). Frontends hop back to
+ * their own thread from an instance thread.
  */
 #ifndef PTS_SCHEDULER_REQUEST_H
 #define PTS_SCHEDULER_REQUEST_H

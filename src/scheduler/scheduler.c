@@ -38,6 +38,13 @@ struct instance {
   void *state; /* the backend's; destroyed with instance_destroy */
   pthread_t thread;
   bool running;
+  /* Both guarded by the scheduler's lock. `idle`: the thread is in
+   * next_batch without a batch, so the state is not in use. `lent`: an
+   * enqueuing thread runs a batch on this instance's state (run to
+   * completion, see pts_scheduler_enqueue); the thread takes no batch until
+   * it is given back. */
+  bool idle;
+  bool lent;
 };
 
 struct pts_scheduler {
@@ -67,6 +74,13 @@ struct pts_scheduler {
   bool forming; /* a thread is waiting for its batch to fill */
   size_t hold;  /* PTSERVE_DELAY_SCHEDULER: queue this many first */
   uint64_t next_seq;
+  /* Run to completion (pts_scheduler_enqueue): whether this model may run a
+   * request on the thread that enqueued it (CPU instances only, no
+   * preserve_ordering; fixed at create), and the recent execute time of its
+   * batches (exponential average, ns; 0 until one has run), which must be
+   * short for it to happen. Guarded by `lock`. */
+  bool inline_ok;
+  uint64_t exec_avg_ns;
 
   /* preserve_ordering: finished requests wait here for earlier ones */
   pthread_mutex_t order_lock;
@@ -201,7 +215,7 @@ static void deliver(struct pts_scheduler *s, struct pts_pending *p,
   void (*release)(void *) = s->release_hold;
   pts_free(p);
   req->done(req, resp, err, req->done_ctx);
-  if (release) release(hold);
+  if (release && hold) release(hold); /* NULL: run inline, its caller releases it */
 }
 
 /* Inserts p among the held requests (sorted by seq), then delivers every
@@ -710,9 +724,10 @@ static void sequences_done(struct pts_scheduler *s, struct pts_pending *list, si
   pthread_mutex_unlock(&s->lock);
 }
 
-/* Runs the `n` requests of `list` as one batch and answers each. */
-static void run_batch(struct pts_scheduler *s, struct instance *inst, struct pts_pending *list,
-                      size_t n) {
+/* Runs the `n` requests of `list` as one batch and answers each. Returns
+ * how long that took (ns), for the average that decides run to completion. */
+static uint64_t run_batch(struct pts_scheduler *s, struct instance *inst, struct pts_pending *list,
+                          size_t n) {
   struct pts_batch_times t = {.start_ns = pts_now_ns()};
   struct pts_error err;
   pts_error_clear(&err);
@@ -748,6 +763,8 @@ static void run_batch(struct pts_scheduler *s, struct instance *inst, struct pts
     p = next;
   }
   run_free(s, &r);
+  uint64_t end = pts_now_ns();
+  return end > t.start_ns ? end - t.start_ns : 1;
 }
 
 /* ----------------------------------------------------------------- queue */
@@ -757,8 +774,11 @@ static bool compatible(const struct pts_pending *first, const struct pts_pending
   return pts_batch_compatible(s->config, first->req, p->req);
 }
 
-static void finish_batch(struct pts_scheduler *s, size_t n) {
+/* `took_ns`: how long the batch ran (0: no batch ran, only rejections). */
+static void finish_batch(struct pts_scheduler *s, size_t n, uint64_t took_ns) {
   pthread_mutex_lock(&s->lock);
+  if (took_ns)  /* weight 1/8: a few slow batches stop run to completion */
+    s->exec_avg_ns = s->exec_avg_ns ? s->exec_avg_ns - s->exec_avg_ns / 8 + took_ns / 8 : took_ns;
   s->outstanding -= n;
   if (s->outstanding == 0) pthread_cond_broadcast(&s->idle);
   pthread_mutex_unlock(&s->lock);
@@ -776,7 +796,7 @@ static void reject_expired(struct pts_scheduler *s, struct pts_pending *list) {
     list = next;
     n++;
   }
-  finish_batch(s, n);
+  finish_batch(s, n, 0);
 }
 
 /* Sleeps on `work` until woken or until `until_ns` (0 = no limit). */
@@ -814,11 +834,13 @@ static bool held_back(struct pts_scheduler *s) {
 /* Blocks until this instance has a batch; returns its size and the requests
  * in *out, or 0 once stopping and drained. One thread at a time waits for a
  * batch to fill (`forming`); the others wait for it to leave. */
-static size_t next_batch(struct pts_scheduler *s, struct pts_pending **out) {
+static size_t next_batch(struct pts_scheduler *s, struct instance *inst,
+                         struct pts_pending **out) {
   pthread_mutex_lock(&s->lock);
+  inst->idle = true;
   for (;;) {
     if (s->queue.size == 0 && s->stopping) break;
-    if (s->forming || s->queue.size == 0 || held_back(s)) {
+    if (inst->lent || s->forming || s->queue.size == 0 || held_back(s)) {
       wait_work(s, 0);
       continue;
     }
@@ -837,6 +859,7 @@ static size_t next_batch(struct pts_scheduler *s, struct pts_pending **out) {
     if (n > 0) {
       *out = pts_sched_queue_take(&s->queue, n);
       if (s->queue.size) pthread_cond_broadcast(&s->work); /* another free instance may go */
+      inst->idle = false;
       pthread_mutex_unlock(&s->lock);
       return n;
     }
@@ -844,6 +867,7 @@ static size_t next_batch(struct pts_scheduler *s, struct pts_pending **out) {
     wait_work(s, earlier(wake, deadline));
     s->forming = false;
   }
+  inst->idle = false;
   pthread_mutex_unlock(&s->lock);
   return 0;
 }
@@ -879,10 +903,8 @@ static void *instance_main(void *arg) {
   pthread_setname_np(pthread_self(), tname);
   struct pts_pending *list;
   size_t n;
-  while ((n = s->seq ? next_sequence_batch(s, inst, &list) : next_batch(s, &list)) != 0) {
-    run_batch(s, inst, list, n);
-    finish_batch(s, n);
-  }
+  while ((n = s->seq ? next_sequence_batch(s, inst, &list) : next_batch(s, inst, &list)) != 0)
+    finish_batch(s, n, run_batch(s, inst, list, n));
   return NULL;
 }
 
@@ -895,6 +917,73 @@ static void trace_enqueue(struct pts_scheduler *s, struct pts_infer_request *req
   for (size_t i = 0; pts_trace_wants_tensors(req->trace) && i < req->n_inputs; i++)
     pts_trace_tensor(req->trace, "TENSOR_QUEUE_INPUT", &req->inputs[i]);
   pts_trace_record(req->trace, PTS_TRACE_QUEUE_START, now);
+}
+
+/* Batches at most this long (on average) may run on the enqueuing thread:
+ * that thread is a frontend's event loop or completion-queue thread, and
+ * everything else it serves waits meanwhile. 1 ms is about what one
+ * request's network and protocol work costs on a loaded machine. */
+#define INLINE_MAX_NS 1000000u
+
+/* An instance the enqueuing thread may run the queue's next batch on (lock
+ * held), or NULL: run to completion is on for this model, its recent
+ * batches were short, the delay hook does not hold the queue, no thread is
+ * waiting for a batch to fill, and an instance's thread is idle. */
+static struct instance *lendable(struct pts_scheduler *s) {
+  if (!s->inline_ok || s->stopping || s->forming || s->hold || s->exec_avg_ns == 0 ||
+      s->exec_avg_ns > INLINE_MAX_NS)
+    return NULL;
+  for (size_t i = 0; i < s->n_instances; i++)
+    if (s->instances[i].idle && !s->instances[i].lent) return &s->instances[i];
+  return NULL;
+}
+
+/* Whether an instance thread could take work now (lock held): waking the
+ * others only costs two context switches. */
+static bool any_free_thread(const struct pts_scheduler *s) {
+  for (size_t i = 0; i < s->n_instances; i++)
+    if (s->instances[i].idle && !s->instances[i].lent) return true;
+  return false;
+}
+
+/* Run to completion: the request just queued found an idle instance and
+ * nothing ahead of it. The enqueuing thread does what that instance's thread
+ * would do at this moment, with the same code: apply timeouts, ask the
+ * batcher, and run the batch it chooses on the instance's state (lent, so
+ * its thread keeps off). When the batcher wants to wait (a queue delay), the
+ * request stays queued for the instance threads as usual. Called with the
+ * lock held; returns with it released. */
+static void run_inline(struct pts_scheduler *s, struct instance *inst) {
+  uint64_t now = pts_now_ns();
+  struct pts_pending *rejected = NULL, *list = NULL;
+  pts_sched_queue_expire(&s->queue, now, &rejected);
+  uint64_t wake = 0;
+  size_t n = rejected ? 0
+                      : pts_sched_queue_choose(&s->queue, &s->limits, now, false, compatible, s,
+                                               &wake);
+  if (n > 0) {
+    list = pts_sched_queue_take(&s->queue, n);
+    inst->lent = true;
+  } else if (s->queue.size) {
+    pthread_cond_broadcast(&s->work);
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (rejected) reject_expired(s, rejected);
+  if (!list) return;
+  /* The queue was empty, so the batch is this request alone (n == 1). Its
+   * hold is released here, after the scheduler is no longer touched: no
+   * join protects this thread from an unload, the hold does. */
+  void *hold = list->hold;
+  list->hold = NULL;
+  uint64_t took = run_batch(s, inst, list, n);
+  pthread_mutex_lock(&s->lock);
+  inst->lent = false;
+  s->exec_avg_ns = s->exec_avg_ns - s->exec_avg_ns / 8 + took / 8;
+  s->outstanding -= n;
+  if (s->outstanding == 0) pthread_cond_broadcast(&s->idle);
+  if (s->queue.size) pthread_cond_broadcast(&s->work); /* queued meanwhile: the thread's now */
+  pthread_mutex_unlock(&s->lock);
+  if (s->release_hold && hold) s->release_hold(hold);
 }
 
 enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_request *req,
@@ -911,6 +1000,7 @@ enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_
   pthread_mutex_lock(&s->lock);
   enum pts_status st;
   bool full = false;
+  bool alone = s->queue.size == 0;
   if (s->stopping) {
     st = pts_error_set(err, PTS_UNAVAILABLE, "model '%s' version %lld is unloading", s->model_name,
                        (long long)s->version);
@@ -927,7 +1017,14 @@ enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_
   if (st == PTS_OK) {
     p->seq = s->next_seq++;
     s->outstanding++;
-    pthread_cond_broadcast(&s->work);
+    struct instance *inst = alone ? lendable(s) : NULL;
+    if (inst) {
+      run_inline(s, inst); /* unlocks; req may be answered and freed already */
+      return PTS_OK;
+    }
+    /* Sequence instances never mark themselves idle: each waits for its own
+     * slots' requests, so they are always woken. */
+    if (s->seq || any_free_thread(s)) pthread_cond_broadcast(&s->work);
   }
   pthread_mutex_unlock(&s->lock);
   if (st != PTS_OK) {
@@ -1182,6 +1279,15 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
       return st;
     }
   }
+  /* Run to completion only on CPU instances: a GPU backend keeps per-thread
+   * device state (the current device, streams) on its instance thread. With
+   * preserve_ordering a request may have to wait for an earlier one, so it
+   * always goes through the instance threads, as do sequences (their slots
+   * belong to instances, and the queue run_inline reads is not theirs). */
+  s->inline_ok = !s->preserve_ordering && !s->seq && p->n_instances > 0;
+  for (size_t i = 0; i < p->n_instances; i++)
+    if (p->instances[i].kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU)
+      s->inline_ok = false;
   *out = s;
   return PTS_OK;
 }

@@ -27,6 +27,10 @@
  *
  * Threading: pts_scheduler_create/destroy run on the repository's load
  * thread; enqueue, wait_idle and stats may be called from any thread.
+ * Run to completion: when a CPU model has an idle instance and nothing
+ * queued, enqueue runs the request on the calling thread, as that
+ * instance's thread would have (docs/internals/scheduler.md), so the
+ * request's done callback may run before enqueue returns.
  */
 #ifndef PTS_SCHEDULER_SCHEDULER_H
 #define PTS_SCHEDULER_SCHEDULER_H
@@ -71,7 +75,8 @@ struct pts_scheduler_params {
 enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
                                      struct pts_scheduler **out, struct pts_error *err);
 
-/* Queues an already validated request. On OK the scheduler owns `req` and
+/* Queues an already validated request (or runs it at once on this thread:
+ * run to completion, above). On OK the scheduler owns `req` and
  * `hold` (opaque; given to params.release_hold after req->done has been
  * called; may be NULL); `batch_size` is what pts_validate_request found. The request's
  * `priority` picks its level and `timeout_us` may shorten its queue timeout

@@ -20,6 +20,15 @@
 #include "shm/shm.h"
 #include "trace/trace.h"
 
+/* HTTP loops: one per core, 2 to 8. More loops than cores only add
+ * context switches (a loop runs small models itself: run to completion,
+ * docs/internals/scheduler.md); 8 is tritonserver's default, kept as the
+ * ceiling so that large machines behave as before. */
+static int default_http_threads(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 2 ? 2 : n > 8 ? 8 : (int)n;
+}
+
 void pts_server_options_default(struct pts_server_options *o) {
   memset(o, 0, sizeof *o);
   o->strict_readiness = true;
@@ -27,7 +36,7 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->allow_http = true;
   o->http_address = "0.0.0.0";
   o->http_port = 8000;
-  o->http_thread_count = 8;
+  o->http_thread_count = default_http_threads();
   o->http_max_input_size = 64u * 1024 * 1024;
   o->exit_timeout_secs = 30;
   o->exit_drain_secs = 0; /* tritonserver's behaviour: refuse new inference at once */

@@ -73,6 +73,10 @@ struct infer_ctx {
   char *body;
   size_t body_len;
   bool completed; /* done ran (guarded by mu) */
+  /* The loop thread is inside pts_server_infer_async for it (guarded by
+   * mu): a done that runs meanwhile (run to completion, on this thread)
+   * leaves the reply to handle_infer instead of firing the event. */
+  bool submitting;
   bool orphaned;  /* the frontend stopped first; done frees (guarded by mu) */
   struct infer_ctx *prev, *next;
 };
@@ -528,6 +532,10 @@ static void on_infer_done(struct pts_infer_request *ireq, struct pts_infer_respo
   else
     pts_error_clear(&c->err);
   c->completed = true;
+  if (c->submitting) { /* handle_infer answers it when infer_async returns */
+    pthread_mutex_unlock(&h->mu);
+    return;
+  }
   if (c->orphaned) {
     pthread_mutex_unlock(&h->mu);
     ctx_free(c);
@@ -638,10 +646,21 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
   if (c->next) c->next->prev = c;
   lp->pending = c;
   h->in_flight++;
+  c->submitting = true;
   pthread_mutex_unlock(&h->mu);
   cn->ctx = c;
 
-  if (pts_server_infer_async(h->server, ireq, &err) != PTS_OK) {
+  enum pts_status st = pts_server_infer_async(h->server, ireq, &err);
+  pthread_mutex_lock(&h->mu);
+  c->submitting = false;
+  bool answered = st == PTS_OK && c->completed;
+  pthread_mutex_unlock(&h->mu);
+  /* Run to completion (or an instance thread that was quicker than this
+   * one): done has been called; answer now, without the event's trip
+   * through the loop. The loop is running, so the frontend can not have
+   * orphaned c meanwhile. */
+  if (answered) on_infer_ready(-1, 0, c);
+  if (st != PTS_OK) {
     /* done will never run: the request is still ours. */
     cn->ctx = NULL;
     pthread_mutex_lock(&h->mu);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/json_arena.h"
 #include "core/alloc.h"
 #include "frontend/http/jsonw.h"
 #include "tensor/bytes.h"
@@ -775,8 +776,12 @@ enum pts_status pts_v2_decode_infer(struct pts_buf *body, size_t header_len,
                          header_len, body->size);
   struct big_ints bigs = {0};
   json_t *root = NULL;
+  /* The document lives only in this call: its values come from the
+   * thread's scratch buffer (config/json_arena.h), released at the end. */
+  pts_json_arena_begin();
   enum pts_status st = parse_request(body->data, header_len, &bigs, &root, err);
   if (st != PTS_OK) {
+    pts_json_arena_end();
     pts_free(bigs.vals);
     return st;
   }
@@ -804,6 +809,7 @@ enum pts_status pts_v2_decode_infer(struct pts_buf *body, size_t header_len,
   if (st == PTS_OK) st = decode_outputs(root, req, err);
 done:
   json_decref(root);
+  pts_json_arena_end();
   pts_free(bigs.vals);
   return st;
 }

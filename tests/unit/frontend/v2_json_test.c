@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/json_arena.h"
 #include "core/alloc.h"
 #include "frontend/http/jsonw.h"
 #include "frontend/http/v2_json.h"
@@ -809,6 +810,8 @@ static void shortest_doubles(void **state) {
 }
 
 int main(void) {
+  /* As ptserve does: request headers are decoded with the JSON arena. */
+  pts_json_arena_install();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bool_data),
       cmocka_unit_test(unsigned_ranges),

@@ -383,6 +383,108 @@ static void many_requests_many_instances(void **state) {
   stop(&f);
 }
 
+/* ------------------------------------------------------ run to completion */
+
+/* Where and when done ran, for the run-to-completion tests. */
+struct where_box {
+  struct done_box box;
+  pthread_t thread; /* of the last done call */
+};
+
+static void on_done_where(struct pts_infer_request *req, struct pts_infer_response *resp,
+                          const struct pts_error *err, void *ctx) {
+  struct where_box *w = ctx;
+  pthread_mutex_lock(&w->box.lock);
+  w->thread = pthread_self();
+  pthread_mutex_unlock(&w->box.lock);
+  on_done(req, resp, err, &w->box);
+}
+
+/* Enqueues one request of batch size 1 and waits for its answer; says
+ * whether done had run, on this thread, by the time enqueue returned. */
+static bool one_request_ran_here(struct sched_fixture *f, struct where_box *w) {
+  const char *names[] = {"A", "B"};
+  struct pts_infer_request *req = int_request(&w->box, 1, 2, names);
+  req->done = on_done_where;
+  req->done_ctx = w;
+  pthread_mutex_lock(&w->box.lock);
+  int before = w->box.calls;
+  pthread_mutex_unlock(&w->box.lock);
+  struct pts_error err;
+  assert_int_equal(pts_scheduler_enqueue(f->s, req, 1, NULL, &err), PTS_OK);
+  pthread_mutex_lock(&w->box.lock);
+  bool here = w->box.calls == before + 1 && pthread_equal(w->thread, pthread_self());
+  pthread_mutex_unlock(&w->box.lock);
+  box_wait(&w->box, before + 1);
+  assert_int_equal(w->box.err.code, PTS_OK);
+  /* The answer is the request's own: OA echoes A (0, 1, 2, 3). */
+  const int32_t *v = w->box.resp->outputs[1].data;
+  for (int k = 0; k < 4; k++) assert_int_equal(v[k], k);
+  return here;
+}
+
+static uint64_t deadline_in(uint64_t ms) { return pts_now_ns() + ms * 1000000u; }
+
+/* A CPU model with an idle instance and nothing queued runs the request on
+ * the enqueuing thread: done has run when enqueue returns. The first
+ * request always goes through the instance thread (its execute time is not
+ * known yet); the instance thread needs a moment to become idle again, so
+ * later requests are tried until one runs here (deadline: a loaded machine
+ * may keep the instance thread from its wait for a while). */
+static void idle_instance_runs_on_the_enqueuing_thread(void **state) {
+  (void)state;
+  struct sched_fixture f;
+  start(&f, &pts_identity_backend, reshape_cfg, 1);
+  struct where_box w;
+  memset(&w, 0, sizeof w);
+  box_init(&w.box);
+  assert_false(one_request_ran_here(&f, &w));
+  bool seen = false;
+  for (uint64_t until = deadline_in(10000); !seen && pts_now_ns() < until;)
+    seen = one_request_ran_here(&f, &w);
+  assert_true(seen);
+  /* The statistics count it like any other request. */
+  struct pts_model_stats st;
+  struct pts_error err;
+  assert_int_equal(pts_scheduler_stats(f.s, &st, &err), PTS_OK);
+  assert_int_equal(st.success.count, (uint64_t)w.box.calls);
+  assert_int_equal(st.execution_count, (uint64_t)w.box.calls);
+  pts_model_stats_clear(&st);
+  box_clear(&w.box);
+  stop(&f);
+}
+
+/* Where the instance threads must keep the request: preserve_ordering (a
+ * request may wait for an earlier one), and a dynamic batcher that waits
+ * for more requests (max_queue_delay, batch below the preferred size). */
+static void ordering_and_queue_delay_stay_on_instance_threads(void **state) {
+  (void)state;
+  static const char *const cfgs[] = {
+      "max_batch_size: 8\n"
+      "input [ { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] },"
+      "        { name: \"A\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+      "output [ { name: \"OB\" data_type: TYPE_INT32 dims: [ 4 ] },"
+      "         { name: \"OA\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+      "dynamic_batching { preserve_ordering: true }\n",
+      "max_batch_size: 8\n"
+      "input [ { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] },"
+      "        { name: \"A\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+      "output [ { name: \"OB\" data_type: TYPE_INT32 dims: [ 4 ] },"
+      "         { name: \"OA\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+      "dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 2000 }\n",
+  };
+  for (size_t c = 0; c < 2; c++) {
+    struct sched_fixture f;
+    start(&f, &pts_identity_backend, cfgs[c], 1);
+    struct where_box w;
+    memset(&w, 0, sizeof w);
+    box_init(&w.box);
+    for (int i = 0; i < 20; i++) assert_false(one_request_ran_here(&f, &w));
+    box_clear(&w.box);
+    stop(&f);
+  }
+}
+
 static void destroy_answers_queued_requests(void **state) {
   (void)state;
   struct sched_fixture f;
@@ -713,6 +815,8 @@ int main(void) {
       cmocka_unit_test(backend_errors_fail_only_their_request),
       cmocka_unit_test(many_requests_many_instances),
       cmocka_unit_test(destroy_answers_queued_requests),
+      cmocka_unit_test(idle_instance_runs_on_the_enqueuing_thread),
+      cmocka_unit_test(ordering_and_queue_delay_stay_on_instance_threads),
       cmocka_unit_test(dynamic_batch_gathers_and_splits),
       cmocka_unit_test(batch_gathers_into_backend_staging),
       cmocka_unit_test(single_request_stages_only_host_memory),
