@@ -42,6 +42,12 @@ struct pts_pending {
   /* sequence_batching: the request's sequence (sequence.c), borrowed from
    * the sequence batcher; NULL otherwise. */
   struct pts_seq_entry *sequence;
+  /* sequence_batching direct: the batch row (its sequence's slot) when
+   * choose took it. `padding`: a row with no request in it, which the
+   * scheduler made to keep the other rows at their slots (its req is the
+   * scheduler's own zero-filled request; READY false; never answered). */
+  size_t row;
+  bool padding;
   /* The outcome, kept while a finished request waits for earlier ones
    * (preserve_ordering). */
   struct pts_infer_response *resp;

@@ -255,9 +255,21 @@ static void trace_completion(struct pts_infer_request *req, const struct pts_inf
 
 /* Counts the outcome, then answers the request (resp or err; ownership of
  * both passes on). */
+/* A padding row (pad_rows) and its request; nobody asked for it, so it
+ * gets no answer and no statistics. */
+static void padding_free(struct pts_pending *p, struct pts_infer_response *resp) {
+  pts_infer_response_free(resp);
+  pts_infer_request_free(p->req);
+  pts_free(p);
+}
+
 static void complete(struct pts_scheduler *s, struct pts_pending *p,
                      struct pts_infer_response *resp, const struct pts_error *err,
                      enum pts_fail_reason why) {
+  if (p->padding) {
+    padding_free(p, resp);
+    return;
+  }
   bool ok = !err || err->code == PTS_OK;
   /* The answer may reach the client before the frontend frees the request:
    * let go of its regions now (the outputs are written), or an unregister
@@ -724,16 +736,96 @@ static void sequences_done(struct pts_scheduler *s, struct pts_pending *list, si
   pthread_mutex_unlock(&s->lock);
 }
 
-/* Runs the `n` requests of `list` as one batch and answers each. Returns
- * how long that took (ns), for the average that decides run to completion. */
+/* A padding row of the sequence batcher's direct strategy (sequence.h): a
+ * request of one row whose inputs are zeros shaped as `like`'s (a request
+ * of the same batch), so that the batch gathers as any other. Its control
+ * inputs and states come from the sequence batcher (READY false). */
+static struct pts_pending *padding_row(const struct pts_scheduler *s,
+                                       const struct pts_infer_request *like, size_t row,
+                                       uint64_t now) {
+  struct pts_pending *p = pts_calloc(1, sizeof *p);
+  struct pts_infer_request *req = pts_infer_request_new();
+  bool ok = p && req && (req->model_name = pts_strdup(s->model_name)) &&
+            (req->inputs = pts_calloc(like->n_inputs + 1, sizeof *req->inputs));
+  for (size_t k = 0; ok && k < like->n_inputs; k++) {
+    const struct pts_tensor *src = &like->inputs[k];
+    struct pts_tensor *t = &req->inputs[k];
+    int64_t count = pts_shape_count(&src->shape);
+    /* BYTES: each element an empty string (its 4-byte length, 0). */
+    size_t bytes = src->dtype == PTS_DTYPE_BYTES ? (size_t)(count > 0 ? count : 0) * 4
+                                                 : src->byte_size;
+    t->buf = pts_buf_new(bytes ? bytes : 1);
+    t->name = pts_strdup(src->name);
+    req->n_inputs = k + 1; /* freed with the request from here on */
+    ok = t->buf && t->name;
+    if (!ok) break;
+    memset(t->buf->data, 0, bytes ? bytes : 1);
+    t->dtype = src->dtype;
+    t->shape = src->shape;
+    t->data = t->buf->data;
+    t->byte_size = bytes;
+    t->mem = PTS_MEM_HOST;
+  }
+  if (!ok) {
+    pts_infer_request_free(req);
+    pts_free(p);
+    return NULL;
+  }
+  p->req = req;
+  p->batch_size = 1;
+  p->enqueue_ns = now;
+  p->row = row;
+  p->padding = true;
+  return p;
+}
+
+/* Puts the `n` requests of *list at their rows (pts_seq_choose) among
+ * `rows`, with padding rows in between; *list becomes the padded list. On
+ * failure *list is as it was. */
+static enum pts_status pad_rows(const struct pts_scheduler *s, struct pts_pending **list,
+                                size_t rows, struct pts_error *err) {
+  struct pts_pending **at = pts_calloc(rows, sizeof *at);
+  if (!at)
+    return pts_error_set(err, PTS_NOMEM, "out of memory padding a batch of model '%s'",
+                         s->model_name);
+  for (struct pts_pending *p = *list; p; p = p->next)
+    if (p->row < rows) at[p->row] = p;
+  uint64_t now = pts_now_ns();
+  for (size_t i = 0; i < rows; i++) {
+    if (at[i]) continue;
+    at[i] = padding_row(s, (*list)->req, i, now);
+    if (at[i]) continue;
+    for (size_t j = 0; j < i; j++)
+      if (at[j]->padding) padding_free(at[j], NULL);
+    pts_free(at);
+    return pts_error_set(err, PTS_NOMEM, "out of memory padding a batch of model '%s'",
+                         s->model_name);
+  }
+  for (size_t i = 0; i < rows; i++) at[i]->next = i + 1 < rows ? at[i + 1] : NULL;
+  *list = at[0];
+  pts_free(at);
+  return PTS_OK;
+}
+
+/* Runs the `n` requests of `list` as one batch and answers each; `rows`
+ * (> n: a sequence batch with padding rows, see pad_rows) is how many rows
+ * the batch spans. Returns how long that took (ns), for the average that
+ * decides run to completion. */
 static uint64_t run_batch(struct pts_scheduler *s, struct instance *inst, struct pts_pending *list,
-                          size_t n) {
+                          size_t n, size_t rows) {
   struct pts_batch_times t = {.start_ns = pts_now_ns()};
   struct pts_error err;
   pts_error_clear(&err);
   struct run r;
   enum pts_fail_reason why = PTS_FAIL_OTHER;
-  enum pts_status st = run_init(s, list, n, &r, &err);
+  size_t pad = 0;
+  enum pts_status st = PTS_OK;
+  if (rows > n && (st = pad_rows(s, &list, rows, &err)) == PTS_OK) {
+    pad = rows - n;
+    n = rows;
+  }
+  enum pts_status init = run_init(s, list, n, &r, &err);
+  if (st == PTS_OK) st = init;
   if (st == PTS_OK) st = execute_batch(s, inst, &r, &t, &why, &err);
   if (st != PTS_OK && err.code == PTS_OK) err.code = st;
   if (st != PTS_OK)
@@ -743,8 +835,11 @@ static uint64_t run_batch(struct pts_scheduler *s, struct instance *inst, struct
   if (st == PTS_OK) {
     uint64_t queue_ns = 0;
     for (size_t i = 0; i < n; i++)
-      queue_ns += t.start_ns > r.items[i]->enqueue_ns ? t.start_ns - r.items[i]->enqueue_ns : 0;
-    pts_stats_batch_done(&s->stats, s->batching ? r.total : 1, n, queue_ns, &t);
+      if (!r.items[i]->padding && t.start_ns > r.items[i]->enqueue_ns)
+        queue_ns += t.start_ns - r.items[i]->enqueue_ns;
+    /* Padding rows ran, but nobody asked for them: not inferences. */
+    pts_stats_batch_done(&s->stats, s->batching ? r.total - (int64_t)pad : 1, n - pad, queue_ns,
+                         &t);
   }
   if (s->seq) sequences_done(s, list, n);
   /* Responses hold their own references: the batch's tensors go first, so
@@ -877,7 +972,7 @@ static size_t next_batch(struct pts_scheduler *s, struct instance *inst,
  * turn; a thread sleeps until a request arrives, a batch finishes, or the
  * batcher's wake time (a queue delay, an idle sequence) comes. */
 static size_t next_sequence_batch(struct pts_scheduler *s, const struct instance *inst,
-                                  struct pts_pending **out) {
+                                  struct pts_pending **out, size_t *rows) {
   pthread_mutex_lock(&s->lock);
   size_t n = 0;
   for (;;) {
@@ -887,7 +982,7 @@ static size_t next_sequence_batch(struct pts_scheduler *s, const struct instance
     }
     uint64_t wake = 0;
     n = pts_seq_choose(s->seq, (size_t)inst->desc.index, pts_now_ns(),
-                       s->stopping || s->draining, out, &wake);
+                       s->stopping || s->draining, out, rows, &wake);
     if (n > 0 || (s->stopping && pts_seq_queued(s->seq) == 0)) break;
     wait_work(s, wake);
   }
@@ -903,8 +998,10 @@ static void *instance_main(void *arg) {
   pthread_setname_np(pthread_self(), tname);
   struct pts_pending *list;
   size_t n;
-  while ((n = s->seq ? next_sequence_batch(s, inst, &list) : next_batch(s, inst, &list)) != 0)
-    finish_batch(s, n, run_batch(s, inst, list, n));
+  size_t rows = 0;
+  while ((n = s->seq ? next_sequence_batch(s, inst, &list, &rows)
+                     : (rows = 0, next_batch(s, inst, &list))) != 0)
+    finish_batch(s, n, run_batch(s, inst, list, n, rows));
   return NULL;
 }
 
@@ -975,7 +1072,7 @@ static void run_inline(struct pts_scheduler *s, struct instance *inst) {
    * join protects this thread from an unload, the hold does. */
   void *hold = list->hold;
   list->hold = NULL;
-  uint64_t took = run_batch(s, inst, list, n);
+  uint64_t took = run_batch(s, inst, list, n, n);
   pthread_mutex_lock(&s->lock);
   inst->lent = false;
   s->exec_avg_ns = s->exec_avg_ns - s->exec_avg_ns / 8 + took / 8;

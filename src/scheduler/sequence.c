@@ -449,8 +449,9 @@ static size_t oldest_size(const struct pts_seq *q, size_t n, uint64_t oldest_ns,
 }
 
 size_t pts_seq_choose(struct pts_seq *q, size_t instance, uint64_t now_ns, bool flush,
-                      struct pts_pending **out, uint64_t *wake_ns) {
+                      struct pts_pending **out, size_t *rows, uint64_t *wake_ns) {
   *out = NULL;
+  *rows = 0;
   uint64_t idle_wake = reap(q, now_ns, flush);
   *wake_ns = idle_wake;
   struct pts_seq_entry **ready = q->ready;
@@ -483,10 +484,16 @@ size_t pts_seq_choose(struct pts_seq *q, size_t instance, uint64_t now_ns, bool 
     return 0;
   }
   if (n > limit) n = limit;
+  *rows = n;
+  /* Direct: the batch spans every slot up to the highest one in use (its
+   * sequence may have nothing queued now), as Triton's does. */
+  for (size_t s = 0; !q->oldest && q->batching && s < q->slots; s++)
+    if (q->slot_of[instance * q->slots + s]) *rows = s + 1;
   struct pts_pending **tail = out;
   for (size_t i = 0; i < n; i++) {
     struct pts_seq_entry *e = ready[i];
     struct pts_pending *p = e->head;
+    p->row = q->oldest ? i : e->slot;
     e->head = p->next;
     if (!e->head) e->tail = NULL;
     e->queued--;
@@ -548,14 +555,15 @@ static void put_corrid(unsigned char *dst, Inference__DataType t, uint64_t id) {
 static enum pts_status corrid_strings(struct pts_seq *q, struct pts_pending *const *items,
                                       size_t n, struct pts_buf **owned, struct pts_error *err) {
   size_t total = 0;
-  for (size_t i = 0; i < n; i++) total += 4 + strlen(items[i]->sequence->id_str);
+  for (size_t i = 0; i < n; i++)
+    total += 4 + (items[i]->padding ? 0 : strlen(items[i]->sequence->id_str));
   struct pts_buf *b = pts_buf_new(total ? total : 1);
   if (!b)
     return pts_error_set(err, PTS_NOMEM, "out of memory building CORRID of model '%s'",
                          q->model_name);
   unsigned char *w = b->data;
   for (size_t i = 0; i < n; i++) {
-    const char *s = items[i]->sequence->id_str;
+    const char *s = items[i]->padding ? "" : items[i]->sequence->id_str;
     uint32_t len = (uint32_t)strlen(s);
     for (int k = 0; k < 4; k++) *w++ = (unsigned char)(len >> (8 * k));
     memcpy(w, s, len);
@@ -596,10 +604,10 @@ static enum pts_status control_input(struct pts_seq *q, size_t k, struct pts_pen
           put_control(w, c, req->sequence_end);
           break;
         case INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_READY:
-          put_control(w, c, true); /* every row is a real request */
+          put_control(w, c, !items[i]->padding);
           break;
         default:
-          put_corrid(w, t, items[i]->sequence->id);
+          put_corrid(w, t, items[i]->padding ? 0 : items[i]->sequence->id);
           break;
       }
     }
@@ -623,6 +631,10 @@ static enum pts_status state_input(struct pts_seq *q, size_t k, struct pts_pendi
   unsigned char *w = (*owned)->data;
   for (size_t i = 0; i < n; i++, w += bytes) {
     struct pts_seq_entry *e = items[i]->sequence;
+    if (!e) { /* a padding row */
+      memcpy(w, q->initial[k], bytes);
+      continue;
+    }
     /* START resets the state, also of a sequence that starts again. */
     if (items[i]->req->sequence_start) e->has_state = false;
     memcpy(w, e->has_state ? e->state[k] : q->initial[k], bytes);
@@ -660,9 +672,11 @@ enum pts_status pts_seq_keep_state(struct pts_seq *q, struct pts_pending *const 
   }
   for (size_t k = 0; k < q->n_states; k++)
     for (size_t i = 0; i < n; i++)
-      memcpy(items[i]->sequence->state[k],
-             (const unsigned char *)state_outputs[k].data + i * q->state_bytes[k],
-             q->state_bytes[k]);
-  for (size_t i = 0; i < n && q->n_states; i++) items[i]->sequence->has_state = true;
+      if (items[i]->sequence)
+        memcpy(items[i]->sequence->state[k],
+               (const unsigned char *)state_outputs[k].data + i * q->state_bytes[k],
+               q->state_bytes[k]);
+  for (size_t i = 0; i < n && q->n_states; i++)
+    if (items[i]->sequence) items[i]->sequence->has_state = true;
   return PTS_OK;
 }

@@ -11,11 +11,14 @@
  *
  *   direct  each instance has max(1, max_batch_size) slots; a new sequence
  *           takes a free slot and keeps it (and its instance) until it ends
- *           or idles out. An instance's batch holds the next request of each
- *           of its slots that has one, in slot order; it waits up to
- *           direct.max_queue_delay_microseconds for every active slot to
- *           have a request. Sequences that find no free slot wait in a
- *           backlog, in arrival order, for one.
+ *           or idles out. An instance's batch has one row per slot, up to
+ *           its highest slot in use: row i is the next request of slot i's
+ *           sequence, or a padding row (READY false, no request) when that
+ *           slot is free or its sequence has nothing queued — so a model
+ *           sees a sequence at the same row for the sequence's life, as in
+ *           Triton. It waits up to direct.max_queue_delay_microseconds for
+ *           every active slot to have a request. Sequences that find no free
+ *           slot wait in a backlog, in arrival order, for one.
  *   oldest  at most max_candidate_sequences sequences are candidates (the
  *           rest wait in a backlog); any free instance batches the next
  *           requests of the candidates, oldest request first, up to
@@ -30,10 +33,11 @@
  * implicit states (`state`) are tensors the model takes after its own inputs
  * (config/model_config_sequence.h, the execution config). This module
  * builds them for a batch: START/END from the request's flags, READY true
- * (ptserve sends no padding rows), CORRID the id; a state input is the
- * sequence's state, or the initial state (zeros or initial_state's data
- * file) at START; after the batch ran, each row of a state output becomes
- * its sequence's state.
+ * (false on a padding row), CORRID the id (0 or "" on a padding row); a
+ * state input is the sequence's state, or the initial state (zeros or
+ * initial_state's data file) at START and on a padding row; after the batch
+ * ran, each row of a state output becomes its sequence's state (padding
+ * rows' are dropped).
  *
  * Ownership: the scheduler owns the pts_seq and the pendings; a pending the
  * sequence batcher holds is the scheduler's, lent until taken by choose.
@@ -83,20 +87,25 @@ enum pts_status pts_seq_push(struct pts_seq *q, struct pts_pending *p, uint64_t 
                              uint64_t cap, struct pts_error *err);
 
 /* The next batch for instance `instance` at `now_ns`: returns how many
- * requests (one per sequence), linked through ->next into *out, or 0 with
- * *wake_ns set to when to ask again (0 = when a request arrives or a batch
- * finishes). Releases idle sequences first. With `flush` (shutting down)
- * whatever is ready goes at once, and every sequence with nothing queued or
- * running is released (its slot may serve a backlogged one). */
+ * requests (one per sequence), linked through ->next into *out in row
+ * order, or 0 with *wake_ns set to when to ask again (0 = when a request
+ * arrives or a batch finishes). *rows gets the rows the batch spans: for
+ * the direct strategy of a batching model, the instance's highest slot in
+ * use + 1, each request's ->row its slot, and the caller fills the other
+ * rows with padding (pendings with ->padding set); otherwise the count
+ * returned, rows 0.. in list order. Releases idle sequences first. With
+ * `flush` (shutting down) whatever is ready goes at once, and every
+ * sequence with nothing queued or running is released (its slot may serve
+ * a backlogged one). */
 size_t pts_seq_choose(struct pts_seq *q, size_t instance, uint64_t now_ns, bool flush,
-                      struct pts_pending **out, uint64_t *wake_ns);
+                      struct pts_pending **out, size_t *rows, uint64_t *wake_ns);
 
 /* Requests queued now (not running). */
 size_t pts_seq_queued(const struct pts_seq *q);
 
 /* The tensor of extra input `k` (0-based among the execution config's
  * extra inputs: control inputs, then states) for the batch `items` (n
- * requests, rows in that order): dtype, shape (batch dimension when the
+ * rows in that order, padding rows included): dtype, shape (batch dimension when the
  * model batches), data. *owned gets the new buffer (one reference, release
  * it after the backend ran); dst->buf points to it without its own. */
 enum pts_status pts_seq_build_input(struct pts_seq *q, size_t k, struct pts_pending *const *items,

@@ -4,7 +4,9 @@ Models come from tests/models/gen_sequence_models.py: they add each request's
 input to a state the server keeps per sequence, so every answer must be the
 running sum of the sequence's inputs so far — computed here with numpy, from
 the inputs this test sent. The CONTROLS output echoes the control inputs
-(START, END, READY, CORRID) the server gave the model for that request.
+(START, END, READY, CORRID) the server gave the model for that request, and
+seq_rows's ROWS output the batch's layout (rows, the request's row, rows
+with READY true), which shows the direct strategy's slots and padding rows.
 Clients are NVIDIA's tritonclient (sequence_id, sequence_start and
 sequence_end on infer), over HTTP and gRPC, streaming included.
 """
@@ -94,6 +96,42 @@ def test_running_sum_and_controls(server, proto, mod, make, model):
         # START and END as the request said, READY always, CORRID the id.
         np.testing.assert_array_equal(r.as_numpy("CONTROLS__1"),
                                       [[int(start), int(end), 1, seq]])
+    c.close()
+
+
+def inference_count(server, model):
+    r = requests.get("http://127.0.0.1:%d/v2/models/%s/stats" % (server.port, model), timeout=10)
+    r.raise_for_status()
+    return r.json()["model_stats"][0]["inference_count"]
+
+
+def test_direct_rows_are_slots_with_padding(server):
+    """direct, one instance of 4 slots: a sequence keeps its batch row (its
+    slot) for its life, and the batch spans every slot up to the highest in
+    use, the rows of slots with nothing to run being padding (READY false)
+    that the model sees and nobody is answered for. ROWS is what the model
+    saw: [rows in the batch, this request's row, rows with READY true]."""
+    c = http_client(server)
+    before = inference_count(server, "seq_rows")
+    a, b = 501, 502
+    sums = {a: np.zeros(4, np.float32), b: np.zeros(4, np.float32)}
+    # (sequence, value, start, end, the ROWS the model must have seen)
+    steps = [(a, 1, True, False, [1, 0, 1]),   # a takes slot 0: one row
+             (b, 10, True, False, [2, 1, 1]),  # b takes slot 1: row 0 is padding
+             (a, 2, False, False, [2, 0, 1]),  # a keeps row 0; row 1 is padding
+             (b, 20, False, True, [2, 1, 1]),  # b ends: slot 1 is free after this
+             (a, 3, False, True, [1, 0, 1])]   # a alone again: one row
+    for seq, v, start, end, want_rows in steps:
+        x = np.full((1, 4), v, np.float32)
+        sums[seq] += x[0]
+        r = infer(c, http, "seq_rows", x, seq, start, end)
+        np.testing.assert_array_equal(r.as_numpy("ROWS__3"), [want_rows])
+        np.testing.assert_array_equal(r.as_numpy("OUTPUT__0"), [sums[seq]])
+        np.testing.assert_array_equal(r.as_numpy("CONTROLS__1"), [[int(start), int(end), 1, seq]])
+        assert [o["name"] for o in r.get_response()["outputs"]] == \
+            ["OUTPUT__0", "CONTROLS__1", "ROWS__3"]
+    # Padding rows ran, but they are not inferences anybody asked for.
+    assert inference_count(server, "seq_rows") - before == len(steps)
     c.close()
 
 

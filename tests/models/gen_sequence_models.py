@@ -30,6 +30,22 @@ class Accumulate(torch.nn.Module):
         return total, controls, total
 
 
+class AccumulateRows(torch.nn.Module):
+    """Accumulate, plus ROWS: per row [rows in the batch, this row's index,
+    rows with READY true] — what the model saw of the batch's layout."""
+
+    def forward(self, x, start, end, ready, corrid, state):
+        total = state + x
+        controls = torch.cat([start.to(torch.int64), end.to(torch.int64),
+                              ready.to(torch.int64), corrid.to(torch.int64)], dim=1)
+        n = x.shape[0]
+        rows = torch.stack([torch.full([n], n, dtype=torch.int64),
+                            torch.arange(n, dtype=torch.int64),
+                            torch.full([n], 0, dtype=torch.int64) + ready.to(torch.int64).sum()],
+                           dim=1)
+        return total, controls, total, rows
+
+
 class AccumulateStart(torch.nn.Module):
     """Unbatched: (x, START, state) -> (state + x, state + x as the new state)."""
 
@@ -89,6 +105,15 @@ sequence_batching {
 """
 
 
+# seq_rows: one instance of four slots, so that which slot (row) a sequence
+# gets is known: the first free one.
+SEQ_ROWS_CONFIG = (accumulate_config("seq_rows", "direct { }", 60000000, instances=1)
+                   .replace("max_batch_size: 8", "max_batch_size: 4")
+                   .replace('{ name: "CONTROLS__1" data_type: TYPE_INT64 dims: [ 4 ] }',
+                            '{ name: "CONTROLS__1" data_type: TYPE_INT64 dims: [ 4 ] },\n'
+                            '  { name: "ROWS__3" data_type: TYPE_INT64 dims: [ 3 ] }'))
+
+
 def models():
     """name -> (config text, module)."""
     idle = 60000000  # a minute: no sequence of the load tests idles out
@@ -102,6 +127,7 @@ def models():
         "seq_idle": (accumulate_config("seq_idle", "direct { }", 300000, instances=1),
                      Accumulate()),
         "seq_file": (SEQ_FILE_CONFIG, AccumulateStart()),
+        "seq_rows": (SEQ_ROWS_CONFIG, AccumulateRows()),
     }
 
 

@@ -23,6 +23,7 @@ struct fixture {
   struct pts_infer_request reqs[16];
   struct pts_pending items[16];
   uint64_t cap; /* pts_seq_push's */
+  size_t rows;  /* the last choose's */
 };
 
 static void setup(struct fixture *f, const char *text, size_t n_instances) {
@@ -61,7 +62,7 @@ static void push_ok(struct fixture *f, int i, uint64_t id, bool start, bool end,
 static size_t choose(struct fixture *f, size_t inst, uint64_t now, int *idx, uint64_t *wake,
                      struct pts_pending **list) {
   uint64_t w = 0;
-  size_t n = pts_seq_choose(f->q, inst, now, false, list, &w);
+  size_t n = pts_seq_choose(f->q, inst, now, false, list, &f->rows, &w);
   size_t k = 0;
   for (struct pts_pending *p = *list; p; p = p->next) idx[k++] = (int)(p - f->items);
   assert_int_equal(k, n);
@@ -232,6 +233,76 @@ static void control_and_state_tensors(void **state) {
   teardown(&f);
 }
 
+/* direct with batching: a batch spans every slot up to the highest in use,
+ * each request at its slot's row; the scheduler's padding rows (no
+ * sequence) get READY false, CORRID 0 and the initial state, and keep
+ * no state. */
+static void direct_rows_and_padding(void **state) {
+  (void)state;
+  struct fixture f;
+  setup(&f, DIRECT, 1);
+  push_ok(&f, 0, 21, true, false, 0); /* slot 0 */
+  push_ok(&f, 1, 22, true, false, 0); /* slot 1 */
+  int a[17];
+  struct pts_pending *l;
+  assert_int_equal(choose(&f, 0, 0, a, NULL, &l), 2);
+  assert_int_equal(f.rows, 2);
+  assert_int_equal(l->row, 0);
+  assert_int_equal(l->next->row, 1);
+  pts_seq_done(f.q, l, 2, 0);
+  /* Only 22 has a request: one request, two rows, at row 1. */
+  push_ok(&f, 2, 22, false, false, 0);
+  assert_int_equal(choose(&f, 0, 0, a, NULL, &l), 1);
+  assert_int_equal(a[0], 2);
+  assert_int_equal(f.rows, 2);
+  assert_int_equal(l->row, 1);
+  struct pts_pending pad = {.padding = true, .batch_size = 1};
+  struct pts_infer_request pad_req;
+  memset(&pad_req, 0, sizeof pad_req);
+  pad.req = &pad_req;
+  struct pts_pending *items[2] = {&pad, l};
+  struct pts_error err;
+  struct pts_tensor t;
+  struct pts_buf *owned;
+  memset(&t, 0, sizeof t);
+  assert_int_equal(pts_seq_build_input(f.q, 2, items, 2, &t, &owned, &err), PTS_OK);
+  assert_int_equal(((const uint8_t *)t.data)[0], 0); /* READY: false, true */
+  assert_int_equal(((const uint8_t *)t.data)[1], 1);
+  pts_buf_release(owned);
+  assert_int_equal(pts_seq_build_input(f.q, 0, items, 2, &t, &owned, &err), PTS_OK);
+  assert_int_equal(((const int32_t *)t.data)[0], 7); /* START false on both */
+  assert_int_equal(((const int32_t *)t.data)[1], 7);
+  pts_buf_release(owned);
+  assert_int_equal(pts_seq_build_input(f.q, 3, items, 2, &t, &owned, &err), PTS_OK);
+  assert_int_equal(((const uint32_t *)t.data)[0], 0);
+  assert_int_equal(((const uint32_t *)t.data)[1], 22);
+  pts_buf_release(owned);
+  /* State: 22 had none kept yet, the padding row gets the initial one. */
+  int32_t out[4] = {5, 6, 7, 8};
+  struct pts_tensor so = {.dtype = PTS_DTYPE_INT32, .data = out, .byte_size = sizeof out,
+                          .shape = {.ndim = 2, .dims = {2, 2}}};
+  assert_int_equal(pts_seq_keep_state(f.q, items, 2, &so, &err), PTS_OK);
+  pts_seq_done(f.q, items[0], 1, 0); /* a padding row is no sequence's */
+  pts_seq_done(f.q, l, 1, 0);
+  /* Both again: 21 at row 0 with its own state (the padding row's output
+   * went nowhere), 22 at row 1 with row 1 of that output. */
+  push_ok(&f, 3, 21, false, false, 0);
+  push_ok(&f, 4, 22, false, true, 0);
+  assert_int_equal(choose(&f, 0, 0, a, NULL, &l), 2);
+  items[0] = l;
+  items[1] = l->next;
+  assert_int_equal(pts_seq_build_input(f.q, 4, items, 2, &t, &owned, &err), PTS_OK);
+  const int32_t want[4] = {0, 0, 7, 8}; /* 21: initial; 22: row 1 of the last output */
+  assert_memory_equal(t.data, want, sizeof want);
+  pts_buf_release(owned);
+  pts_seq_done(f.q, l, 2, 0); /* 22 ended: slot 1 is free */
+  push_ok(&f, 5, 21, false, false, 0);
+  assert_int_equal(choose(&f, 0, 0, a, NULL, &l), 1);
+  assert_int_equal(f.rows, 1);
+  pts_seq_done(f.q, l, 1, 0);
+  teardown(&f);
+}
+
 static const char *OLDEST =
     "backend: 'identity' max_batch_size: 4 sequence_batching { oldest { max_candidate_sequences: "
     "3 preferred_batch_size: [ 2 ] max_queue_delay_microseconds: 1000 } }";
@@ -356,6 +427,7 @@ int main(void) {
       cmocka_unit_test(queue_cap),
       cmocka_unit_test(string_corrid),
       cmocka_unit_test(direct_delay),
+      cmocka_unit_test(direct_rows_and_padding),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
