@@ -6,7 +6,8 @@ host's torch and torchvision:
 
 - resnet50_fp32, resnet50_fp16: torchvision ResNet-50 with random weights,
   traced on cuda:0 at FP32 / FP16, served with dynamic batching (max 128);
-- resnet50_fp16_graph: the FP16 model with a CUDA graph captured at batch 1;
+- resnet50_fp16_graph: the FP16 model with a CUDA graph captured at batch 1,
+  no queue delay (a latency model);
 - mlp: 64 -> 256 -> 8, dynamic batching.
 """
 import os
@@ -16,16 +17,17 @@ import torch
 import torchvision
 
 
-def config(name, dtype, in_dims, out_dims, extra=""):
+def config(name, dtype, in_dims, out_dims, extra="", delay_us=200):
     return """name: "%s"
 backend: "pytorch"
 max_batch_size: 128
 input [ { name: "INPUT__0" data_type: %s dims: [ %s ] } ]
 output [ { name: "OUTPUT__0" data_type: %s dims: [ %s ] } ]
 instance_group [ { count: 2 kind: KIND_GPU gpus: [ 0 ] } ]
-dynamic_batching { max_queue_delay_microseconds: 200 }
+dynamic_batching { max_queue_delay_microseconds: %d }
 %s
-""" % (name, dtype, ", ".join(map(str, in_dims)), dtype, ", ".join(map(str, out_dims)), extra)
+""" % (name, dtype, ", ".join(map(str, in_dims)), dtype, ", ".join(map(str, out_dims)), delay_us,
+       extra)
 
 
 def write(outdir, name, cfg, module):
@@ -48,8 +50,11 @@ def main(outdir):
         write(outdir, "resnet50_fp16", config("resnet50_fp16", "TYPE_FP16", [3, 224, 224], [1000]),
               traced16)
         graph_extra = 'parameters { key: "CUDA_GRAPH_BATCH_SIZES" value: { string_value: "1" } }'
+        # A batch-1 latency model (its graph is captured for batch 1 only):
+        # no queue delay, which would only add to every request's latency.
         write(outdir, "resnet50_fp16_graph",
-              config("resnet50_fp16_graph", "TYPE_FP16", [3, 224, 224], [1000], graph_extra),
+              config("resnet50_fp16_graph", "TYPE_FP16", [3, 224, 224], [1000], graph_extra,
+                     delay_us=0),
               traced16)
         mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
                                   torch.nn.Linear(256, 8)).eval().cuda()

@@ -13,7 +13,8 @@
 #    (b) ptserve over HTTP, binary tensors, dynamic batching, one image per
 #        request, concurrency 1..512 (ptperf); the ResNet-50s again with
 #        inputs and outputs in system shared memory (ptperf --shared-memory
-#        system, the server with --allow-client-shm=true);
+#        system, the server with --allow-client-shm=true), and over gRPC
+#        (ptperf -i grpc, ModelInfer calls on 4 channels);
 #    (c) ptserve with the CUDA-graph model at concurrency 1;
 #    (d) first-request latency of a fresh server with and without warmup;
 # 4. bench/gpu/report.py turns RAW_DIR into results.md, results.csv, plot.png.
@@ -69,8 +70,9 @@ inproc "mlp_graph/b1" mlp --input "FP32:1,64" --graph
 
 start_server() {
   PORT="$(free_port)"
+  GRPC_PORT="$(free_port)"
   "$BUILD/ptserve" --model-repository "$1" --http-port "$PORT" --http-address 127.0.0.1 \
-    --grpc-port "$(free_port)" --metrics-port "$(free_port)" --http-thread-count 16 \
+    --grpc-port "$GRPC_PORT" --metrics-port "$(free_port)" --http-thread-count 16 \
     --allow-client-shm=true \
     >"$RAW/server-$2.log" 2>&1 &
   SERVER_PID=$!
@@ -98,6 +100,11 @@ for m in resnet50_fp32 resnet50_fp16; do
   log "ptperf $m with system shared memory, concurrency 1..512"
   ptperf -m "$m" --shared-memory system --concurrency 1,2,4,8,16,32,64,128,256,512 \
     -f "$RAW/ptperf_${m}_shm.csv"
+done
+for m in resnet50_fp32 resnet50_fp16; do
+  log "ptperf $m over gRPC, concurrency 1..512"
+  ptperf -m "$m" -i grpc --grpc-url "127.0.0.1:$GRPC_PORT" --grpc-channels 4 \
+    --concurrency 1,16,64,128,256,512 -f "$RAW/ptperf_${m}_grpc.csv"
 done
 log "ptperf resnet50_fp16_graph, concurrency 1"
 ptperf -m resnet50_fp16_graph --concurrency 1 -f "$RAW/ptperf_resnet50_fp16_graph.csv"
