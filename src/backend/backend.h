@@ -90,6 +90,13 @@ struct pts_batch {
    * which ends it after execute; a backend that can not profile ignores it
    * (or says why with pts_profile_note). */
   struct pts_profile_ticket *profile;
+  /* The sequence extension's fields of a batch of one request (zero, NULL
+   * and false for a batch of several): a backend that sends requests on
+   * passes them with it, as the ensemble does to its steps (Triton's
+   * ensembles do the same). sequence_id_str is borrowed for the call. */
+  uint64_t sequence_id;
+  const char *sequence_id_str;
+  bool sequence_start, sequence_end;
 };
 
 struct pts_backend {

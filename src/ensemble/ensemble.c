@@ -347,13 +347,6 @@ static enum pts_status check_step(const struct pts_ensemble_graph *g, size_t s,
                                   struct pts_error *err) {
   const Inference__ModelConfig *cfg = g->cfg;
   const Inference__ModelEnsembling__Step *st = g->steps[s].cfg;
-  /* A step's request carries no correlation id, which a sequence model
-   * refuses on every request: said once, at load, rather than per request. */
-  if (mc->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
-    return graph_fail(err, g,
-                      "step %zu uses model '%s', which has sequence_batching: ensembles do not "
-                      "pass sequence ids to their steps",
-                      s, mc->name);
   for (size_t k = 0; k < st->n_input_map; k++)
     if (!find_input(mc, st->input_map[k]->key))
       return graph_fail(err, g, "step %zu maps '%s', which is not an input of model '%s'", s,
@@ -529,6 +522,7 @@ enum step_state { STEP_WAITING, STEP_QUEUED, STEP_DONE };
 
 struct run {
   const struct ens_model *m;
+  const struct pts_batch *batch; /* the ensemble request's; borrowed */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   struct pts_tensor *tensors; /* per graph tensor; data NULL = not (yet) there */
@@ -642,6 +636,15 @@ static enum pts_status step_request(struct run *r, size_t s, struct pts_infer_re
     else
       req->n_outputs++;
   }
+  /* Each step belongs to the ensemble request's sequence, if it has one:
+   * a sequence model among the steps keeps its state per correlation id. */
+  const struct pts_batch *b = r->batch;
+  req->sequence_id = b->sequence_id;
+  req->sequence_start = b->sequence_start;
+  req->sequence_end = b->sequence_end;
+  if (rc == PTS_OK && b->sequence_id_str &&
+      !(req->sequence_id_str = pts_strdup(b->sequence_id_str)))
+    rc = pts_error_set(err, PTS_NOMEM, "out of memory");
   req->binary_data_output = true;
   req->receive_ns = pts_now_ns();
   req->done = step_done;
@@ -745,7 +748,7 @@ static enum pts_status ens_execute(void *instance_state, struct pts_batch *batch
   if (batch->n_inputs != cfg->n_input || batch->n_outputs != cfg->n_output)
     return pts_error_set(err, PTS_INTERNAL, "ensemble '%s' got %zu inputs and %zu outputs",
                          m->name, batch->n_inputs, batch->n_outputs);
-  struct run r = {.m = m};
+  struct run r = {.m = m, .batch = batch};
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
   r.tensors = pts_calloc(g->n_tensors + 1, sizeof *r.tensors);

@@ -693,6 +693,13 @@ static enum pts_status execute_batch(struct pts_scheduler *s, struct instance *i
       .outputs = r->outputs,
       .output_dest = output_dests(s, r),
   };
+  if (r->n == 1) {
+    const struct pts_infer_request *one = r->reqs[0];
+    batch.sequence_id = one->sequence_id;
+    batch.sequence_id_str = one->sequence_id_str;
+    batch.sequence_start = one->sequence_start;
+    batch.sequence_end = one->sequence_end;
+  }
   *why = PTS_FAIL_BACKEND;
   batch.profile = pts_profile_take(s->model_name, s->version, inst->name, r->total);
   pts_nvtx_batch_push(s->model_name, r->n, r->total);

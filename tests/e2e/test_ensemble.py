@@ -11,8 +11,7 @@ identity-backend model (`pass`), and the ensemble `chain` over them:
 
 Expected values come from running the same chain in torch here, on the
 same model.pt files (torch.jit.load), never from ptserve. Bad ensembles (a
-cycle, a tensor nobody writes, an unknown model, a sequence model as a
-step) are loaded in explicit
+cycle, a tensor nobody writes, an unknown model) are loaded in explicit
 mode and must be refused with a message naming what is wrong.
 """
 import os
@@ -102,8 +101,21 @@ MISSING = ensemble_config("bad_missing", [
 SHAPE = ensemble_config("bad_shape", [
     ("scale", "INPUT__0", "X", "OUTPUT__0", "OUT")]).replace(
         'name: "X" data_type: TYPE_FP32 dims: [ 4 ]', 'name: "X" data_type: TYPE_FP32 dims: [ 5 ]')
-SEQUENCE = ensemble_config("bad_sequence", [
-    ("seq_scale", "INPUT__0", "X", "OUTPUT__0", "OUT")])
+# A sequence model (a running sum kept as implicit state) as a step:
+# X --seq_acc--> acc --scale--> OUT.
+SEQ_ACC = """name: "seq_acc"
+platform: "pytorch_libtorch"
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+sequence_batching {
+  max_sequence_idle_microseconds: 60000000
+  state [ { input_name: "STATE__1" output_name: "OUTPUT__1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+}
+"""
+ACC_SCALED = ensemble_config("acc_scaled", [
+    ("seq_acc", "INPUT__0", "X", "OUTPUT__0", "acc"),
+    ("scale", "INPUT__0", "acc", "OUTPUT__0", "OUT")])
 UNKNOWN = ensemble_config("bad_unknown", [
     ("no_such_model", "INPUT0", "X", "OUTPUT0", "OUT")])
 
@@ -133,6 +145,12 @@ class Scale(torch.nn.Module):
 
     def forward(self, x):
         return x * self.w + self.c
+
+
+class Accumulate(torch.nn.Module):
+    def forward(self, x, state):
+        total = state + x
+        return total, total
 
 
 class AddSub(torch.nn.Module):
@@ -315,11 +333,8 @@ def explicit(start_server, repo, tmp_path):
     write(d, "bad_missing", MISSING)
     write(d, "bad_unknown", UNKNOWN)
     write(d, "bad_shape", SHAPE)
-    # `scale` as a sequence model: a step cannot give it a sequence id.
-    write(d, "seq_scale", SCALE.replace('"scale"', '"seq_scale"') + "sequence_batching { }\n")
-    os.symlink(os.path.join(repo, "scale", "1", "model.pt"),
-               os.path.join(d, "seq_scale", "1", "model.pt"))
-    write(d, "bad_sequence", SEQUENCE)
+    write(d, "seq_acc", SEQ_ACC, Accumulate())
+    write(d, "acc_scaled", ACC_SCALED)
     write(d, "outer", OUTER)
     write(d, "loop_1", LOOP_1)
     write(d, "loop_2", LOOP_2)
@@ -341,8 +356,6 @@ def test_bad_ensembles_are_refused_at_load(explicit):
         "bad_shape": "ensemble tensor 'X' (input of the ensemble) is TYPE_FP32 [-1,5], but step 0 "
                      "feeds it to input 'INPUT__0' of model 'scale', which takes TYPE_FP32 "
                      "[-1,4]",
-        "bad_sequence": "step 0 uses model 'seq_scale', which has sequence_batching: "
-                        "ensembles do not pass sequence ids to their steps",
         "loop_1": "circular dependency between ensembles: 'loop_1' -> 'loop_2' -> 'loop_1'",
     }
     for name, text in expect.items():
@@ -355,6 +368,42 @@ def test_bad_ensembles_are_refused_at_load(explicit):
     c.load_model("chain")
     x, y = sample(1, 6)
     assert c.infer("chain", inputs(httpclient, x, y)).as_numpy("SUM") is not None
+
+
+@pytest.mark.parametrize("proto", ["http", "grpc"])
+def test_sequence_model_as_a_step(explicit, repo, proto):
+    """The ensemble request's sequence id and flags reach its steps, as in
+    Triton: seq_acc keeps a running sum per sequence, scale maps it. Two
+    interleaved sequences; expected values from torch's scale on the sums
+    computed here."""
+    s, _ = explicit
+    http_client(s).load_model("acc_scaled")
+    mod, c = (httpclient, http_client(s)) if proto == "http" else (grpcclient, grpc_client(s))
+    scale = torch.jit.load(os.path.join(repo, "scale", "1", "model.pt"))
+    rng = np.random.default_rng(17)
+    seqs = [7101, 7102] if proto == "http" else [7201, 7202]
+    xs = {q: rng.standard_normal((3, 1, 4)).astype(np.float32) for q in seqs}
+
+    def ask(x, **seq):
+        i = mod.InferInput("X", [1, 4], "FP32")
+        i.set_data_from_numpy(x)
+        return c.infer("acc_scaled", [i], **seq)
+
+    for k in range(3):
+        for q in seqs:
+            r = ask(xs[q][k], sequence_id=q, sequence_start=k == 0, sequence_end=k == 2)
+            want = scale(torch.from_numpy(xs[q][:k + 1].sum(axis=0))).numpy()
+            np.testing.assert_allclose(r.as_numpy("OUT"), want, rtol=1e-6, atol=1e-6)
+    # Without a correlation id the sequence step refuses, named.
+    with pytest.raises(InferenceServerException) as info:
+        ask(xs[seqs[0]][0])
+    msg = info.value.message()
+    assert "step 0 (model 'seq_acc')" in msg, msg
+    assert "must specify a non-zero or non-empty correlation ID" in msg, msg
+    # A sequence that ended needs START again: the flags reached the step.
+    with pytest.raises(InferenceServerException) as info:
+        ask(xs[seqs[0]][0], sequence_id=seqs[0])
+    assert "must specify the START flag" in info.value.message()
 
 
 def test_explicit_load_brings_composing_models(explicit, repo):
