@@ -44,7 +44,7 @@ def free_port():
 
 
 class Server:
-    def __init__(self, binary, log_path, args=(), nofile=None):
+    def __init__(self, binary, log_path, args=(), nofile=None, env=None):
         self.port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
         cmd = [binary, "--model-repository", REPO, "--http-port", str(self.port),
                "--http-address", "127.0.0.1", "--grpc-port", str(self.grpc_port),
@@ -54,7 +54,8 @@ class Server:
             cmd = ["prlimit", "--nofile=%d:%d" % (nofile, nofile), "--"] + cmd
         self.log_path = log_path
         with open(log_path, "w") as logf:
-            self.proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
+                                         env=dict(os.environ, **(env or {})))
         self.url = "http://127.0.0.1:%d" % self.port
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -200,8 +201,8 @@ def attack_memory(binary, work, name, args, conns, declared, sent):
         s.stop()
 
 
-def attack_rounds(binary, work, name, args, conns, declared, sent, rounds):
-    s = Server(binary, os.path.join(work, name + ".log"), args)
+def attack_rounds(binary, work, name, args, conns, declared, sent, rounds, env=None):
+    s = Server(binary, os.path.join(work, name + ".log"), args, env=env)
     samples = []  # (seconds, rss MB)
     t0 = time.monotonic()
     stop = threading.Event()

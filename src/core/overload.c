@@ -83,7 +83,20 @@ void pts_overload_snapshot(struct pts_overload_stats *out) {
   }
 }
 
+/* PTSERVE_MALLOC_TRIM=0 turns the trim off: the A/B switch with which
+ * bench/overload/allocators.py measures the alternatives (capped arenas,
+ * jemalloc, mimalloc) against it. Read once; the tick has one caller. */
+static bool trim_wanted(void) {
+  static int wanted = -1;
+  if (wanted < 0) {
+    const char *v = getenv("PTSERVE_MALLOC_TRIM");
+    wanted = !(v && strcmp(v, "0") == 0);
+  }
+  return wanted;
+}
+
 bool pts_overload_tick(void) {
+  if (!trim_wanted()) return false;
   size_t held = pts_overload_held();
   size_t peak = atomic_load(&peak_bytes);
   /* The budget is released a moment before libevent frees the buffers it
