@@ -15,22 +15,15 @@ import re
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import read_meta  # noqa: E402  (bench/cpu/report.py: the same meta.txt)
+
 TAG = re.compile(r"^ptperf_(baseline|new)_r(\d+)_(http|grpc)_c(\d+)\.csv$")
 LABEL = {"http": "HTTP", "grpc": "gRPC"}
 # Issue #13's targets for the 16 -> 4 MLP on the 2-core machine.
 TARGET_CPU_US = 30.0
 TARGET_P50_US = 60.0
 TARGET_RATIO_C4 = 2.0
-
-
-def read_meta(raw):
-    meta = {}
-    with open(os.path.join(raw, "meta.txt")) as f:
-        for line in f:
-            if "=" in line:
-                k, v = line.rstrip("\n").split("=", 1)
-                meta[k] = v
-    return meta
 
 
 def perf_counts(path):
