@@ -71,6 +71,14 @@ static void system_unmake(struct ptperf_shm *s, struct ptperf_shm_region *r) {
 }
 
 /* CUDA: a device allocation per region, exported by its IPC handle. */
+static enum pts_status cuda_start(struct ptperf_shm *s, struct pts_error *err) {
+  enum pts_status st = ptperf_cuda_open(s->device, &s->cuda, err);
+  if (st != PTS_OK) pts_error_prefix(err, "--shared-memory cuda");
+  return st;
+}
+
+static void cuda_stop(struct ptperf_shm *s) { ptperf_cuda_close(s->cuda); }
+
 static enum pts_status cuda_make(struct ptperf_shm *s, struct ptperf_shm_region *r,
                                  const void *init, struct pts_error *err) {
   enum pts_status st = ptperf_cuda_alloc(s->cuda, r->size, &r->dev, err);
@@ -104,8 +112,11 @@ static void cuda_unmake(struct ptperf_shm *s, struct ptperf_shm_region *r) {
 static const struct kind_ops {
   const char *flag;      /* --shared-memory's word */
   const char *extension; /* the URL's segment: /v2/<extension>/region/... */
-  /* Storage of r->size bytes, its start set from `init` (NULL: left as
-   * it is). On error nothing is left to free. */
+  /* Before the first region and after the last (NULL: nothing to do). */
+  enum pts_status (*start)(struct ptperf_shm *s, struct pts_error *err);
+  void (*stop)(struct ptperf_shm *s);
+  /* Storage of r->size bytes, filled from `init` (r->size bytes; NULL:
+   * left unset). On error nothing is left to free. */
   enum pts_status (*make)(struct ptperf_shm *s, struct ptperf_shm_region *r, const void *init,
                           struct pts_error *err);
   /* The JSON body of r's registration, into `body`. */
@@ -113,9 +124,10 @@ static const struct kind_ops {
                               char *body, size_t cap, struct pts_error *err);
   void (*unmake)(struct ptperf_shm *s, struct ptperf_shm_region *r);
 } kinds[] = {
-    [PTPERF_SHM_SYSTEM] = {"system", "systemsharedmemory", system_make, system_describe,
-                           system_unmake},
-    [PTPERF_SHM_CUDA] = {"cuda", "cudasharedmemory", cuda_make, cuda_describe, cuda_unmake},
+    [PTPERF_SHM_SYSTEM] = {"system", "systemsharedmemory", NULL, NULL, system_make,
+                           system_describe, system_unmake},
+    [PTPERF_SHM_CUDA] = {"cuda", "cudasharedmemory", cuda_start, cuda_stop, cuda_make,
+                         cuda_describe, cuda_unmake},
 };
 
 /* ---- the same for both ---- */
@@ -163,9 +175,7 @@ enum pts_status ptperf_shm_setup(const struct ptperf_addr *a, const struct ptper
   for (size_t i = 0; i < o->n_requests; i++)
     ptperf_inputs_fill(m, o->seed0 + i, o->zero_data, data + i * in);
   const struct kind_ops *k = &kinds[o->kind];
-  enum pts_status st = PTS_OK;
-  if (o->kind == PTPERF_SHM_CUDA && (st = ptperf_cuda_open(o->device, &out->cuda, err)) != PTS_OK)
-    pts_error_prefix(err, "--shared-memory cuda");
+  enum pts_status st = k->start ? k->start(out, err) : PTS_OK;
   if (st == PTS_OK && (st = k->make(out, &out->in, data, err)) == PTS_OK) out->in.made = true;
   if (st == PTS_OK && (st = k->make(out, &out->out, NULL, err)) == PTS_OK) out->out.made = true;
   pts_free(data);
@@ -266,6 +276,6 @@ void ptperf_shm_teardown(const struct ptperf_addr *a, struct ptperf_shm *s) {
     unregister_region(a, s, regions[i]);
     if (regions[i]->made) kinds[s->kind].unmake(s, regions[i]);
   }
-  ptperf_cuda_close(s->cuda);
+  if (kinds[s->kind].stop) kinds[s->kind].stop(s);
   memset(s, 0, sizeof *s);
 }
