@@ -16,6 +16,10 @@ INPUT_BYTES = {"resnet50_fp32": 3 * 224 * 224 * 4, "resnet50_fp16": 3 * 224 * 22
                "mlp": 64 * 4, "resnet50_fp16_graph": 3 * 224 * 224 * 2}
 
 
+# Suffixes of the ResNet-50 loads besides plain HTTP, as run.sh names them.
+SERVED_KINDS = ("_shm", "_cudashm", "_grpc")
+
+
 def read_csv(path):
     if not os.path.exists(path):
         return []
@@ -35,11 +39,12 @@ def main(raw, out):
     served = {}
     for m in ("resnet50_fp32", "resnet50_fp16", "mlp", "resnet50_fp16_graph"):
         served[m] = read_csv(os.path.join(raw, "ptperf_%s.csv" % m))
-    # The same load with inputs and outputs in system shared memory.
-    # ... and over gRPC.
+    # The same load with inputs and outputs in system shared memory, in CUDA
+    # shared memory (absent from runs before ptperf had it, or on a host
+    # where its CUDA mode failed), and over gRPC.
     for m in ("resnet50_fp32", "resnet50_fp16"):
-        served[m + "_shm"] = read_csv(os.path.join(raw, "ptperf_%s_shm.csv" % m))
-        served[m + "_grpc"] = read_csv(os.path.join(raw, "ptperf_%s_grpc.csv" % m))
+        for kind in SERVED_KINDS:
+            served[m + kind] = read_csv(os.path.join(raw, "ptperf_%s%s.csv" % (m, kind)))
     rows, md = [], []
     md.append("# GPU benchmark: ptserve vs LibTorch in process\n")
     md.append("Run on %s; %s cores (%s); torch %s; git %s; %s. Produced by "
@@ -55,7 +60,9 @@ def main(raw, out):
     md.append("## Throughput at saturation and latency at concurrency 1\n")
     md.append("Rows ending in `_shm` are the same model with the inputs and outputs in system "
               "shared memory (ptperf `--shared-memory system`): the request carries only JSON "
-              "naming places in a registered region. Rows ending in `_grpc` are the same load "
+              "naming places in a registered region. Rows ending in `_cudashm` are the same "
+              "with the regions in GPU memory (ptperf `--shared-memory cuda`, registered by "
+              "CUDA IPC handle). Rows ending in `_grpc` are the same load "
               "as gRPC ModelInfer calls (ptperf `-i grpc`, 4 channels, tensors in "
               "`raw_input_contents`).\n")
     md.append("| model | in-process best (batch) | ptserve best (concurrency) | ratio | "
@@ -64,8 +71,9 @@ def main(raw, out):
     md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     ratios = {}
     for m in ("resnet50_fp32", "resnet50_fp16", "resnet50_fp32_grpc", "resnet50_fp16_grpc",
-              "resnet50_fp32_shm", "resnet50_fp16_shm", "mlp"):
-        ip = inproc.get(m.rsplit("_", 1)[0] if m.endswith(("_shm", "_grpc")) else m, {})
+              "resnet50_fp32_shm", "resnet50_fp16_shm", "resnet50_fp32_cudashm",
+              "resnet50_fp16_cudashm", "mlp"):
+        ip = inproc.get(m.rsplit("_", 1)[0] if m.endswith(SERVED_KINDS) else m, {})
         if not ip or not served.get(m):
             continue
         best_b = max(ip, key=lambda b: ip[b]["per_sec"])
@@ -122,11 +130,15 @@ def main(raw, out):
                 md.append("| %s over %s ≥ 0.85× in process | %.2f× | %s |" % (
                     m, "gRPC" if kind else "HTTP", r,
                     "met" if r >= 0.85 else "missed by %.2f" % (0.85 - r)))
-        if m + "_shm" in ratios:
-            r = ratios[m + "_shm"]
-            md.append("| %s with shared memory ≥ 0.95× (measured: system shared memory; CUDA "
-                      "shared memory has no load generator here) | %.2f× | %s |" % (
-                          m, r, "met" if r >= 0.95 else "missed by %.2f" % (0.95 - r)))
+        # The target is about CUDA shared memory; system shared memory
+        # stands in only for a run without CUDA rows.
+        kind = next((k for k in ("_cudashm", "_shm") if m + k in ratios), None)
+        if kind:
+            r = ratios[m + kind]
+            md.append("| %s with shared memory ≥ 0.95× (measured: %s) | %.2f× | %s |" % (
+                m, "CUDA shared memory" if kind == "_cudashm" else
+                "system shared memory; this run has no CUDA shared-memory rows", r,
+                "met" if r >= 0.95 else "missed by %.2f" % (0.95 - r)))
     graph_ip = inproc.get("resnet50_fp16_graph", {}).get(1, {}).get("p50_us")
     if g and graph_ip:
         got = float(g[0]["p50_us"])
@@ -155,7 +167,10 @@ def main(raw, out):
               "where the batcher gathers every request of the batch directly (a batch of one "
               "too), then (4) DMA to the GPU. With system shared memory (`_shm` rows) the "
               "image is in a registered region that is pinned: a batch of one goes to the GPU "
-              "by DMA from it, a larger batch is gathered once into staging. Outputs come back "
+              "by DMA from it, a larger batch is gathered once into staging. With CUDA shared "
+              "memory (`_cudashm` rows) the image is already on the GPU and the model reads it "
+              "where it is, but a request with device inputs is never batched with others: "
+              "each runs as a batch of one (its avg batch column). Outputs come back "
               "by DMA into pinned memory (or into the client's region) and go to the socket by "
               "reference (no copy).\n")
     md.append("| model | input bytes/request | at ptserve's best | host memory traffic (3 copies) |")
@@ -184,11 +199,12 @@ def main(raw, out):
             c = [int(r["concurrency"]) for r in served[m]]
             t = [float(r["infer_per_sec"]) for r in served[m]]
             ax.plot(c, t, "o-", label="ptserve over HTTP")
-            shm_rows = served.get(m + "_shm")
-            if shm_rows:
-                ax.plot([int(r["concurrency"]) for r in shm_rows],
-                        [float(r["infer_per_sec"]) for r in shm_rows], "s-",
-                        label="ptserve, system shared memory")
+            for kind, mark, label in (("_shm", "s-", "ptserve, system shared memory"),
+                                      ("_cudashm", "^-", "ptserve, CUDA shared memory")):
+                kind_rows = served.get(m + kind)
+                if kind_rows:
+                    ax.plot([int(r["concurrency"]) for r in kind_rows],
+                            [float(r["infer_per_sec"]) for r in kind_rows], mark, label=label)
             ip = inproc.get(m, {})
             if ip:
                 best = max(v["per_sec"] for v in ip.values())

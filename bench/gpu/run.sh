@@ -13,8 +13,11 @@
 #    (b) ptserve over HTTP, binary tensors, dynamic batching, one image per
 #        request, concurrency 1..512 (ptperf); the ResNet-50s again with
 #        inputs and outputs in system shared memory (ptperf --shared-memory
-#        system, the server with --allow-client-shm=true), and over gRPC
-#        (ptperf -i grpc, ModelInfer calls on 4 channels);
+#        system, the server with --allow-client-shm=true), then in CUDA
+#        shared memory (ptperf --shared-memory cuda, with the CUDA runtime
+#        of the pip torch; skipped, with a line saying why, when ptperf's
+#        CUDA mode does not work here), and over gRPC (ptperf -i grpc,
+#        ModelInfer calls on 4 channels);
 #    (c) ptserve with the CUDA-graph model at concurrency 1;
 #    (d) first-request latency of a fresh server with and without warmup;
 # 4. bench/gpu/report.py turns RAW_DIR into results.md, results.csv, plot.png.
@@ -52,6 +55,36 @@ rm -rf "$MODELS"
   echo "torch=$("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)')"
   echo "interval_ms=$INTERVAL_MS"
 } >"$RAW/meta.txt"
+
+# ptperf --shared-memory cuda loads the CUDA runtime at run time
+# ($PTPERF_CUDART). The host's runtime comes with the pip torch: under
+# site-packages/nvidia (cuda_runtime/lib/libcudart.so.12 in CUDA 12 wheels,
+# cu13/lib/libcudart.so.13 in CUDA 13 ones) or torch/lib. The one of
+# torch's CUDA major version first.
+find_cudart() {
+  if [ -n "${PTPERF_CUDART:-}" ]; then echo "$PTPERF_CUDART"; return; fi
+  "$PY" - <<'PY' 2>/dev/null || true
+import glob, os
+dirs, major = [], ""
+try:
+    import nvidia  # a namespace package: site-packages/nvidia
+    dirs += list(nvidia.__path__)
+except ImportError:
+    pass
+try:
+    import torch
+    dirs.append(os.path.join(os.path.dirname(torch.__file__), "lib"))
+    major = (torch.version.cuda or "").split(".")[0]
+except ImportError:
+    pass
+found = sorted({f for d in dirs
+                for f in glob.glob(os.path.join(d, "**", "libcudart.so*"), recursive=True)})
+found.sort(key=lambda f: not f.endswith(".so." + major))
+print(found[0] if found else "")
+PY
+}
+CUDART="$(find_cudart)"
+echo "cudart=${CUDART:-none}" >>"$RAW/meta.txt"
 
 log "(a) in-process LibTorch on cuda:0"
 echo "label,calls,per_sec,mean_us,p50_us,p99_us" >"$RAW/inproc.csv"
@@ -96,10 +129,28 @@ for m in resnet50_fp32 resnet50_fp16 mlp; do
   log "ptperf $m, concurrency 1..512"
   ptperf -m "$m" --concurrency 1,2,4,8,16,32,64,128,256,512 -f "$RAW/ptperf_$m.csv"
 done
+# CUDA shared memory only where ptperf's CUDA mode works: a short run on
+# the MLP first (the runtime loads, the GPU is there, the server opens the
+# IPC handles).
+CUDA_SHM=
+if [ -z "$CUDART" ]; then
+  log "skip CUDA shared memory: no libcudart.so* under the pip torch (set PTPERF_CUDART)"
+elif PTPERF_CUDART="$CUDART" "$BUILD/ptperf" -u "127.0.0.1:$PORT" -m mlp --shared-memory cuda \
+    --concurrency 1 -p 200 -r 3 -s 100 -q >"$RAW/cudashm-probe.log" 2>&1; then
+  CUDA_SHM=1
+  export PTPERF_CUDART="$CUDART"
+else
+  log "skip CUDA shared memory, ptperf --shared-memory cuda fails: $(grep -m1 '^ptperf: ' "$RAW/cudashm-probe.log" || tail -1 "$RAW/cudashm-probe.log")"
+fi
 for m in resnet50_fp32 resnet50_fp16; do
   log "ptperf $m with system shared memory, concurrency 1..512"
   ptperf -m "$m" --shared-memory system --concurrency 1,2,4,8,16,32,64,128,256,512 \
     -f "$RAW/ptperf_${m}_shm.csv"
+  if [ -n "$CUDA_SHM" ]; then
+    log "ptperf $m with CUDA shared memory, concurrency 1..512"
+    ptperf -m "$m" --shared-memory cuda --concurrency 1,2,4,8,16,32,64,128,256,512 \
+      -f "$RAW/ptperf_${m}_cudashm.csv"
+  fi
 done
 for m in resnet50_fp32 resnet50_fp16; do
   log "ptperf $m over gRPC, concurrency 1..512"

@@ -11,6 +11,7 @@
 
 #include "config/pbtxt.h"
 #include "core/alloc.h"
+#include "core/base64.h"
 
 /* 64-bit fields Triton's /config leaves as JSON strings (its int64 fix-up
  * list does not cover them), as "<message full name>.<field>". */
@@ -74,21 +75,10 @@ static json_t *text(const char *s, size_t n) {
 }
 
 static json_t *base64(const ProtobufCBinaryData *b) {
-  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  size_t n = (b->len + 2) / 3 * 4;
-  char *out = pts_malloc(n + 1);
+  size_t n;
+  char *out = pts_base64_encode(b->data, b->len, &n);
   if (!out) return NULL;
-  size_t o = 0;
-  for (size_t i = 0; i < b->len; i += 3) {
-    uint32_t v = (uint32_t)b->data[i] << 16;
-    if (i + 1 < b->len) v |= (uint32_t)b->data[i + 1] << 8;
-    if (i + 2 < b->len) v |= b->data[i + 2];
-    out[o++] = alphabet[(v >> 18) & 63];
-    out[o++] = alphabet[(v >> 12) & 63];
-    out[o++] = i + 1 < b->len ? alphabet[(v >> 6) & 63] : '=';
-    out[o++] = i + 2 < b->len ? alphabet[v & 63] : '=';
-  }
-  json_t *j = json_stringn(out, o);
+  json_t *j = json_stringn(out, n);
   pts_free(out);
   return j;
 }

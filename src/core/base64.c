@@ -70,3 +70,23 @@ enum pts_status pts_base64_decode(const char *text, size_t len, const char *what
   *out_len = k;
   return PTS_OK;
 }
+
+char *pts_base64_encode(const void *data, size_t len, size_t *out_len) {
+  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const uint8_t *b = data;
+  char *out = pts_malloc((len + 2) / 3 * 4 + 1);
+  if (!out) return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < len; i += 3) {
+    uint32_t v = (uint32_t)b[i] << 16;
+    if (i + 1 < len) v |= (uint32_t)b[i + 1] << 8;
+    if (i + 2 < len) v |= b[i + 2];
+    out[o++] = alphabet[(v >> 18) & 63];
+    out[o++] = alphabet[(v >> 12) & 63];
+    out[o++] = i + 1 < len ? alphabet[(v >> 6) & 63] : '=';
+    out[o++] = i + 2 < len ? alphabet[v & 63] : '=';
+  }
+  out[o] = 0;
+  if (out_len) *out_len = o;
+  return out;
+}

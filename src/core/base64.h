@@ -1,7 +1,8 @@
-/* core/base64.h — base64 decoding (RFC 4648), for the bytes that arrive as
- * JSON strings: `file:<version>/<name>` overrides of a repository load
- * (protocol-facts §1.12) and `bytes` fields of a JSON ModelConfig, which
- * protobuf's JSON mapping writes as base64.
+/* core/base64.h — base64 (RFC 4648), for the bytes that travel as JSON
+ * strings: `file:<version>/<name>` overrides of a repository load
+ * (protocol-facts §1.12), `bytes` fields of a JSON ModelConfig, which
+ * protobuf's JSON mapping writes as base64, and the cudaIpcMemHandle_t of a
+ * CUDA shared-memory registration (§1.15, sent by tools/ptperf).
  *
  * Both alphabets are accepted (standard "+/" and URL-safe "-_"), as
  * protobuf's JSON parser does, with or without '=' padding. Anything else —
@@ -25,5 +26,11 @@
  * INVALID_ARG for malformed input, NOMEM when allocation fails. */
 enum pts_status pts_base64_decode(const char *text, size_t len, const char *what, uint8_t **out,
                                   size_t *out_len, struct pts_error *err);
+
+/* Encodes `len` bytes of `data` with the standard alphabet and '='
+ * padding. Returns a new NUL-terminated string (caller frees with
+ * pts_free; *out_len, when not NULL, is its length), or NULL when out of
+ * memory. */
+char *pts_base64_encode(const void *data, size_t len, size_t *out_len);
 
 #endif

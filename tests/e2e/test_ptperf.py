@@ -5,8 +5,10 @@ checked against the server's own statistics (§1.11), over HTTP, gRPC
 ModelInfer and gRPC ModelStreamInfer, and its error handling against fake
 servers whose answers are written here by hand (HTTP with http.server, gRPC
 with grpcio's generic handlers and protobuf bytes worked out from the field
-numbers of protocol-facts §2).
+numbers of protocol-facts §2). --shared-memory cuda runs on CPU-only hosts
+through the build's stand-in CUDA runtime (tests/unit/ptperf/fake_cudart.c).
 """
+import base64
 import csv
 import http.server
 import json
@@ -29,10 +31,11 @@ def ptperf_bin(ptserve_bin):
     return path
 
 
-def run_ptperf(ptperf_bin, url, tmp_path, *args):
+def run_ptperf(ptperf_bin, url, tmp_path, *args, env=None):
     out = tmp_path / "out.csv"
     proc = subprocess.run([ptperf_bin, "-u", url, "-f", str(out), "-q"] + [str(a) for a in args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, **(env or {})))
     rows = []
     if out.exists():
         with open(out, newline="") as f:
@@ -199,6 +202,140 @@ def test_first_error_is_shown(ptperf_bin, tmp_path):
         httpd.shutdown()
     assert proc.returncode == 2
     assert "HTTP 500" in proc.stderr and "fake failure" in proc.stderr
+
+
+# ------------------------------------------------------ CUDA shared memory
+
+@pytest.fixture
+def fake_cudart(ptperf_bin, tmp_path):
+    """The build's stand-in for libcudart.so (tests/unit/ptperf/fake_cudart.c)
+    and the environment that makes ptperf use it, with its call log."""
+    lib = os.path.join(os.path.dirname(ptperf_bin), "libfake_cudart.so")
+    assert os.path.exists(lib), "the build makes %s (CMake target fake_cudart)" % lib
+    log = tmp_path / "cudart.log"
+    return {"PTPERF_CUDART": lib, "FAKE_CUDART_LOG": str(log)}, log
+
+
+def cudart_calls(log):
+    """The fake runtime's log: {pointer: bytes} still allocated, and the
+    copies as (pointer, bytes)."""
+    live, copies = {}, []
+    for line in log.read_text().splitlines() if log.exists() else []:
+        f = line.split()
+        if f[0] == "malloc":
+            live[f[1]] = int(f[2])
+        elif f[0] == "free":
+            del live[f[1]]
+        elif f[0] == "memcpy":
+            copies.append((f[1], int(f[2])))
+    return live, copies
+
+
+def test_shared_memory_cuda_needs_the_runtime(start_server, model_repo, ptperf_bin, tmp_path):
+    """--shared-memory cuda loads the CUDA runtime at run time: when it is
+    not there ptperf stops before any load, naming what it tried, and
+    leaves no region registered."""
+    server = start_server(model_repo("identity"), "--allow-client-shm=true")
+    missing = str(tmp_path / "no" / "libcudart.so.12")
+    proc, rows = run_ptperf(ptperf_bin, "127.0.0.1:%d" % server.port, tmp_path, "-m", "id_fp32",
+                            "--shared-memory", "cuda", "-p", "100",
+                            env={"PTPERF_CUDART": missing})
+    assert proc.returncode == 1
+    assert "can not load the CUDA runtime PTPERF_CUDART=%s" % missing in proc.stderr
+    assert rows == []
+    assert requests.get(server.url + "/v2/cudasharedmemory/status", timeout=5).json() == []
+    for args, says in [(["--cuda-device", "1"], "--cuda-device needs --shared-memory cuda"),
+                       (["--shared-memory", "cuda", "-i", "grpc"],
+                        "--shared-memory cuda is HTTP only"),
+                       (["--shared-memory", "gpu"], "expected none, system or cuda")]:
+        proc, _ = run_ptperf(ptperf_bin, "127.0.0.1:1", tmp_path, "-m", "x", *args)
+        assert proc.returncode == 1 and says in proc.stderr, (args, proc.stderr)
+
+
+class CudaShmFakeServer(FakeServer):
+    """FakeServer's model, with the CUDA shared-memory endpoints: it records
+    each registration body and unregistration, and answers every inference
+    (recorded too) with 200."""
+    calls = []
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n)
+        CudaShmFakeServer.calls.append((self.path, json.loads(body) if body else None))
+        self.reply(200, {"model_name": "fake", "outputs": []}
+                   if self.path.endswith("/infer") else {})
+
+
+def test_shared_memory_cuda_through_a_fake_runtime(ptperf_bin, tmp_path, fake_cudart):
+    """The whole --shared-memory cuda path, with the fake runtime: two device
+    allocations on --cuda-device, the inputs copied in once, each registered
+    with Triton's body (its 64-byte IPC handle in base64), requests naming
+    places in them as the system mode does, and at the end both unregistered
+    and then freed."""
+    env, log = fake_cudart
+    env["FAKE_CUDART_DEVICES"] = "2"
+    CudaShmFakeServer.calls = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CudaShmFakeServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        proc, rows = run_ptperf(ptperf_bin, "127.0.0.1:%d" % httpd.server_address[1], tmp_path,
+                                "-m", "fake", "--shared-memory", "cuda", "--cuda-device", "1",
+                                "--output-shared-memory-size", "64", "--concurrency", "2",
+                                "-p", "100", "-r", "3", "-s", "100", env=env)
+    finally:
+        httpd.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    assert "CUDA shared memory" in proc.stdout
+    assert int(rows[0]["errors"]) == 0 and int(rows[0]["requests"]) > 0
+    calls = CudaShmFakeServer.calls
+    paths = [p for p, _ in calls if "/infer" not in p]
+    assert paths == ["/v2/cudasharedmemory/region/ptperf_in/register",
+                     "/v2/cudasharedmemory/region/ptperf_out/register",
+                     "/v2/cudasharedmemory/region/ptperf_in/unregister",
+                     "/v2/cudasharedmemory/region/ptperf_out/unregister"]
+    # 16 request slots of one INT32 [1, 2] input; one 64-byte output region.
+    regs = {p.split("/")[4]: b for p, b in calls if p.endswith("/register")}
+    sizes = {"ptperf_in": 16 * 8, "ptperf_out": 64}
+    mallocs = {}
+    for line in log.read_text().splitlines():
+        if line.startswith("malloc"):
+            mallocs[int(line.split()[1], 16)] = int(line.split()[2])
+    for name, body in regs.items():
+        assert set(body) == {"raw_handle", "device_id", "byte_size"}
+        assert body["device_id"] == 1 and body["byte_size"] == sizes[name]
+        handle = base64.b64decode(body["raw_handle"]["b64"], validate=True)
+        assert len(handle) == 64 and handle[8:] == b"\xab" * 56
+        # The fake's handle holds the allocation's address: it is this size.
+        assert mallocs[struct.unpack("<Q", handle[:8])[0]] == sizes[name]
+    live, copies = cudart_calls(log)
+    assert live == {}
+    assert [n for _, n in copies] == [16 * 8]
+    infers = [b for p, b in calls if p == "/v2/models/fake/infer"]
+    assert infers
+    for b in infers:
+        p = b["inputs"][0]["parameters"]
+        assert p["shared_memory_region"] == "ptperf_in" and p["shared_memory_byte_size"] == 8
+        assert p["shared_memory_offset"] % 8 == 0 and p["shared_memory_offset"] < 16 * 8
+        assert "data" not in b["inputs"][0]
+
+
+def test_shared_memory_cuda_register_refused(start_server, model_repo, ptperf_bin, tmp_path,
+                                             fake_cudart):
+    """Against ptserve, the fake runtime's handle is refused (a build without
+    CUDA says so; a CUDA build can not open it) after the server parsed the
+    body: ptperf stops with the server's answer and frees what it made."""
+    env, log = fake_cudart
+    server = start_server(model_repo("identity"), "--allow-client-shm=true")
+    proc, rows = run_ptperf(ptperf_bin, "127.0.0.1:%d" % server.port, tmp_path, "-m", "id_fp32",
+                            "--shared-memory", "cuda", "-p", "100", env=env)
+    assert proc.returncode == 1
+    assert "POST /v2/cudasharedmemory/region/ptperf_in/register: HTTP 400" in proc.stderr
+    assert "failed to register CUDA shared memory region 'ptperf_in'" in proc.stderr
+    assert " must be " not in proc.stderr  # the body itself was understood
+    assert rows == []
+    live, copies = cudart_calls(log)
+    assert live == {} and len(copies) == 1
+    assert requests.get(server.url + "/v2/cudasharedmemory/status", timeout=5).json() == []
 
 
 # ---------------------------------------------------------------- gRPC

@@ -61,7 +61,8 @@ struct options {
   double stability_pct;
   int max_trials;
   bool zero_data, no_stats, quiet;
-  bool shm;            /* --shared-memory system */
+  enum ptperf_shm_kind shm; /* --shared-memory none|system|cuda */
+  long cuda_device;         /* --cuda-device; -1: not given (0) */
   long output_shm_size; /* --output-shared-memory-size, bytes per output */
   uint64_t seed;
   long server_pid; /* 0: unknown */
@@ -104,9 +105,13 @@ static void usage(FILE *f) {
       "      --no-server-stats         do not read the statistics endpoint\n"
       "      --server-pid PID          also report the server's CPU time per request\n"
       "                                (Linux /proc; the client's own is always reported)\n"
-      "      --shared-memory none|system  HTTP: inputs and outputs in POSIX shared memory\n"
+      "      --shared-memory none|system|cuda  HTTP: inputs and outputs in shared memory\n"
       "                                registered with the server (which needs\n"
-      "                                --allow-client-shm=true), as perf_analyzer's\n"
+      "                                --allow-client-shm=true), as perf_analyzer's:\n"
+      "                                system = POSIX objects; cuda = GPU memory shared\n"
+      "                                by CUDA IPC (libcudart loaded at run time:\n"
+      "                                $PTPERF_CUDART, else libcudart.so[.13|.12])\n"
+      "      --cuda-device N           GPU of the cuda regions (default 0)\n"
       "      --output-shared-memory-size B  bytes of shared memory per output (default 102400)\n"
       "  -q, --quiet                   no per-window lines on stderr\n"
       "Exit status: 0 all requests succeeded; 2 some failed; 1 could not measure.\n",
@@ -168,6 +173,7 @@ enum {
   OPT_GRPC_CHANNELS,
   OPT_SHARED_MEMORY,
   OPT_OUTPUT_SHM_SIZE,
+  OPT_CUDA_DEVICE,
 };
 
 static bool parse_args(int argc, char **argv, struct options *o) {
@@ -195,6 +201,7 @@ static bool parse_args(int argc, char **argv, struct options *o) {
       {"quiet", no_argument, NULL, 'q'},
       {"shared-memory", required_argument, NULL, OPT_SHARED_MEMORY},
       {"output-shared-memory-size", required_argument, NULL, OPT_OUTPUT_SHM_SIZE},
+      {"cuda-device", required_argument, NULL, OPT_CUDA_DEVICE},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -205,6 +212,7 @@ static bool parse_args(int argc, char **argv, struct options *o) {
                         .max_trials = 10,
                         .grpc_channels = 1,
                         .output_shm_size = 102400,
+                        .cuda_device = -1,
                         .seed = 1};
   bool grpc = false, streaming = false;
   int c;
@@ -327,11 +335,23 @@ static bool parse_args(int argc, char **argv, struct options *o) {
         o->zero_data = strcmp(optarg, "zero") == 0;
         break;
       case OPT_SHARED_MEMORY:
-        if (strcmp(optarg, "none") != 0 && strcmp(optarg, "system") != 0) {
-          fprintf(stderr, "ptperf: --shared-memory '%s': expected none or system\n", optarg);
+        if (strcmp(optarg, "none") == 0) {
+          o->shm = PTPERF_SHM_NONE;
+        } else if (strcmp(optarg, "system") == 0) {
+          o->shm = PTPERF_SHM_SYSTEM;
+        } else if (strcmp(optarg, "cuda") == 0) {
+          o->shm = PTPERF_SHM_CUDA;
+        } else {
+          fprintf(stderr, "ptperf: --shared-memory '%s': expected none, system or cuda\n",
+                  optarg);
           return false;
         }
-        o->shm = strcmp(optarg, "system") == 0;
+        break;
+      case OPT_CUDA_DEVICE:
+        if (!parse_int(optarg, 0, INT_MAX, &o->cuda_device)) {
+          fprintf(stderr, "ptperf: --cuda-device '%s': expected a GPU index >= 0\n", optarg);
+          return false;
+        }
         break;
       case OPT_OUTPUT_SHM_SIZE:
         if (!parse_int(optarg, 1, 1L << 32, &o->output_shm_size)) {
@@ -366,9 +386,15 @@ static bool parse_args(int argc, char **argv, struct options *o) {
     return false;
   }
   if (o->shm && grpc) {
-    fprintf(stderr, "ptperf: --shared-memory system is HTTP only for now\n");
+    fprintf(stderr, "ptperf: --shared-memory %s is HTTP only for now\n",
+            o->shm == PTPERF_SHM_CUDA ? "cuda" : "system");
     return false;
   }
+  if (o->cuda_device >= 0 && o->shm != PTPERF_SHM_CUDA) {
+    fprintf(stderr, "ptperf: --cuda-device needs --shared-memory cuda\n");
+    return false;
+  }
+  if (o->cuda_device < 0) o->cuda_device = 0;
   o->protocol = !grpc ? PROTO_HTTP : streaming ? PROTO_GRPC_STREAM : PROTO_GRPC;
   if (o->n_concurrency == 0) o->concurrency[o->n_concurrency++] = 1;
   return true;
@@ -699,8 +725,13 @@ static int run(const struct options *o) {
   snprintf(grpc_target, sizeof grpc_target, strchr(addr.host, ':') ? "[%s]:%s" : "%s:%s", addr.host,
            GRPC_DEFAULT_PORT);
   q.grpc_target = o->grpc_url ? o->grpc_url : grpc_target;
-  if (o->shm && ptperf_shm_setup(&addr, m, N_REQUESTS, o->seed, o->zero_data,
-                                 (size_t)o->output_shm_size, &shm, &err) != PTS_OK) {
+  struct ptperf_shm_options so = {.kind = o->shm,
+                                  .device = (int)o->cuda_device,
+                                  .n_requests = N_REQUESTS,
+                                  .seed0 = o->seed,
+                                  .zero_data = o->zero_data,
+                                  .output_bytes = (size_t)o->output_shm_size};
+  if (o->shm && ptperf_shm_setup(&addr, m, &so, &shm, &err) != PTS_OK) {
     fprintf(stderr, "ptperf: %s\n", err.msg);
     goto out;
   }
@@ -752,8 +783,13 @@ static int run(const struct options *o) {
       "gRPC ModelInfer",
       "gRPC ModelStreamInfer (a stream per request in flight)",
   };
+  static const char *const where[] = {
+      [PTPERF_SHM_NONE] = "",
+      [PTPERF_SHM_SYSTEM] = " with inputs and outputs in system shared memory",
+      [PTPERF_SHM_CUDA] = " with inputs and outputs in CUDA shared memory",
+  };
   printf("Model '%s', batch size %d, %s%s, %s\n", m->name, o->batch_size, how[o->protocol],
-         o->shm ? " with inputs and outputs in system shared memory" : "",
+         where[o->shm],
          stats_path ? "server breakdown from the statistics endpoint (us per request)"
                     : "no server statistics");
   ptperf_report_table_header(stdout);

@@ -1,5 +1,5 @@
-/* tests/unit/core/base64_test.c — RFC 4648 §10 test vectors, the URL-safe
- * alphabet, unpadded input, and every kind of malformed input. */
+/* tests/unit/core/base64_test.c — RFC 4648 §10 test vectors both ways, the
+ * URL-safe alphabet, unpadded input, and every kind of malformed input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -68,6 +68,41 @@ static void malformed(void **state) {
   refuses("Zm9=", "bits set beyond the data");
 }
 
+static void encodes(const char *data, size_t len, const char *want) {
+  size_t n = 99;
+  char *out = pts_base64_encode(data, len, &n);
+  assert_non_null(out);
+  assert_string_equal(out, want);
+  assert_int_equal(n, strlen(want));
+  pts_free(out);
+}
+
+static void encoder(void **state) {
+  (void)state;
+  /* RFC 4648 §10. */
+  encodes("", 0, "");
+  encodes("f", 1, "Zg==");
+  encodes("fo", 2, "Zm8=");
+  encodes("foo", 3, "Zm9v");
+  encodes("foobar", 6, "Zm9vYmFy");
+  encodes("\xfb\xff\xbf", 3, "+/+/");
+  /* A cudaIpcMemHandle_t's 64 bytes, every value, round trip. */
+  uint8_t handle[64], *back = NULL;
+  for (int i = 0; i < 64; i++) handle[i] = (uint8_t)(i * 37 + 11);
+  size_t n, m;
+  char *text = pts_base64_encode(handle, sizeof handle, &n);
+  assert_int_equal(n, 88);
+  struct pts_error err;
+  assert_int_equal(pts_base64_decode(text, n, "t", &back, &m, &err), PTS_OK);
+  assert_int_equal(m, sizeof handle);
+  assert_memory_equal(back, handle, sizeof handle);
+  pts_free(text);
+  pts_free(back);
+  pts_alloc_fail_after(0);
+  assert_null(pts_base64_encode("f", 1, NULL));
+  pts_alloc_fail_after(-1);
+}
+
 static void allocation_failure(void **state) {
   (void)state;
   uint8_t *out = NULL;
@@ -85,6 +120,7 @@ int main(void) {
       cmocka_unit_test(rfc4648_vectors),
       cmocka_unit_test(both_alphabets),
       cmocka_unit_test(malformed),
+      cmocka_unit_test(encoder),
       cmocka_unit_test(allocation_failure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/base64.h"
 
 #define TIMEOUT_MS 10000
 
@@ -28,58 +29,158 @@ static enum pts_status post_json(const struct ptperf_addr *a, const char *path, 
   return st;
 }
 
-static enum pts_status register_region(const struct ptperf_addr *a, const char *name,
-                                       const char *key, size_t offset, size_t size,
-                                       struct pts_error *err) {
-  char path[128], body[256];
-  snprintf(path, sizeof path, "/v2/systemsharedmemory/region/%s/register", name);
-  snprintf(body, sizeof body, "{\"key\":\"%s\",\"offset\":%zu,\"byte_size\":%zu}", key, offset,
-           size);
-  return post_json(a, path, body, err);
+/* ---- what differs between the kinds ---- */
+
+/* System: a POSIX shared-memory object per region. */
+static enum pts_status system_make(struct ptperf_shm *s, struct ptperf_shm_region *r,
+                                   const void *init, struct pts_error *err) {
+  (void)s;
+  snprintf(r->key, sizeof r->key, "/ptperf_%d_%s", (int)getpid(),
+           r->name + strlen("ptperf_"));
+  int fd = shm_open(r->key, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0)
+    return pts_error_set(err, PTS_UNAVAILABLE, "shm_open %s: %s", r->key, strerror(errno));
+  if (ftruncate(fd, (off_t)r->size) != 0) {
+    close(fd);
+    shm_unlink(r->key);
+    return pts_error_set(err, PTS_UNAVAILABLE, "sizing %s to %zu bytes failed", r->key, r->size);
+  }
+  r->map = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (r->map == MAP_FAILED) {
+    r->map = NULL;
+    shm_unlink(r->key);
+    return pts_error_set(err, PTS_UNAVAILABLE, "mapping %s failed", r->key);
+  }
+  if (init) memcpy(r->map, init, r->size);
+  return PTS_OK;
+}
+
+static enum pts_status system_describe(struct ptperf_shm *s, const struct ptperf_shm_region *r,
+                                       char *body, size_t cap, struct pts_error *err) {
+  (void)s;
+  (void)err;
+  snprintf(body, cap, "{\"key\":\"%s\",\"offset\":0,\"byte_size\":%zu}", r->key, r->size);
+  return PTS_OK;
+}
+
+static void system_unmake(struct ptperf_shm *s, struct ptperf_shm_region *r) {
+  (void)s;
+  munmap(r->map, r->size);
+  shm_unlink(r->key);
+}
+
+/* CUDA: a device allocation per region, exported by its IPC handle. */
+static enum pts_status cuda_start(struct ptperf_shm *s, struct pts_error *err) {
+  enum pts_status st = ptperf_cuda_open(s->device, &s->cuda, err);
+  if (st != PTS_OK) pts_error_prefix(err, "--shared-memory cuda");
+  return st;
+}
+
+static void cuda_stop(struct ptperf_shm *s) { ptperf_cuda_close(s->cuda); }
+
+static enum pts_status cuda_make(struct ptperf_shm *s, struct ptperf_shm_region *r,
+                                 const void *init, struct pts_error *err) {
+  enum pts_status st = ptperf_cuda_alloc(s->cuda, r->size, &r->dev, err);
+  if (st == PTS_OK && init) st = ptperf_cuda_upload(s->cuda, r->dev, init, r->size, err);
+  if (st != PTS_OK) {
+    ptperf_cuda_free(s->cuda, r->dev);
+    r->dev = NULL;
+    pts_error_prefix(err, "CUDA shared memory region '%s' on GPU %d", r->name, s->device);
+  }
+  return st;
+}
+
+static enum pts_status cuda_describe(struct ptperf_shm *s, const struct ptperf_shm_region *r,
+                                     char *body, size_t cap, struct pts_error *err) {
+  unsigned char handle[PTPERF_CUDA_IPC_HANDLE_SIZE];
+  enum pts_status st = ptperf_cuda_ipc_handle(s->cuda, r->dev, handle, err);
+  if (st != PTS_OK) return st;
+  char *b64 = pts_base64_encode(handle, sizeof handle, NULL);
+  if (!b64) return pts_error_set(err, PTS_NOMEM, "no memory for an IPC handle");
+  /* Triton's body (tritonclient.http's register_cuda_shared_memory). */
+  snprintf(body, cap, "{\"raw_handle\":{\"b64\":\"%s\"},\"device_id\":%d,\"byte_size\":%zu}", b64,
+           s->device, r->size);
+  pts_free(b64);
+  return PTS_OK;
+}
+
+static void cuda_unmake(struct ptperf_shm *s, struct ptperf_shm_region *r) {
+  ptperf_cuda_free(s->cuda, r->dev);
+}
+
+static const struct kind_ops {
+  const char *flag;      /* --shared-memory's word */
+  const char *extension; /* the URL's segment: /v2/<extension>/region/... */
+  /* Before the first region and after the last (NULL: nothing to do). */
+  enum pts_status (*start)(struct ptperf_shm *s, struct pts_error *err);
+  void (*stop)(struct ptperf_shm *s);
+  /* Storage of r->size bytes, filled from `init` (r->size bytes; NULL:
+   * left unset). On error nothing is left to free. */
+  enum pts_status (*make)(struct ptperf_shm *s, struct ptperf_shm_region *r, const void *init,
+                          struct pts_error *err);
+  /* The JSON body of r's registration, into `body`. */
+  enum pts_status (*describe)(struct ptperf_shm *s, const struct ptperf_shm_region *r,
+                              char *body, size_t cap, struct pts_error *err);
+  void (*unmake)(struct ptperf_shm *s, struct ptperf_shm_region *r);
+} kinds[] = {
+    [PTPERF_SHM_SYSTEM] = {"system", "systemsharedmemory", NULL, NULL, system_make,
+                           system_describe, system_unmake},
+    [PTPERF_SHM_CUDA] = {"cuda", "cudasharedmemory", cuda_start, cuda_stop, cuda_make,
+                         cuda_describe, cuda_unmake},
+};
+
+/* ---- the same for both ---- */
+
+static enum pts_status register_region(const struct ptperf_addr *a, struct ptperf_shm *s,
+                                       struct ptperf_shm_region *r, struct pts_error *err) {
+  const struct kind_ops *k = &kinds[s->kind];
+  char path[128], body[512];
+  enum pts_status st = k->describe(s, r, body, sizeof body, err);
+  if (st != PTS_OK) return st;
+  snprintf(path, sizeof path, "/v2/%s/region/%s/register", k->extension, r->name);
+  st = post_json(a, path, body, err);
+  r->registered = st == PTS_OK;
+  return st;
 }
 
 enum pts_status ptperf_shm_setup(const struct ptperf_addr *a, const struct ptperf_model *m,
-                                 size_t n_requests, uint64_t seed0, bool zero_data,
-                                 size_t output_bytes, struct ptperf_shm *out,
+                                 const struct ptperf_shm_options *o, struct ptperf_shm *out,
                                  struct pts_error *err) {
   memset(out, 0, sizeof *out);
   size_t in = 0;
   for (size_t i = 0; i < m->n_inputs; i++) {
     if (m->inputs[i].dtype == PTS_DTYPE_BYTES)
       return pts_error_set(err, PTS_INVALID_ARG,
-                           "--shared-memory system: input '%s' is BYTES, which ptperf only sends "
+                           "--shared-memory %s: input '%s' is BYTES, which ptperf only sends "
                            "in the request",
-                           m->inputs[i].name);
+                           kinds[o->kind].flag, m->inputs[i].name);
     in += ptperf_input_wire_size(&m->inputs[i]);
   }
+  out->kind = o->kind;
+  out->device = o->device;
   out->input_bytes = in;
-  out->n_requests = n_requests;
-  out->output_bytes = output_bytes;
-  out->size = in * n_requests + output_bytes * (m->n_outputs ? m->n_outputs : 1);
-  snprintf(out->key, sizeof out->key, "/ptperf_%d", (int)getpid());
-  int fd = shm_open(out->key, O_RDWR | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0)
-    return pts_error_set(err, PTS_UNAVAILABLE, "shm_open %s: %s", out->key, strerror(errno));
-  if (ftruncate(fd, (off_t)out->size) != 0) {
-    close(fd);
-    shm_unlink(out->key);
-    return pts_error_set(err, PTS_UNAVAILABLE, "sizing %s to %zu bytes failed", out->key,
-                         out->size);
+  out->n_requests = o->n_requests;
+  out->output_bytes = o->output_bytes;
+  out->in = (struct ptperf_shm_region){.name = "ptperf_in", .size = in * o->n_requests};
+  out->out = (struct ptperf_shm_region){
+      .name = "ptperf_out", .size = o->output_bytes * (m->n_outputs ? m->n_outputs : 1)};
+  /* The inputs of every request slot, made on the host first: a CUDA
+   * region is filled by one copy from here. */
+  unsigned char *data = pts_malloc(out->in.size + 1);
+  if (!data) {
+    memset(out, 0, sizeof *out);
+    return pts_error_set(err, PTS_NOMEM, "no memory for %zu requests' inputs", o->n_requests);
   }
-  out->map = mmap(NULL, out->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (out->map == MAP_FAILED) {
-    out->map = NULL;
-    shm_unlink(out->key);
-    return pts_error_set(err, PTS_UNAVAILABLE, "mapping %s failed", out->key);
-  }
-  for (size_t i = 0; i < n_requests; i++)
-    ptperf_inputs_fill(m, seed0 + i, zero_data, (unsigned char *)out->map + i * in);
-  out->registered = true;
-  enum pts_status st = register_region(a, "ptperf_in", out->key, 0, in * n_requests, err);
-  if (st == PTS_OK)
-    st = register_region(a, "ptperf_out", out->key, in * n_requests, out->size - in * n_requests,
-                         err);
+  for (size_t i = 0; i < o->n_requests; i++)
+    ptperf_inputs_fill(m, o->seed0 + i, o->zero_data, data + i * in);
+  const struct kind_ops *k = &kinds[o->kind];
+  enum pts_status st = k->start ? k->start(out, err) : PTS_OK;
+  if (st == PTS_OK && (st = k->make(out, &out->in, data, err)) == PTS_OK) out->in.made = true;
+  if (st == PTS_OK && (st = k->make(out, &out->out, NULL, err)) == PTS_OK) out->out.made = true;
+  pts_free(data);
+  if (st == PTS_OK) st = register_region(a, out, &out->in, err);
+  if (st == PTS_OK) st = register_region(a, out, &out->out, err);
   if (st != PTS_OK) ptperf_shm_teardown(a, out);
   return st;
 }
@@ -98,14 +199,14 @@ static char *request_json(const struct ptperf_model *m, const struct ptperf_shm 
     json_array_append_new(
         inputs, json_pack("{s:s, s:o, s:s, s:{s:s, s:I, s:I}}", "name", in->name, "shape", shape,
                           "datatype", pts_dtype_name(in->dtype), "parameters",
-                          "shared_memory_region", "ptperf_in", "shared_memory_byte_size",
+                          "shared_memory_region", s->in.name, "shared_memory_byte_size",
                           (json_int_t)n, "shared_memory_offset", (json_int_t)at));
     at += n;
   }
   for (size_t o = 0; o < m->n_outputs; o++)
     json_array_append_new(
         outputs, json_pack("{s:s, s:{s:b, s:s, s:I, s:I}}", "name", m->output_names[o],
-                           "parameters", "binary_data", 0, "shared_memory_region", "ptperf_out",
+                           "parameters", "binary_data", 0, "shared_memory_region", s->out.name,
                            "shared_memory_byte_size", (json_int_t)s->output_bytes,
                            "shared_memory_offset", (json_int_t)(o * s->output_bytes)));
   json_object_set_new(root, "outputs", outputs);
@@ -149,24 +250,32 @@ enum pts_status ptperf_shm_request_build(const struct ptperf_model *m, const str
   return PTS_OK;
 }
 
-void ptperf_shm_teardown(const struct ptperf_addr *a, struct ptperf_shm *s) {
-  if (!s || !s->map) return;
-  if (s->registered) {
-    /* Requests the load abandoned may still be in the server, and a region
-     * in use can not be unregistered: retry for a few seconds. */
-    static const char *const paths[] = {"/v2/systemsharedmemory/region/ptperf_in/unregister",
-                                        "/v2/systemsharedmemory/region/ptperf_out/unregister"};
-    for (int k = 0; k < 2; k++) {
-      struct pts_error err;
-      for (int tries = 0; tries < 300; tries++) {
-        if (post_json(a, paths[k], NULL, &err) == PTS_OK) break;
-        struct timespec ts = {0, 10 * 1000000};
-        nanosleep(&ts, NULL);
-      }
-    }
-    s->registered = false;
+/* Unregisters r if it is registered. Requests the load abandoned may still
+ * be in the server, and a region in use can not be unregistered: retry for
+ * a few seconds. */
+static void unregister_region(const struct ptperf_addr *a, const struct ptperf_shm *s,
+                              struct ptperf_shm_region *r) {
+  if (!r->registered) return;
+  char path[128];
+  snprintf(path, sizeof path, "/v2/%s/region/%s/unregister", kinds[s->kind].extension, r->name);
+  struct pts_error err;
+  for (int tries = 0; tries < 300; tries++) {
+    if (post_json(a, path, NULL, &err) == PTS_OK) break;
+    struct timespec ts = {0, 10 * 1000000};
+    nanosleep(&ts, NULL);
   }
-  munmap(s->map, s->size);
-  shm_unlink(s->key);
-  s->map = NULL;
+  r->registered = false;
+}
+
+void ptperf_shm_teardown(const struct ptperf_addr *a, struct ptperf_shm *s) {
+  if (!s || s->kind == PTPERF_SHM_NONE) return;
+  struct ptperf_shm_region *regions[] = {&s->in, &s->out};
+  for (int i = 0; i < 2; i++) {
+    /* Unregistered before freed: a CUDA server must close its IPC mapping
+     * of the allocation first. */
+    unregister_region(a, s, regions[i]);
+    if (regions[i]->made) kinds[s->kind].unmake(s, regions[i]);
+  }
+  if (kinds[s->kind].stop) kinds[s->kind].stop(s);
+  memset(s, 0, sizeof *s);
 }
