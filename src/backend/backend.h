@@ -13,7 +13,9 @@
  * Threading: model_load/model_unload and instance_create/destroy run on the
  * repository's load thread. execute() runs on the instance's own thread,
  * one batch at a time per instance; different instances of one model may
- * execute concurrently.
+ * execute concurrently. A pipelined instance (execute_begin/execute_end,
+ * below) has at most two batches begun at once, one per staging set, both
+ * begun and ended on its own thread.
  */
 #ifndef PTS_BACKEND_BACKEND_H
 #define PTS_BACKEND_BACKEND_H
@@ -97,6 +99,11 @@ struct pts_batch {
   uint64_t sequence_id;
   const char *sequence_id_str;
   bool sequence_start, sequence_end;
+  /* The staging set (0 or 1) the scheduler gathered the inputs into
+   * (input_staging's `set`): a pipelined instance keeps a second batch in
+   * that set while this one runs. Always 0 for an instance that does not
+   * pipeline. */
+  unsigned set;
 };
 
 struct pts_backend {
@@ -116,13 +123,46 @@ struct pts_backend {
   /* (optional) Memory to gather the batch's input `input` (config order)
    * into: at least `byte_size` bytes the backend owns, reused from batch
    * to batch (a CUDA instance's pinned staging buffer, from which its
-   * host-to-device copy needs no further host copy). The scheduler calls
-   * it on the instance thread before execute; the memory must stay valid
-   * and untouched by the backend until that execute returns. *data NULL
-   * (with OK) declines: the scheduler then gathers as usual. *mem says
-   * what memory it is. */
-  enum pts_status (*input_staging)(void *instance_state, size_t input, size_t byte_size,
-                                   void **data, enum pts_mem *mem, struct pts_error *err);
+   * host-to-device copy needs no further host copy). `set` (0 or 1, the
+   * batch's pts_batch.set) picks one of two such buffers per input, so a
+   * pipelined instance gathers the next batch while the device still
+   * reads the last one. The scheduler calls it on the instance thread
+   * before execute (or execute_begin); the memory must stay valid and
+   * untouched by the backend until that execute (execute_end) returns,
+   * and the scheduler does not ask for the same set again before then.
+   * *data NULL (with OK) declines: the scheduler then gathers as usual.
+   * *mem says what memory it is. */
+  enum pts_status (*input_staging)(void *instance_state, unsigned set, size_t input,
+                                   size_t byte_size, void **data, enum pts_mem *mem,
+                                   struct pts_error *err);
+  /* (optional, the three or none) Pipelined execution, for a device that
+   * runs asynchronously (a CUDA stream): the instance thread starts a
+   * batch, then gathers and starts the next one while the device still
+   * works on the first (docs/internals/scheduler.md, "Pipelined
+   * instances").
+   *
+   * pipelined(instance_state): whether this instance runs batches that
+   * way (the pytorch backend: a CUDA instance); asked once, after
+   * instance_create.
+   *
+   * execute_begin: starts the batch (batch->set names its staging set)
+   * and returns without waiting for the device. Its inputs (staging
+   * memory, request bytes) stay valid and untouched until execute_end
+   * returns. On an error nothing is left running and execute_end is not
+   * called. Never given a batch with a profile ticket (the scheduler runs
+   * those with execute, alone).
+   *
+   * execute_end: waits for the batch begun on batch->set (the same struct)
+   * and fills what execute would: outputs, device times. Called exactly
+   * once per successful execute_begin, in the order they were begun; at
+   * most two batches (one per set) are begun and not yet ended. execute
+   * keeps working on such an instance (warmup, profiled batches, batches
+   * run while nothing is in flight). */
+  bool (*pipelined)(void *instance_state);
+  enum pts_status (*execute_begin)(void *instance_state, struct pts_batch *batch,
+                                   struct pts_error *err);
+  enum pts_status (*execute_end)(void *instance_state, struct pts_batch *batch,
+                                 struct pts_error *err);
   /* Whether execute() takes inputs in device memory (PTS_MEM_DEVICE: CUDA
    * shared memory) itself. When false the server copies such inputs to
    * host memory before the request is queued. Every backend takes

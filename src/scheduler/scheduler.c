@@ -6,7 +6,10 @@
  * (next_batch: timeouts applied, the batcher's choice, at most one thread
  * forming at a time) → run_batch (inputs gathered, backend, outputs checked
  * and split, responses built, statistics) → complete (done callback, in
- * arrival order with preserve_ordering; model reference released). */
+ * arrival order with preserve_ordering; model reference released). A
+ * pipelined instance (a CUDA one) runs the same steps split in two around
+ * the device's work, with the next batch gathered and begun in between
+ * (pipeline_main). */
 #include "scheduler/scheduler.h"
 
 #include <pthread.h>
@@ -45,6 +48,10 @@ struct instance {
    * it is given back. */
   bool idle;
   bool lent;
+  /* Whether the thread keeps a batch in flight while it gathers the next
+   * (backend.h execute_begin; see pipeline_main). Fixed before the thread
+   * starts. */
+  bool pipelined;
 };
 
 struct pts_scheduler {
@@ -81,6 +88,9 @@ struct pts_scheduler {
    * short for it to happen. Guarded by `lock`. */
   bool inline_ok;
   uint64_t exec_avg_ns;
+  /* PTSERVE_PIPELINE is not "0": instances whose backend can pipeline do
+   * (fixed at create). */
+  bool pipeline_on;
 
   /* preserve_ordering: finished requests wait here for earlier ones */
   pthread_mutex_t order_lock;
@@ -376,8 +386,8 @@ static enum pts_status run_init(const struct pts_scheduler *s, struct pts_pendin
  * is handed over as it is). BYTES inputs stay on the host (the model takes
  * them as strings). *done says whether it gathered. */
 static enum pts_status gather_staged(const struct pts_scheduler *s, struct instance *inst,
-                                     struct run *r, size_t k, struct pts_tensor *dst, bool *done,
-                                     struct pts_error *err) {
+                                     struct run *r, unsigned set, size_t k,
+                                     struct pts_tensor *dst, bool *done, struct pts_error *err) {
   *done = false;
   const char *name = s->config->input[k]->name;
   const struct pts_tensor *first = pts_request_input(r->reqs[0], name);
@@ -389,7 +399,7 @@ static enum pts_status gather_staged(const struct pts_scheduler *s, struct insta
   void *into = NULL;
   enum pts_mem mem = PTS_MEM_HOST;
   if (st == PTS_OK && bytes > 0)
-    st = s->backend->input_staging(inst->state, k, bytes, &into, &mem, err);
+    st = s->backend->input_staging(inst->state, set, k, bytes, &into, &mem, err);
   if (st != PTS_OK || !into) return st;
   st = pts_batch_gather_into(name, r->reqs, r->n, into, bytes, mem, dst, err);
   *done = st == PTS_OK;
@@ -397,10 +407,11 @@ static enum pts_status gather_staged(const struct pts_scheduler *s, struct insta
 }
 
 /* The backend's view of the batch's inputs: config order, gathered (into
- * the backend's staging memory, or a view for one request), reshaped. An
- * optional input the requests left out is passed with data == NULL. */
+ * the backend's staging memory of `set`, or a view for one request),
+ * reshaped. An optional input the requests left out is passed with
+ * data == NULL. */
 static enum pts_status build_inputs(const struct pts_scheduler *s, struct instance *inst,
-                                    struct run *r, struct pts_error *err) {
+                                    struct run *r, unsigned set, struct pts_error *err) {
   const Inference__ModelConfig *cfg = s->config;
   for (size_t k = 0; k < cfg->n_input; k++) {
     const Inference__ModelInput *in = cfg->input[k];
@@ -414,7 +425,7 @@ static enum pts_status build_inputs(const struct pts_scheduler *s, struct instan
       continue;
     }
     bool staged;
-    enum pts_status st = gather_staged(s, inst, r, k, dst, &staged, err);
+    enum pts_status st = gather_staged(s, inst, r, set, k, dst, &staged, err);
     if (st == PTS_OK && !staged)
       st = pts_batch_gather(in->name, r->reqs, r->n, dst, &r->gathered[k], err);
     if (st != PTS_OK) return st;
@@ -638,12 +649,14 @@ static enum pts_status build_responses(const struct pts_scheduler *s, struct run
 
 /* A backend that timed its phases on the device (CUDA events) reports the
  * model's own time (device_infer_ns) and the output copies'
- * (device_output_ns). The host waited for both right before execute
- * returned, so they are placed at the end of the execute call: infer_end
- * becomes "output copies start" and input_end "forward() starts on the
- * device". Statistics and traces then show compute_infer as measured on the
- * device; compute_input keeps the gather, the launch and the input copies,
- * compute_output the output copies and the split. */
+ * (device_output_ns). The host waited for both right before execute (or
+ * execute_end) returned, so they are placed at the end of that call:
+ * infer_end becomes "output copies start" and input_end "forward() starts
+ * on the device". Statistics and traces then show compute_infer as
+ * measured on the device; compute_input keeps the gather, the launch and
+ * the input copies (for a pipelined batch also the wait behind the batch
+ * ahead of it on the device), compute_output the output copies and the
+ * split. */
 static void apply_device_times(struct pts_batch_times *t, const struct pts_batch *b) {
   if (!b->device_timed || t->infer_end_ns < t->start_ns) return;
   uint64_t span = t->infer_end_ns - t->start_ns;
@@ -671,54 +684,6 @@ static struct pts_output_dest *output_dests(const struct pts_scheduler *s, struc
                                            o->shm_device};
   }
   return r->dests;
-}
-
-/* Gathers, executes and splits one batch; fills the times. On a failure
- * that concerns the whole batch, *why says whose fault it was. */
-static enum pts_status execute_batch(struct pts_scheduler *s, struct instance *inst, struct run *r,
-                                     struct pts_batch_times *t, enum pts_fail_reason *why,
-                                     struct pts_error *err) {
-  const Inference__ModelConfig *cfg = s->config;
-  *why = PTS_FAIL_OTHER;
-  enum pts_status st = build_inputs(s, inst, r, err);
-  t->input_end_ns = pts_now_ns();
-  if (st != PTS_OK) return st;
-  PTS_LOG_VERBOSE(1, "model '%s' version %lld: instance '%s' runs %zu requests (batch size %lld)",
-                  s->model_name, (long long)s->version, inst->name, r->n, (long long)r->total);
-  struct pts_batch batch = {
-      .batch_size = s->batching ? r->total : 0,
-      .n_inputs = cfg->n_input,
-      .inputs = r->inputs,
-      .n_outputs = cfg->n_output,
-      .outputs = r->outputs,
-      .output_dest = output_dests(s, r),
-  };
-  if (r->n == 1) {
-    const struct pts_infer_request *one = r->reqs[0];
-    batch.sequence_id = one->sequence_id;
-    batch.sequence_id_str = one->sequence_id_str;
-    batch.sequence_start = one->sequence_start;
-    batch.sequence_end = one->sequence_end;
-  }
-  *why = PTS_FAIL_BACKEND;
-  batch.profile = pts_profile_take(s->model_name, s->version, inst->name, r->total);
-  pts_nvtx_batch_push(s->model_name, r->n, r->total);
-  st = s->backend->execute(inst->state, &batch, err);
-  t->infer_end_ns = pts_now_ns();
-  pts_nvtx_batch_pop();
-  pts_profile_done(batch.profile);
-  if (st == PTS_OK) apply_device_times(t, &batch);
-  if (st != PTS_OK && err->code == PTS_OK)
-    pts_error_set(err, st, "backend '%s' failed to run model '%s' on instance '%s'",
-                  s->backend->name, s->model_name, inst->name);
-  if (st == PTS_OK) st = check_outputs(s, r->total, r->outputs, err);
-  if (st == PTS_OK && s->seq)
-    st = pts_seq_keep_state(s->seq, r->items, r->n, r->outputs + s->n_user_outputs, err);
-  if (st != PTS_OK) return st;
-  *why = PTS_FAIL_OTHER;
-  st = build_responses(s, r, err);
-  t->output_end_ns = pts_now_ns();
-  return st;
 }
 
 /* Every traced request of the batch gets the batch's compute stamps. */
@@ -814,59 +779,163 @@ static enum pts_status pad_rows(const struct pts_scheduler *s, struct pts_pendin
   return PTS_OK;
 }
 
-/* Runs the `n` requests of `list` as one batch and answers each; `rows`
- * (> n: a sequence batch with padding rows, see pad_rows) is how many rows
- * the batch spans. Returns how long that took (ns), for the average that
- * decides run to completion. */
-static uint64_t run_batch(struct pts_scheduler *s, struct instance *inst, struct pts_pending *list,
-                          size_t n, size_t rows) {
-  struct pts_batch_times t = {.start_ns = pts_now_ns()};
-  struct pts_error err;
-  pts_error_clear(&err);
+/* One batch from its gather to its answers. run_batch takes it through
+ * in one go; a pipelined instance (pipeline_main) keeps two, one per
+ * staging set: one begun on the device while the next is gathered. */
+struct flight {
+  struct pts_pending *list; /* the batch's requests, padding rows included */
+  size_t n;                 /* requests in list */
+  size_t pad;               /* padding rows among them (sequence batches) */
+  unsigned set;             /* the staging set its inputs are gathered into */
   struct run r;
-  enum pts_fail_reason why = PTS_FAIL_OTHER;
-  size_t pad = 0;
+  struct pts_batch batch;   /* what the backend sees; its outputs are r.outputs */
+  struct pts_batch_times t;
+  enum pts_status st;       /* the batch's fate so far */
+  struct pts_error err;
+  enum pts_fail_reason why; /* whose fault a failure of the whole batch is */
+  bool begun;               /* execute_begin succeeded: execute_end is owed */
+};
+
+/* Pads, gathers (into staging `set`) and describes the batch of the `n`
+ * requests of `list` (`rows` as run_batch says); takes its profile ticket.
+ * A failure is kept in f->st for flight_land to answer with. */
+static void flight_prepare(struct pts_scheduler *s, struct instance *inst, struct flight *f,
+                           struct pts_pending *list, size_t n, size_t rows, unsigned set) {
+  memset(f, 0, sizeof *f);
+  f->t.start_ns = pts_now_ns();
+  pts_error_clear(&f->err);
+  f->why = PTS_FAIL_OTHER;
+  f->set = set;
   enum pts_status st = PTS_OK;
-  if (rows > n && (st = pad_rows(s, &list, rows, &err)) == PTS_OK) {
-    pad = rows - n;
+  if (rows > n && (st = pad_rows(s, &list, rows, &f->err)) == PTS_OK) {
+    f->pad = rows - n;
     n = rows;
   }
-  enum pts_status init = run_init(s, list, n, &r, &err);
+  f->list = list;
+  f->n = n;
+  enum pts_status init = run_init(s, list, n, &f->r, &f->err);
   if (st == PTS_OK) st = init;
-  if (st == PTS_OK) st = execute_batch(s, inst, &r, &t, &why, &err);
-  if (st != PTS_OK && err.code == PTS_OK) err.code = st;
+  if (st == PTS_OK) st = build_inputs(s, inst, &f->r, set, &f->err);
+  f->t.input_end_ns = pts_now_ns();
+  f->st = st;
+  if (st != PTS_OK) return;
+  struct run *r = &f->r;
+  const Inference__ModelConfig *cfg = s->config;
+  PTS_LOG_VERBOSE(1, "model '%s' version %lld: instance '%s' runs %zu requests (batch size %lld)",
+                  s->model_name, (long long)s->version, inst->name, r->n, (long long)r->total);
+  f->batch = (struct pts_batch){
+      .batch_size = s->batching ? r->total : 0,
+      .n_inputs = cfg->n_input,
+      .inputs = r->inputs,
+      .n_outputs = cfg->n_output,
+      .outputs = r->outputs,
+      .output_dest = output_dests(s, r),
+      .set = set,
+  };
+  if (r->n == 1) {
+    const struct pts_infer_request *one = r->reqs[0];
+    f->batch.sequence_id = one->sequence_id;
+    f->batch.sequence_id_str = one->sequence_id_str;
+    f->batch.sequence_start = one->sequence_start;
+    f->batch.sequence_end = one->sequence_end;
+  }
+  f->batch.profile = pts_profile_take(s->model_name, s->version, inst->name, r->total);
+}
+
+/* After execute (or execute_end) returned `st`: the times, the profile
+ * ticket, and the outputs checked. */
+static void flight_executed(struct pts_scheduler *s, struct instance *inst, struct flight *f,
+                            enum pts_status st) {
+  f->t.infer_end_ns = pts_now_ns();
+  pts_profile_done(f->batch.profile);
+  f->batch.profile = NULL;
+  if (st == PTS_OK) apply_device_times(&f->t, &f->batch);
+  if (st != PTS_OK && f->err.code == PTS_OK)
+    pts_error_set(&f->err, st, "backend '%s' failed to run model '%s' on instance '%s'",
+                  s->backend->name, s->model_name, inst->name);
+  if (st == PTS_OK) st = check_outputs(s, f->r.total, f->r.outputs, &f->err);
+  if (st == PTS_OK && s->seq)
+    st = pts_seq_keep_state(s->seq, f->r.items, f->r.n, f->r.outputs + s->n_user_outputs,
+                            &f->err);
+  f->st = st;
+}
+
+/* Runs a prepared batch: with `begin`, only starts it (execute_begin;
+ * flight_land ends it), else the whole execute. */
+static void flight_launch(struct pts_scheduler *s, struct instance *inst, struct flight *f,
+                          bool begin) {
+  if (f->st != PTS_OK) return;
+  f->why = PTS_FAIL_BACKEND;
+  pts_nvtx_batch_push(s->model_name, f->r.n, f->r.total);
+  enum pts_status st = begin ? s->backend->execute_begin(inst->state, &f->batch, &f->err)
+                             : s->backend->execute(inst->state, &f->batch, &f->err);
+  pts_nvtx_batch_pop();
+  f->begun = begin && st == PTS_OK;
+  if (!f->begun) flight_executed(s, inst, f, st);
+}
+
+/* Ends the batch (execute_end when it was begun), splits the outputs into
+ * responses and answers every request. Returns how long the batch took
+ * (ns), for the average that decides run to completion. */
+static uint64_t flight_land(struct pts_scheduler *s, struct instance *inst, struct flight *f) {
+  struct run *r = &f->r;
+  if (f->begun) {
+    f->begun = false;
+    flight_executed(s, inst, f, s->backend->execute_end(inst->state, &f->batch, &f->err));
+  }
+  if (f->st == PTS_OK) {
+    f->why = PTS_FAIL_OTHER;
+    f->st = build_responses(s, r, &f->err);
+    f->t.output_end_ns = pts_now_ns();
+  }
+  enum pts_status st = f->st;
+  size_t n = f->n;
+  if (st != PTS_OK && f->err.code == PTS_OK) f->err.code = st;
   if (st != PTS_OK)
     PTS_LOG_VERBOSE(1, "batch of %zu requests for model '%s' failed: %s", n, s->model_name,
-                    err.msg);
-  trace_compute(&r, n, &t);
+                    f->err.msg);
+  trace_compute(r, n, &f->t);
   if (st == PTS_OK) {
     uint64_t queue_ns = 0;
     for (size_t i = 0; i < n; i++)
-      if (!r.items[i]->padding && t.start_ns > r.items[i]->enqueue_ns)
-        queue_ns += t.start_ns - r.items[i]->enqueue_ns;
+      if (!r->items[i]->padding && f->t.start_ns > r->items[i]->enqueue_ns)
+        queue_ns += f->t.start_ns - r->items[i]->enqueue_ns;
     /* Padding rows ran, but nobody asked for them: not inferences. */
-    pts_stats_batch_done(&s->stats, s->batching ? r.total - (int64_t)pad : 1, n - pad, queue_ns,
-                         &t);
+    pts_stats_batch_done(&s->stats, s->batching ? r->total - (int64_t)f->pad : 1, n - f->pad,
+                         queue_ns, &f->t);
   }
-  if (s->seq) sequences_done(s, list, n);
+  if (s->seq) sequences_done(s, f->list, n);
   /* Responses hold their own references: the batch's tensors go first, so
    * that nothing but the responses holds a shared-memory region once the
    * answers leave (complete() drops the requests' own references). */
-  run_release_tensors(s, &r);
-  struct pts_pending *p = list;
+  run_release_tensors(s, r);
+  struct pts_pending *p = f->list;
   for (size_t i = 0; i < n && p; i++) {
     struct pts_pending *next = p->next;
     if (st != PTS_OK)
-      complete(s, p, NULL, &err, why);
-    else if (!r.resps[i])
-      complete(s, p, NULL, &r.errs[i], PTS_FAIL_OTHER);
+      complete(s, p, NULL, &f->err, f->why);
+    else if (!r->resps[i])
+      complete(s, p, NULL, &r->errs[i], PTS_FAIL_OTHER);
     else
-      complete(s, p, r.resps[i], NULL, why);
+      complete(s, p, r->resps[i], NULL, f->why);
     p = next;
   }
-  run_free(s, &r);
+  run_free(s, r);
   uint64_t end = pts_now_ns();
-  return end > t.start_ns ? end - t.start_ns : 1;
+  return end > f->t.start_ns ? end - f->t.start_ns : 1;
+}
+
+/* Runs the `n` requests of `list` as one batch and answers each; `rows`
+ * (> n: a sequence batch with padding rows, see pad_rows) is how many rows
+ * the batch spans. Returns how long that took (ns), for the average that
+ * decides run to completion. Staging set 0: nothing else is in flight on
+ * the instance. */
+static uint64_t run_batch(struct pts_scheduler *s, struct instance *inst, struct pts_pending *list,
+                          size_t n, size_t rows) {
+  struct flight f;
+  flight_prepare(s, inst, &f, list, n, rows, 0);
+  flight_launch(s, inst, &f, false);
+  return flight_land(s, inst, &f);
 }
 
 /* ----------------------------------------------------------------- queue */
@@ -933,6 +1002,14 @@ static bool held_back(struct pts_scheduler *s) {
   return false;
 }
 
+/* Whether an instance thread could take work now (lock held): waking the
+ * others only costs two context switches. */
+static bool any_free_thread(const struct pts_scheduler *s) {
+  for (size_t i = 0; i < s->n_instances; i++)
+    if (s->instances[i].idle && !s->instances[i].lent) return true;
+  return false;
+}
+
 /* Blocks until this instance has a batch; returns its size and the requests
  * in *out, or 0 once stopping and drained. One thread at a time waits for a
  * batch to fill (`forming`); the others wait for it to leave. */
@@ -974,6 +1051,39 @@ static size_t next_batch(struct pts_scheduler *s, struct instance *inst,
   return 0;
 }
 
+/* next_batch without waiting, for an instance that has a batch in flight
+ * (pipeline_main): under the same rules, the batch the batcher hands out
+ * at this moment, or 0 when there is none — nothing queued, another thread
+ * forming a batch, the delay hook holding the queue, the batcher wanting
+ * to wait for more requests, or an idle instance that can take it (it runs
+ * it at once on its own stream instead of behind our batch). Expired
+ * requests are answered as next_batch would. The instance stays busy (not
+ * `idle`), so it is never lent meanwhile. */
+static size_t take_next_batch(struct pts_scheduler *s, struct pts_pending **out) {
+  pthread_mutex_lock(&s->lock);
+  size_t n = 0;
+  while (!s->forming && s->queue.size > 0 && !held_back(s) && !any_free_thread(s)) {
+    uint64_t now = pts_now_ns();
+    struct pts_pending *rejected = NULL;
+    pts_sched_queue_expire(&s->queue, now, &rejected);
+    if (rejected) {
+      pthread_mutex_unlock(&s->lock);
+      reject_expired(s, rejected);
+      pthread_mutex_lock(&s->lock);
+      continue;
+    }
+    uint64_t wake = 0;
+    n = pts_sched_queue_choose(&s->queue, &s->limits, now, s->stopping, compatible, s, &wake);
+    if (n > 0) {
+      *out = pts_sched_queue_take(&s->queue, n);
+      if (s->queue.size) pthread_cond_broadcast(&s->work); /* another free instance may go */
+    }
+    break;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return n;
+}
+
 /* next_batch for the sequence batcher: every instance asks for its own
  * batch (direct slots belong to one instance), so there is no `forming`
  * turn; a thread sleeps until a request arrives, a batch finishes, or the
@@ -997,12 +1107,65 @@ static size_t next_sequence_batch(struct pts_scheduler *s, const struct instance
   return n;
 }
 
+/* Ends the batch in flight and does the accounting run_batch's caller
+ * does. */
+static void land_and_finish(struct pts_scheduler *s, struct instance *inst, struct flight *f) {
+  size_t asked = f->n - f->pad;
+  finish_batch(s, asked, flight_land(s, inst, f));
+}
+
+/* The loop of a pipelined instance: a pipeline of depth 2. After batch N
+ * is begun on the device (execute_begin, staging set k), the thread takes
+ * batch N+1 only if the batcher hands one out right now
+ * (take_next_batch), gathers it into set 1-k and begins it — the device
+ * queues it behind N, so its input copies overlap N's compute — and only
+ * then ends N (execute_end: the wait, the outputs, responses, answers).
+ * With nothing to take it ends N at once, so a lone request waits for
+ * nothing. Batches end in the order they began, so preserve_ordering and
+ * the statistics see the same sequence as without the pipeline. A batch
+ * with a profile ticket runs alone: N is ended first, then it is executed
+ * whole. Never more than two batches: set k is gathered into again only
+ * after the batch that used it has ended. */
+static void pipeline_main(struct pts_scheduler *s, struct instance *inst) {
+  struct flight fl[2];
+  struct flight *flying = NULL; /* begun, not yet ended */
+  for (;;) {
+    struct pts_pending *list = NULL;
+    size_t n = flying ? take_next_batch(s, &list) : next_batch(s, inst, &list);
+    if (n == 0) {
+      if (!flying) break; /* stopping, and the queue is drained */
+      land_and_finish(s, inst, flying);
+      flying = NULL;
+      continue;
+    }
+    unsigned set = flying ? 1u - flying->set : 0u;
+    struct flight *f = &fl[set];
+    flight_prepare(s, inst, f, list, n, n, set);
+    bool begin = f->st == PTS_OK && !f->batch.profile;
+    if (!begin && flying) { /* alone: a profiled batch, or one that failed already */
+      land_and_finish(s, inst, flying);
+      flying = NULL;
+    }
+    flight_launch(s, inst, f, begin);
+    if (flying) land_and_finish(s, inst, flying);
+    flying = NULL;
+    if (f->begun)
+      flying = f;
+    else
+      land_and_finish(s, inst, f);
+  }
+}
+
 static void *instance_main(void *arg) {
   struct instance *inst = arg;
   struct pts_scheduler *s = inst->sched;
   char tname[16];
   snprintf(tname, sizeof tname, "%s", inst->name);
   pthread_setname_np(pthread_self(), tname);
+  if (inst->pipelined) {
+    pipeline_main(s, inst);
+    return NULL;
+  }
   struct pts_pending *list;
   size_t n;
   size_t rows = 0;
@@ -1040,14 +1203,6 @@ static struct instance *lendable(struct pts_scheduler *s) {
   for (size_t i = 0; i < s->n_instances; i++)
     if (s->instances[i].idle && !s->instances[i].lent) return &s->instances[i];
   return NULL;
-}
-
-/* Whether an instance thread could take work now (lock held): waking the
- * others only costs two context switches. */
-static bool any_free_thread(const struct pts_scheduler *s) {
-  for (size_t i = 0; i < s->n_instances; i++)
-    if (s->instances[i].idle && !s->instances[i].lent) return true;
-  return false;
 }
 
 /* Run to completion: the request just queued found an idle instance and
@@ -1241,6 +1396,15 @@ static enum pts_status create_instance(struct pts_scheduler *s, struct instance 
   enum pts_status st = pts_warmup_run(s->config, s->model_name, model_dir ? model_dir : ".",
                                       s->backend, inst->state, inst->name, err);
   if (st != PTS_OK) return st;
+  /* Not for sequences: their batches are formed per instance from slots
+   * (next_sequence_batch), and a request's state must be kept before the
+   * next request of its sequence runs. */
+  const struct pts_backend *be = s->backend;
+  inst->pipelined = s->pipeline_on && !s->seq && be->pipelined && be->execute_begin &&
+                    be->execute_end && be->pipelined(inst->state);
+  if (inst->pipelined)
+    PTS_LOG_VERBOSE(1, "model '%s' version %lld: instance '%s' pipelines its batches (depth 2)",
+                    s->model_name, (long long)s->version, inst->name);
   int rc = pthread_create(&inst->thread, NULL, instance_main, inst);
   if (rc != 0)
     return pts_error_set(err, PTS_INTERNAL, "failed to start the thread of instance '%s': %s",
@@ -1294,6 +1458,13 @@ static size_t delay_hook(const char *model) {
       "requests are queued",
       n, model, n);
   return (size_t)n;
+}
+
+/* PTSERVE_PIPELINE=0 turns pipelined instances off (A/B measurements,
+ * docs/gpu.md); anything else, or unset, leaves them on. */
+static bool pipeline_switch(void) {
+  const char *v = getenv("PTSERVE_PIPELINE");
+  return !(v && strcmp(v, "0") == 0);
 }
 
 /* PROFILE_EXECUTIONS: "N" records the model's first N executions with the
@@ -1370,6 +1541,7 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
     return st;
   }
   s->hold = delay_hook(p->model_name);
+  s->pipeline_on = pipeline_switch();
   st = arm_profiler(p, err);
   if (st != PTS_OK) {
     free_scheduler(s);

@@ -14,6 +14,12 @@
  * (sequence.h) instead of the queue.
  * Statistics (stats.h) are kept at every step.
  *
+ * Pipelined instances (a backend with execute_begin/execute_end, the
+ * pytorch backend's CUDA instances): the thread begins the next batch
+ * before it ends the one on the device, at most two at once, when the
+ * batcher hands one out without waiting. PTSERVE_PIPELINE=0 (read when the
+ * scheduler is created) turns that off, for A/B measurements.
+ *
  * Test hook: the environment variable PTSERVE_DELAY_SCHEDULER=N (read when
  * the scheduler is created) holds every model's queue until N requests are
  * queued, then lets it run normally — like Triton's

@@ -391,6 +391,43 @@ def test_queue_full_rejected(start_server, tmp_path):
         check_echo(results[i], a[i])
 
 
+@pytest.mark.parametrize("switch", ["1", "0"])
+def test_pipelined_instances_answer_every_client(start_server, tmp_path, switch):
+    """Identity's test hook `pipelined` takes the scheduler's pipeline
+    (execute_begin/execute_end; the delay stands for the device's time) in
+    the real server: every client still gets its own rows, the statistics
+    add up, and PTSERVE_PIPELINE=0 gives the same answers."""
+    identity_model(tmp_path, "p", dims=(16,), max_batch_size=8,
+                   params={"pipelined": "true", "execute_delay_ms": 3},
+                   extra="dynamic_batching { }\n"
+                         "instance_group [ { count: 2 kind: KIND_CPU } ]")
+    server = start_server(tmp_path, "--log-verbose=1", env={"PTSERVE_PIPELINE": switch})
+    assert ("pipelines its batches" in server.log()) == (switch == "1")
+    total = [0]
+    lock = threading.Lock()
+
+    def client(seed):
+        rng = np.random.RandomState(seed)
+        session = requests.Session()
+        for _ in range(20):
+            b = int(rng.randint(1, 4))
+            a = rng.standard_normal((b, 16)).astype(np.float32)
+            body = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [b, 16],
+                                "data": a.flatten().tolist()}]}
+            r = session.post(server.url + "/v2/models/p/infer", json=body, timeout=30)
+            check_echo(r, a)
+            with lock:
+                total[0] += b
+        return True
+
+    assert all(run_parallel([lambda s=s: client(s) for s in range(8)]))
+    st = model_stats(server, "p")
+    assert st["inference_count"] == total[0]
+    assert st["inference_stats"]["success"]["count"] == 8 * 20
+    assert st["inference_stats"]["queue"]["count"] == 8 * 20
+    assert sum(b * n for b, n in batch_sizes(st).items()) == total[0]
+
+
 @pytest.mark.parametrize("ordered", [False, True])
 def test_preserve_ordering(start_server, tmp_path, ordered):
     """A batch of 4 (1 s) then a batch of 1 (250 ms) on two instances: the

@@ -9,7 +9,10 @@
  * execute_delay_ms_per_item keep requests in flight; load_gate_file makes
  * model_load wait until that file exists (so a test can watch a model in
  * LOADING, or several loading at once, without timing anything);
- * fail_load_versions ("2,3") makes those versions fail to load.
+ * fail_load_versions ("2,3") makes those versions fail to load;
+ * pipelined ("true") makes instances pipelined (backend.h execute_begin:
+ * begin wires the outputs, end sleeps the delay, as a device would take
+ * its time), so the scheduler's pipeline runs in the real server.
  *
  * Threading: as backend.h; execute keeps no state, so instances of one model
  * may run concurrently.
@@ -30,6 +33,7 @@ struct identity_model {
   long delay_ms; /* parameters.execute_delay_ms: lets tests keep requests in flight */
   long delay_per_item_ms; /* parameters.execute_delay_ms_per_item: × batch size, so
                              batches of different sizes finish out of order */
+  bool pipelined; /* parameters.pipelined: execute_begin/execute_end (test hook) */
 };
 
 static enum pts_status check_pairs(const char *name, const Inference__ModelConfig *cfg,
@@ -119,6 +123,7 @@ static enum pts_status identity_model_load(const struct pts_backend_model_desc *
                          "identity backend: model '%s': parameter execute_delay_ms_per_item must "
                          "be in 0..60000, got %ld",
                          desc->name, per_item_ms);
+  const char *pipelined = pts_model_config_param(desc->config, "pipelined");
   struct identity_model *m = pts_calloc(1, sizeof *m);
   if (!m || !(m->name = pts_strdup(desc->name))) {
     pts_free(m);
@@ -128,6 +133,7 @@ static enum pts_status identity_model_load(const struct pts_backend_model_desc *
   m->config = desc->config;
   m->delay_ms = delay_ms;
   m->delay_per_item_ms = per_item_ms;
+  m->pipelined = pipelined && strcmp(pipelined, "true") == 0;
   *model_state = m;
   return PTS_OK;
 }
@@ -150,15 +156,8 @@ static enum pts_status identity_instance_create(void *model_state,
 
 static void identity_instance_destroy(void *instance_state) { (void)instance_state; }
 
-static enum pts_status identity_execute(void *instance_state, struct pts_batch *batch,
-                                        struct pts_error *err) {
-  const struct identity_model *m = instance_state;
-  const Inference__ModelConfig *cfg = m->config;
-  if (batch->n_inputs != cfg->n_input || batch->n_outputs != cfg->n_output)
-    return pts_error_set(err, PTS_INTERNAL,
-                         "identity backend: model '%s' got %zu inputs and %zu "
-                         "output slots, expected %zu and %zu",
-                         m->name, batch->n_inputs, batch->n_outputs, cfg->n_input, cfg->n_output);
+/* The test hooks' delay for this batch. */
+static void delay(const struct identity_model *m, const struct pts_batch *batch) {
   long items = batch->batch_size > 0 ? (long)batch->batch_size : 1;
   long delay_ms = m->delay_ms + m->delay_per_item_ms * items;
   if (delay_ms > 0) {
@@ -166,6 +165,17 @@ static enum pts_status identity_execute(void *instance_state, struct pts_batch *
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
   }
+}
+
+/* Output i as a view of input i. */
+static enum pts_status echo(const struct identity_model *m, struct pts_batch *batch,
+                            struct pts_error *err) {
+  const Inference__ModelConfig *cfg = m->config;
+  if (batch->n_inputs != cfg->n_input || batch->n_outputs != cfg->n_output)
+    return pts_error_set(err, PTS_INTERNAL,
+                         "identity backend: model '%s' got %zu inputs and %zu "
+                         "output slots, expected %zu and %zu",
+                         m->name, batch->n_inputs, batch->n_outputs, cfg->n_input, cfg->n_output);
   for (size_t i = 0; i < batch->n_outputs; i++) {
     const struct pts_tensor *in = &batch->inputs[i];
     if (!in->data && in->byte_size == 0 && in->shape.ndim == 0)
@@ -187,6 +197,32 @@ static enum pts_status identity_execute(void *instance_state, struct pts_batch *
   return PTS_OK;
 }
 
+static enum pts_status identity_execute(void *instance_state, struct pts_batch *batch,
+                                        struct pts_error *err) {
+  const struct identity_model *m = instance_state;
+  delay(m, batch);
+  return echo(m, batch, err);
+}
+
+static bool identity_pipelined(void *instance_state) {
+  const struct identity_model *m = instance_state;
+  return m->pipelined;
+}
+
+/* Outputs wired by a begin that fails halfway are cleared by the scheduler,
+ * as after a failed execute. */
+static enum pts_status identity_begin(void *instance_state, struct pts_batch *batch,
+                                      struct pts_error *err) {
+  return echo(instance_state, batch, err);
+}
+
+static enum pts_status identity_end(void *instance_state, struct pts_batch *batch,
+                                    struct pts_error *err) {
+  (void)err;
+  delay(instance_state, batch);
+  return PTS_OK;
+}
+
 const struct pts_backend pts_identity_backend = {
     .name = "identity",
     .model_load = identity_model_load,
@@ -194,4 +230,7 @@ const struct pts_backend pts_identity_backend = {
     .instance_create = identity_instance_create,
     .instance_destroy = identity_instance_destroy,
     .execute = identity_execute,
+    .pipelined = identity_pipelined,
+    .execute_begin = identity_begin,
+    .execute_end = identity_end,
 };

@@ -1213,20 +1213,34 @@ static void set_dests(struct pt_instance *in, const struct pts_batch *batch,
   opts->n_dests = n;
 }
 
-/* backend.h input_staging: a CUDA instance's pinned staging buffers. */
-static enum pts_status pt_input_staging(void *state, size_t input, size_t byte_size, void **data,
-                                        enum pts_mem *mem, struct pts_error *err) {
+/* backend.h input_staging: a CUDA instance's pinned staging buffers, one
+ * per input and batch set. */
+static enum pts_status pt_input_staging(void *state, unsigned set, size_t input,
+                                        size_t byte_size, void **data, enum pts_mem *mem,
+                                        struct pts_error *err) {
   struct pt_instance *in = state;
   *data = NULL;
   if (in->device.type != PTS_DEVICE_CUDA || in->device.keep_placement) return PTS_OK;
-  enum pts_status st = pts_torch_staging(in->module, input, byte_size, data, err);
+  enum pts_status st = pts_torch_staging(in->module, set, input, byte_size, data, err);
   if (st != PTS_OK) pts_error_prefix(err, "model '%s', instance '%s'", in->model->name, in->name);
   *mem = PTS_MEM_PINNED;
   return st;
 }
 
-static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct pts_error *err) {
-  struct pt_instance *in = state;
+/* backend.h pipelined: a CUDA instance whose module queues its work on a
+ * stream (not KIND_MODEL, whose inputs stay on the host and are never
+ * staged). */
+static bool pt_pipelined(void *state) {
+  const struct pt_instance *in = state;
+  return in->device.type == PTS_DEVICE_CUDA && !in->device.keep_placement &&
+         pts_torch_async(in->module);
+}
+
+/* Starts the batch on its set: the inputs as bridge inputs (views, in
+ * forward() argument order), the destinations, then the bridge's first
+ * half. The scratch arrays are read by the bridge during the call only. */
+static enum pts_status pt_begin(struct pt_instance *in, const struct pts_batch *batch,
+                                struct pts_error *err) {
   const struct pt_model *m = in->model;
   const Inference__ModelConfig *cfg = m->cfg;
   if (batch->n_inputs != cfg->n_input || batch->n_outputs != cfg->n_output)
@@ -1258,23 +1272,28 @@ static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct p
   }
   struct pts_torch_run_opts opts = run_opts(m);
   set_dests(in, batch, &opts);
-  struct pts_torch_outputs outs;
-  bool profiling = batch->profile && profile_start(in, batch->profile);
-  enum pts_status st = pts_torch_forward(in->module, in->inputs, cfg->n_input, &opts, &outs, err);
-  if (profiling) profile_stop(in, batch->profile);
-  if (st) {
-    pts_error_prefix(err, "model '%s'", m->name);
-    return st;
-  }
-  if (outs.graph_replayed) log_first_replay(in, batch->batch_size);
-  batch->device_timed = outs.device_timed;
-  batch->device_input_ns = outs.input_ns;
-  batch->device_infer_ns = outs.infer_ns;
-  batch->device_output_ns = outs.output_ns;
+  enum pts_status st =
+      pts_torch_forward_begin(in->module, in->inputs, cfg->n_input, &opts, batch->set, err);
+  if (st) pts_error_prefix(err, "model '%s'", m->name);
+  return st;
+}
 
+/* Moves the bridge's outputs into the batch: times, then one output per
+ * config output (no copy). Frees `outs` either way. */
+static enum pts_status adopt_outputs(struct pt_instance *in, struct pts_batch *batch,
+                                     struct pts_torch_outputs *outs, struct pts_error *err) {
+  const struct pt_model *m = in->model;
+  const Inference__ModelConfig *cfg = m->cfg;
+  if (outs->graph_replayed) log_first_replay(in, batch->batch_size);
+  batch->device_timed = outs->device_timed;
+  batch->device_input_ns = outs->input_ns;
+  batch->device_infer_ns = outs->infer_ns;
+  batch->device_output_ns = outs->output_ns;
+
+  enum pts_status st = PTS_OK;
   for (size_t i = 0; i < cfg->n_output && st == PTS_OK; i++) {
     struct pts_torch_output *o = NULL;
-    if ((st = pick_output(m, i, &outs, &o, err)) ||
+    if ((st = pick_output(m, i, outs, &o, err)) ||
         (st = check_output(m, i, o, batch->batch_size, err)))
       break;
     st = adopt_output(cfg->output[i]->name, o, &batch->outputs[i], err);
@@ -1286,8 +1305,49 @@ static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct p
   }
   if (st)
     for (size_t i = 0; i < cfg->n_output; i++) pts_tensor_clear(&batch->outputs[i]);
-  pts_torch_outputs_free(&outs);
+  pts_torch_outputs_free(outs);
   return st;
+}
+
+/* The bridge's second half for the batch's set, then its outputs. */
+static enum pts_status pt_end(struct pt_instance *in, struct pts_batch *batch,
+                              struct pts_error *err) {
+  struct pts_torch_outputs outs;
+  enum pts_status st = pts_torch_forward_end(in->module, batch->set, &outs, err);
+  if (st) {
+    pts_error_prefix(err, "model '%s'", in->model->name);
+    return st;
+  }
+  return adopt_outputs(in, batch, &outs, err);
+}
+
+static enum pts_status pt_execute(void *state, struct pts_batch *batch, struct pts_error *err) {
+  struct pt_instance *in = state;
+  /* The profiler brackets both halves: on CUDA, the kernels it records
+   * run between them. */
+  bool profiling = batch->profile && profile_start(in, batch->profile);
+  struct pts_torch_outputs outs;
+  enum pts_status st = pt_begin(in, batch, err); /* its errors name the model already */
+  bool begun = st == PTS_OK;
+  if (begun) st = pts_torch_forward_end(in->module, batch->set, &outs, err);
+  if (profiling) profile_stop(in, batch->profile);
+  if (st) {
+    if (begun) pts_error_prefix(err, "model '%s'", in->model->name);
+    return st;
+  }
+  return adopt_outputs(in, batch, &outs, err);
+}
+
+/* backend.h execute_begin: never given a profiled batch (the scheduler
+ * runs those with execute). */
+static enum pts_status pt_execute_begin(void *state, struct pts_batch *batch,
+                                        struct pts_error *err) {
+  return pt_begin(state, batch, err);
+}
+
+static enum pts_status pt_execute_end(void *state, struct pts_batch *batch,
+                                      struct pts_error *err) {
+  return pt_end(state, batch, err);
 }
 
 static int pt_gpu_count(void) {
@@ -1309,4 +1369,7 @@ const struct pts_backend pts_pytorch_backend = {
     .device_inputs = true,
     .cuda_shm_ops = pts_pytorch_cuda_shm_ops,
     .input_staging = pt_input_staging,
+    .pipelined = pt_pipelined,
+    .execute_begin = pt_execute_begin,
+    .execute_end = pt_execute_end,
 };

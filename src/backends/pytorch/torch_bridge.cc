@@ -62,6 +62,26 @@ struct CapturedGraph {
 };
 #endif
 
+// One batch between pts_torch_forward_begin and pts_torch_forward_end. A
+// module keeps PTS_TORCH_SETS of them, so one batch can be in flight on
+// the device while the next one is gathered into the other set's staging
+// and begun. Only the thread that runs the module's batches touches them.
+struct ForwardSet {
+  bool pending = false;        // begun, not yet ended
+  bool empty_cache = false;    // the batch's opts->empty_cache, applied at end
+  pts_torch_outputs result{};  // owned while pending; its D2H copies may still run
+#ifdef PTS_WITH_CUDA
+  // The four phase events of this set's batch (make_events); [3] is the
+  // one end waits on.
+  std::unique_ptr<at::cuda::CUDAEvent> events[4];
+  // Pinned staging per input slot (pts_torch_staging): the scheduler
+  // gathers into it, forward() copies it to the device by DMA. Reused; the
+  // scheduler gathers into a set only after the batch that last used it
+  // has ended (its end event has passed), so the device is done reading.
+  std::vector<at::Tensor> staging;
+#endif
+};
+
 struct pts_torch_module {
   torch::jit::Module module;  // TorchScript
 #ifdef PTS_HAVE_AOTI
@@ -78,17 +98,32 @@ struct pts_torch_module {
   std::vector<pts_torch_arg> args;
 #ifdef PTS_WITH_CUDA
   // Each instance loads its own module, so these are per instance: its own
-  // stream (work of different instances overlaps), the events that time its
-  // phases, and its captured graphs. Only the instance's thread uses them.
+  // stream (work of different instances overlaps) and its captured graphs.
+  // Only the instance's thread uses them.
   c10::optional<c10::cuda::CUDAStream> stream;
-  std::unique_ptr<at::cuda::CUDAEvent> events[4];
   std::vector<std::unique_ptr<CapturedGraph>> graphs;
-  // Pinned staging per input slot (pts_torch_staging): the scheduler
-  // gathers into it, forward() copies it to the device. Reused; the copy
-  // of one batch is complete (the stream is synchronized) before the
-  // next gather writes it again.
-  std::vector<at::Tensor> staging;
 #endif
+  // Per-batch state, by the set pts_torch_forward_begin names.
+  ForwardSet sets[PTS_TORCH_SETS];
+
+  pts_torch_module() = default;
+  pts_torch_module(const pts_torch_module &) = delete;
+  pts_torch_module &operator=(const pts_torch_module &) = delete;
+  // A batch begun and never ended (a caller's bug, or a shutdown path that
+  // skipped it): the device may still write its output blocks and read its
+  // staging, which are freed with the module, so wait for the stream first.
+  ~pts_torch_module() {
+    bool any = false;
+    for (ForwardSet &fs : sets) any |= fs.pending;
+    if (!any) return;
+#ifdef PTS_WITH_CUDA
+    try {
+      if (stream) stream->synchronize();
+    } catch (...) {
+    }
+#endif
+    for (ForwardSet &fs : sets) pts_torch_outputs_free(&fs.result);
+  }
 };
 
 namespace {
@@ -570,21 +605,45 @@ void make_events(pts_torch_module *m) {
     const char *v = std::getenv("PTSERVE_CUDA_SPIN_WAIT");
     return v && std::strcmp(v, "1") == 0;
   }();
-  for (int k = 0; k < 3; k++) m->events[k].reset(new at::cuda::CUDAEvent(cudaEventDefault));
-  m->events[3].reset(new at::cuda::CUDAEvent(spin ? cudaEventDefault : cudaEventBlockingSync));
+  for (ForwardSet &fs : m->sets) {
+    for (int k = 0; k < 3; k++) fs.events[k].reset(new at::cuda::CUDAEvent(cudaEventDefault));
+    fs.events[3].reset(new at::cuda::CUDAEvent(spin ? cudaEventDefault : cudaEventBlockingSync));
+  }
 }
 #endif
 
-// Waits for the instance's stream (output copies included) and reads the
-// event timings. Without CUDA there is nothing queued: CPU work is done when
-// forward() returns, and MPS copies to the CPU wait for the queue.
-void finish_device_work(pts_torch_module *m, struct pts_torch_outputs *out) {
+// Whether the module's work is queued on a CUDA stream, so that
+// begin_forward returns before the device is done.
+bool on_stream(const pts_torch_module *m) {
+#ifdef PTS_WITH_CUDA
+  return m->stream.has_value();
+#else
+  (void)m;
+  return false;
+#endif
+}
+
+// Records event k of the set on the module's stream (CUDA only).
+void record_event(pts_torch_module *m, ForwardSet &fs, int k) {
+#ifdef PTS_WITH_CUDA
+  if (m->stream) fs.events[k]->record(*m->stream);
+#else
+  (void)m;
+  (void)fs;
+  (void)k;
+#endif
+}
+
+// Waits for the set's end event (its batch's output copies included) and
+// reads the event timings into *out. Without CUDA there is nothing queued:
+// CPU work is done when forward() returns, and MPS copies to the CPU wait
+// for the queue (begin_forward timed them already).
+void finish_device_work(pts_torch_module *m, ForwardSet &fs, struct pts_torch_outputs *out) {
 #ifdef PTS_WITH_CUDA
   if (!m->stream) return;
-  m->events[3]->record(*m->stream);
-  m->events[3]->synchronize();
+  fs.events[3]->synchronize();
   auto ns = [&](int a, int b) {
-    return static_cast<uint64_t>(m->events[a]->elapsed_time(*m->events[b]) * 1e6);
+    return static_cast<uint64_t>(fs.events[a]->elapsed_time(*fs.events[b]) * 1e6);
   };
   out->device_timed = true;
   out->input_ns = ns(0, 1);
@@ -592,7 +651,23 @@ void finish_device_work(pts_torch_module *m, struct pts_torch_outputs *out) {
   out->output_ns = ns(2, 3);
 #else
   (void)m;
+  (void)fs;
   (void)out;
+#endif
+}
+
+// After a failed begin: the stream may still read the batch's inputs (a
+// staging set the caller will gather into again) or write its outputs, so
+// wait for it before the failure is reported. Its own failure (a sticky
+// CUDA error) adds nothing to the one being reported.
+void drain_stream(pts_torch_module *m) {
+#ifdef PTS_WITH_CUDA
+  try {
+    if (m->stream) m->stream->synchronize();
+  } catch (...) {
+  }
+#else
+  (void)m;
 #endif
 }
 
@@ -653,6 +728,135 @@ void release_cached_memory(pts_torch_module *m) {
 #else
   (void)m;
 #endif
+}
+
+// The set a caller names, checked.
+ForwardSet &forward_set(pts_torch_module *m, unsigned set) {
+  if (set >= PTS_TORCH_SETS)
+    fail(PTS_INTERNAL, "batch set " + std::to_string(set) + " does not exist (there are " +
+                           std::to_string(PTS_TORCH_SETS) + ")");
+  return m->sets[set];
+}
+
+// Closes a set's outputs if whatever follows fails: the caller then gets
+// none, and their pinned blocks and tensors go back at once.
+struct OutputsHold {
+  pts_torch_outputs o{};
+  ~OutputsHold() { pts_torch_outputs_free(&o); }
+};
+
+// The first half of a forward: inputs wrapped (and on CUDA copied to the
+// device), the model run or its graph replayed, the outputs walked (on
+// CUDA: their device-to-host copies enqueued), the end event recorded. On
+// a CUDA module all of it is queued on the instance's stream and nothing
+// waits for the device; `fs` keeps the events and the outputs, whose bytes
+// may still be on their way. Elsewhere the work is done on return.
+void begin_forward(pts_torch_module *m, const pts_torch_input *inputs, size_t n_inputs,
+                   const pts_torch_run_opts *opts, ForwardSet &fs) {
+  if (fs.pending) fail(PTS_INTERNAL, "a batch is already in flight on this set");
+  fs.result = pts_torch_outputs{};
+  try {
+    apply_intra_threads(opts->intra_op_threads);
+    torch::jit::setGraphExecutorOptimize(opts->optimized_execution);
+    c10::InferenceMode inference_guard(opts->inference_mode);
+    torch::NoGradGuard no_grad;
+    CudnnScope cudnn(!opts->disable_cudnn);
+#ifdef PTS_WITH_CUDA
+    // The instance's stream becomes this thread's current stream, so the
+    // input copies, the model's kernels and the output copies are ordered
+    // on it (behind the batch of the other set, when one is in flight);
+    // other instances' streams run concurrently.
+    c10::optional<c10::cuda::CUDAStreamGuard> stream_guard;
+    if (m->stream) stream_guard.emplace(*m->stream);
+#endif
+    record_event(m, fs, 0);
+
+    MpsTimer mps_timer(m->device);
+    mps_timer.record(0);
+    std::vector<Range> ranges;
+    std::vector<c10::IValue> args;
+    c10::Dict<std::string, at::Tensor> dict;
+    for (size_t i = 0; i < n_inputs; i++) {
+      const pts_torch_input &in = inputs[i];
+      const char *base = static_cast<const char *>(in.data);
+      if (base) ranges.push_back({base, base + in.byte_size});
+      if (m->is_aoti && (in.absent || in.dtype == PTS_DTYPE_BYTES)) {
+        fail(PTS_INVALID_ARG, std::string("input '") + in.name +
+                                  (in.absent ? "' is missing; an AOTInductor package takes "
+                                               "every input"
+                                             : "' is BYTES; AOTInductor packages take tensors"));
+      } else if (in.absent) {
+        if (!opts->dict_input) args.emplace_back();  // None
+      } else if (in.dtype == PTS_DTYPE_BYTES) {
+        if (opts->dict_input)
+          fail(PTS_INVALID_ARG, std::string("input '") + in.name +
+                                    "' is BYTES, but the model takes Dict[str, Tensor]");
+        args.emplace_back(wrap_strings(in));
+      } else if (opts->dict_input) {
+        dict.insert(in.name, wrap_tensor(in, m));
+      } else {
+        args.emplace_back(wrap_tensor(in, m));
+      }
+    }
+    if (opts->dict_input) args.emplace_back(dict);
+
+    mps_timer.record(1);
+    c10::IValue result;
+    try {
+      record_event(m, fs, 1);
+#ifdef PTS_WITH_CUDA
+      result = run_forward(m, std::move(args), &fs.result);
+#else
+      result = eager_run(m, std::move(args));
+#endif
+      record_event(m, fs, 2);
+    } catch (const c10::Error &e) {
+      if (m->is_aoti) name_refused_input(e.what_without_backtrace(), inputs, n_inputs);
+      throw;
+    } catch (const std::exception &e) {
+      if (m->is_aoti) name_refused_input(e.what(), inputs, n_inputs);
+      throw;
+    }
+    mps_timer.record(2);
+
+    // The outputs' copies off the device are enqueued here, into pinned
+    // blocks (or the caller's dests) that belong to this set's batch until
+    // its outputs are released: a later batch never writes them. A
+    // captured graph's static outputs are copied before the next replay
+    // can overwrite them, because both are ordered on the one stream.
+    OutputList list;
+    walk_result(list, result, ranges, opts);
+    mps_timer.record(3);
+    mps_timer.finish(&fs.result);
+    record_event(m, fs, 3);
+    size_t n = list.items.size();
+    auto *items = static_cast<pts_torch_output *>(pts_calloc(n ? n : 1, sizeof(pts_torch_output)));
+    if (!items) fail(PTS_NOMEM, "out of memory for the model's outputs");
+    std::memcpy(items, list.items.data(), n * sizeof(pts_torch_output));
+    list.items.clear();  // ownership moved to the set
+    fs.result.items = items;
+    fs.result.count = n;
+    fs.result.keyed = list.keyed;
+    fs.empty_cache = opts->empty_cache;
+    fs.pending = true;
+  } catch (...) {
+    drain_stream(m);
+    throw;
+  }
+}
+
+// The second half: waits for the set's end event (on CUDA), reads the
+// phase timings and hands the outputs over to *out.
+void end_forward(pts_torch_module *m, ForwardSet &fs, pts_torch_outputs *out) {
+  if (!fs.pending) fail(PTS_INTERNAL, "no batch is in flight on this set");
+  fs.pending = false;
+  OutputsHold hold;
+  hold.o = fs.result;  // from here on freed unless handed over
+  fs.result = pts_torch_outputs{};
+  finish_device_work(m, fs, &hold.o);
+  if (fs.empty_cache) release_cached_memory(m);
+  *out = hold.o;
+  hold.o = pts_torch_outputs{};
 }
 
 std::mutex memory_fraction_mu;
@@ -1022,87 +1226,37 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
                                   struct pts_torch_outputs *out, struct pts_error *err) {
   std::memset(out, 0, sizeof *out);
   return guarded(err, PTS_INTERNAL, "PyTorch execute failure: ", [&]() {
-    apply_intra_threads(opts->intra_op_threads);
-    torch::jit::setGraphExecutorOptimize(opts->optimized_execution);
-    c10::InferenceMode inference_guard(opts->inference_mode);
-    torch::NoGradGuard no_grad;
-    CudnnScope cudnn(!opts->disable_cudnn);
-#ifdef PTS_WITH_CUDA
-    // The instance's stream becomes this thread's current stream, so the
-    // input copies, the model's kernels and the output copies are ordered
-    // on it; other instances' streams run concurrently.
-    c10::optional<c10::cuda::CUDAStreamGuard> stream_guard;
-    if (m->stream) {
-      stream_guard.emplace(*m->stream);
-      m->events[0]->record(*m->stream);
-    }
-#endif
-
-    MpsTimer mps_timer(m->device);
-    mps_timer.record(0);
-    std::vector<Range> ranges;
-    std::vector<c10::IValue> args;
-    c10::Dict<std::string, at::Tensor> dict;
-    for (size_t i = 0; i < n_inputs; i++) {
-      const pts_torch_input &in = inputs[i];
-      const char *base = static_cast<const char *>(in.data);
-      if (base) ranges.push_back({base, base + in.byte_size});
-      if (m->is_aoti && (in.absent || in.dtype == PTS_DTYPE_BYTES)) {
-        fail(PTS_INVALID_ARG, std::string("input '") + in.name +
-                                  (in.absent ? "' is missing; an AOTInductor package takes "
-                                               "every input"
-                                             : "' is BYTES; AOTInductor packages take tensors"));
-      } else if (in.absent) {
-        if (!opts->dict_input) args.emplace_back();  // None
-      } else if (in.dtype == PTS_DTYPE_BYTES) {
-        if (opts->dict_input)
-          fail(PTS_INVALID_ARG, std::string("input '") + in.name +
-                                    "' is BYTES, but the model takes Dict[str, Tensor]");
-        args.emplace_back(wrap_strings(in));
-      } else if (opts->dict_input) {
-        dict.insert(in.name, wrap_tensor(in, m));
-      } else {
-        args.emplace_back(wrap_tensor(in, m));
-      }
-    }
-    if (opts->dict_input) args.emplace_back(dict);
-
-    mps_timer.record(1);
-    c10::IValue result;
-    try {
-#ifdef PTS_WITH_CUDA
-      if (m->stream) m->events[1]->record(*m->stream);
-      result = run_forward(m, std::move(args), out);
-      if (m->stream) m->events[2]->record(*m->stream);
-#else
-      result = eager_run(m, std::move(args));
-#endif
-    } catch (const c10::Error &e) {
-      if (m->is_aoti) name_refused_input(e.what_without_backtrace(), inputs, n_inputs);
-      throw;
-    } catch (const std::exception &e) {
-      if (m->is_aoti) name_refused_input(e.what(), inputs, n_inputs);
-      throw;
-    }
-    mps_timer.record(2);
-
-    OutputList list;
-    walk_result(list, result, ranges, opts);
-    mps_timer.record(3);
-    mps_timer.finish(out);
-    finish_device_work(m, out);
-    if (opts->empty_cache) release_cached_memory(m);
-    size_t n = list.items.size();
-    auto *items = static_cast<pts_torch_output *>(pts_calloc(n ? n : 1, sizeof(pts_torch_output)));
-    if (!items) fail(PTS_NOMEM, "out of memory for the model's outputs");
-    std::memcpy(items, list.items.data(), n * sizeof(pts_torch_output));
-    list.items.clear();  // ownership moved to *out
-    out->items = items;
-    out->count = n;
-    out->keyed = list.keyed;
+    // A module off CUDA keeps no per-batch state between the halves, so a
+    // set of its own keeps this call re-entrant (header: several threads
+    // may run one CPU module).
+    ForwardSet local;
+    ForwardSet &fs = on_stream(m) ? m->sets[0] : local;
+    begin_forward(m, inputs, n_inputs, opts, fs);
+    end_forward(m, fs, out);
     return PTS_OK;
   });
 }
+
+enum pts_status pts_torch_forward_begin(struct pts_torch_module *m,
+                                        const struct pts_torch_input *inputs, size_t n_inputs,
+                                        const struct pts_torch_run_opts *opts, unsigned set,
+                                        struct pts_error *err) {
+  return guarded(err, PTS_INTERNAL, "PyTorch execute failure: ", [&]() {
+    begin_forward(m, inputs, n_inputs, opts, forward_set(m, set));
+    return PTS_OK;
+  });
+}
+
+enum pts_status pts_torch_forward_end(struct pts_torch_module *m, unsigned set,
+                                      struct pts_torch_outputs *out, struct pts_error *err) {
+  std::memset(out, 0, sizeof *out);
+  return guarded(err, PTS_INTERNAL, "PyTorch execute failure: ", [&]() {
+    end_forward(m, forward_set(m, set), out);
+    return PTS_OK;
+  });
+}
+
+bool pts_torch_async(const struct pts_torch_module *m) { return on_stream(m); }
 
 enum pts_status pts_torch_optimize(struct pts_torch_module *m, bool freeze,
                                    bool optimize_for_inference, struct pts_error *err) {
@@ -1277,14 +1431,15 @@ void pts_torch_profile_free(struct pts_torch_profile *p) {
   p->count = 0;
 }
 
-enum pts_status pts_torch_staging(struct pts_torch_module *m, size_t slot, size_t bytes,
-                                  void **out, struct pts_error *err) {
+enum pts_status pts_torch_staging(struct pts_torch_module *m, unsigned set, size_t slot,
+                                  size_t bytes, void **out, struct pts_error *err) {
   *out = nullptr;
   return guarded(err, PTS_NOMEM, "allocating pinned staging memory failed: ", [&]() {
+    ForwardSet &fs = forward_set(m, set);
 #ifdef PTS_WITH_CUDA
     if (!m->stream) return PTS_OK;
-    if (m->staging.size() <= slot) m->staging.resize(slot + 1);
-    at::Tensor &buf = m->staging[slot];
+    if (fs.staging.size() <= slot) fs.staging.resize(slot + 1);
+    at::Tensor &buf = fs.staging[slot];
     if (!buf.defined() || static_cast<size_t>(buf.numel()) < bytes) {
       // Grow by powers of two, so batch sizes that vary settle quickly.
       size_t cap = 1u << 16;
@@ -1295,7 +1450,7 @@ enum pts_status pts_torch_staging(struct pts_torch_module *m, size_t slot, size_
     }
     *out = buf.data_ptr();
 #else
-    (void)m;
+    (void)fs;
     (void)slot;
     (void)bytes;
 #endif

@@ -18,9 +18,12 @@
  * several models may load at once (the bridge serializes reading AOTInductor
  * packages, which LibTorch can not do concurrently).
  * pts_torch_forward may run concurrently on different modules, and on one
- * module from several threads (TorchScript inference is re-entrant as long
- * as nobody moves or retrains the module meanwhile). The grad mode, the
- * intra-op thread count and the optimizer switch are set per calling thread.
+ * module off CUDA from several threads (TorchScript inference is re-entrant
+ * as long as nobody moves or retrains the module meanwhile). A module on
+ * CUDA (its stream, events, staging sets) and the two halves
+ * pts_torch_forward_begin/_end on any module belong to one thread at a
+ * time: the instance's. The grad mode, the intra-op thread count and the
+ * optimizer switch are set per calling thread.
  */
 #ifndef PTS_BACKENDS_PYTORCH_TORCH_BRIDGE_H
 #define PTS_BACKENDS_PYTORCH_TORCH_BRIDGE_H
@@ -171,6 +174,40 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
                                   size_t n_inputs, const struct pts_torch_run_opts *opts,
                                   struct pts_torch_outputs *out, struct pts_error *err);
 
+/* Batch sets per module: pts_torch_forward_begin's and pts_torch_staging's
+ * `set`. Two, so that one batch can be in flight on the device while the
+ * next one is gathered and begun (a pipeline of depth 2). */
+#define PTS_TORCH_SETS 2
+
+/* pts_torch_forward in two halves, for a pipeline (backend.h
+ * execute_begin/execute_end). On a CUDA module, begin wraps the inputs,
+ * enqueues their copies, the model (or a captured graph's replay) and the
+ * copies of the outputs off the device on the instance's stream, records
+ * the set's end event and returns without waiting; end waits for that
+ * event, reads the phase timings and hands the outputs over (*out as
+ * pts_torch_forward fills it). Elsewhere (CPU, MPS) begin does all the work
+ * and end only hands the outputs over, so callers need not care which.
+ *
+ * `set` < PTS_TORCH_SETS. After a begin returned OK its set must be ended,
+ * exactly once, before it is begun again; a begin that fails has waited
+ * for the device and leaves nothing to end. Everything the inputs and
+ * opts->dests point at — that set's staging memory included — must stay
+ * valid and unwritten until end returns: the device may still read or
+ * write it. Outputs land in memory that belongs to their batch (pinned
+ * blocks released with the output, or the caller's dests), never in memory
+ * a later batch writes. A module freed with a set still begun waits for
+ * its stream first. */
+enum pts_status pts_torch_forward_begin(struct pts_torch_module *m,
+                                        const struct pts_torch_input *inputs, size_t n_inputs,
+                                        const struct pts_torch_run_opts *opts, unsigned set,
+                                        struct pts_error *err);
+enum pts_status pts_torch_forward_end(struct pts_torch_module *m, unsigned set,
+                                      struct pts_torch_outputs *out, struct pts_error *err);
+
+/* Whether pts_torch_forward_begin returns before the device is done (a
+ * module on a CUDA device): only then does a pipeline overlap anything. */
+bool pts_torch_async(const struct pts_torch_module *m);
+
 /* Applies TorchScript optimizations: freeze() and/or
  * optimize_for_inference() on the module, which must be in eval mode.
  * Errors (INVALID_ARG) carry LibTorch's message. */
@@ -196,15 +233,16 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
                                         const struct pts_torch_run_opts *opts,
                                         struct pts_error *err);
 
-/* Pinned host memory of at least `bytes` bytes for input `slot` of a
- * module on a CUDA device, reused from call to call (grown when too
- * small): the scheduler gathers a batch's input straight into it, and
- * forward() copies it to the device by DMA with no further host copy.
- * *out is NULL (with OK) for a module that is not on CUDA. The memory
- * stays valid until the next call for the same slot or pts_torch_free;
- * call it only from the thread that runs forward() on this module. */
-enum pts_status pts_torch_staging(struct pts_torch_module *m, size_t slot, size_t bytes,
-                                  void **out, struct pts_error *err);
+/* Pinned host memory of at least `bytes` bytes for input `slot` of batch
+ * set `set` (< PTS_TORCH_SETS) of a module on a CUDA device, reused from
+ * call to call (grown when too small): the scheduler gathers a batch's
+ * input straight into it, and forward() copies it to the device by DMA
+ * with no further host copy. *out is NULL (with OK) for a module that is
+ * not on CUDA. The memory stays valid until the next call for the same set
+ * and slot or pts_torch_free; ask for a set only while no batch is begun
+ * on it, and only from the thread that runs the module's batches. */
+enum pts_status pts_torch_staging(struct pts_torch_module *m, unsigned set, size_t slot,
+                                  size_t bytes, void **out, struct pts_error *err);
 
 /* ---- AOTInductor packages (.pt2, platform torch_aoti) ----
  *

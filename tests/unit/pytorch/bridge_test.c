@@ -94,6 +94,51 @@ static void add_sub_fp32(void **state) {
   pts_torch_free(m);
 }
 
+/* The two halves on a CPU module: begin does the work, end hands the
+ * outputs over; two sets can be begun before either ends, each keeps its
+ * own batch; a set is begun once before it is ended, and the set index is
+ * checked. Staging offers nothing off CUDA. */
+static void forward_in_two_halves(void **state) {
+  (void)state;
+  struct pts_torch_module *m = load("add_sub_fp32");
+  assert_false(pts_torch_async(m));
+  const int64_t dims[] = {1, 2};
+  const float a0[2] = {1, 2}, b0[2] = {10, 20}, a1[2] = {5, 5}, b1[2] = {1, 2};
+  struct pts_torch_input in0[2] = {tensor("INPUT0", PTS_DTYPE_FP32, 2, dims, a0, sizeof a0),
+                                   tensor("INPUT1", PTS_DTYPE_FP32, 2, dims, b0, sizeof b0)};
+  struct pts_torch_input in1[2] = {tensor("INPUT0", PTS_DTYPE_FP32, 2, dims, a1, sizeof a1),
+                                   tensor("INPUT1", PTS_DTYPE_FP32, 2, dims, b1, sizeof b1)};
+  struct pts_error err = {0};
+  assert_int_equal(pts_torch_forward_begin(m, in0, 2, &DEFAULT_OPTS, 0, &err), PTS_OK);
+  assert_int_equal(pts_torch_forward_begin(m, in1, 2, &DEFAULT_OPTS, 1, &err), PTS_OK);
+  assert_int_equal(pts_torch_forward_begin(m, in1, 2, &DEFAULT_OPTS, 1, &err), PTS_INTERNAL);
+  assert_non_null(strstr(err.msg, "already in flight"));
+  struct pts_torch_outputs out0, out1;
+  assert_int_equal(pts_torch_forward_end(m, 0, &out0, &err), PTS_OK);
+  assert_int_equal(pts_torch_forward_end(m, 1, &out1, &err), PTS_OK);
+  const float sum0[2] = {11, 22}, sum1[2] = {6, 7};
+  assert_int_equal(out0.count, 2);
+  assert_memory_equal(out0.items[0].data, sum0, sizeof sum0);
+  assert_memory_equal(out1.items[0].data, sum1, sizeof sum1);
+  pts_torch_outputs_free(&out0);
+  pts_torch_outputs_free(&out1);
+  assert_int_equal(pts_torch_forward_end(m, 0, &out0, &err), PTS_INTERNAL);
+  assert_int_equal(out0.count, 0);
+  assert_int_equal(pts_torch_forward_begin(m, in0, 2, &DEFAULT_OPTS, 2, &err), PTS_INTERNAL);
+  void *staging = (void *)1;
+  assert_int_equal(pts_torch_staging(m, 1, 0, 64, &staging, &err), PTS_OK);
+  assert_null(staging);
+  /* A model error in begin leaves the set free for the next batch. */
+  const int64_t bad[] = {1, 3};
+  const float b3[3] = {1, 2, 3};
+  struct pts_torch_input wrong[2] = {tensor("INPUT0", PTS_DTYPE_FP32, 2, dims, a0, sizeof a0),
+                                     tensor("INPUT1", PTS_DTYPE_FP32, 2, bad, b3, sizeof b3)};
+  assert_int_equal(pts_torch_forward_begin(m, wrong, 2, &DEFAULT_OPTS, 0, &err), PTS_INTERNAL);
+  assert_int_equal(pts_torch_forward_begin(m, in0, 2, &DEFAULT_OPTS, 0, &err), PTS_OK);
+  /* Freed with a set still begun: its outputs go with the module. */
+  pts_torch_free(m);
+}
+
 static void bf16_round_trip(void **state) {
   (void)state;
   struct pts_torch_module *m = load("add_sub_bf16");
@@ -318,6 +363,7 @@ int main(void) {
       cmocka_unit_test(dict_input),
       cmocka_unit_test(outputs_never_alias_inputs),
       cmocka_unit_test(scalar_output_has_rank_zero),
+      cmocka_unit_test(forward_in_two_halves),
       cmocka_unit_test(model_errors_become_statuses),
       cmocka_unit_test(thread_and_grad_options),
       cmocka_unit_test(bad_files_fail_to_load),

@@ -615,9 +615,10 @@ static struct {
   bool got_dest;
 } stage = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static enum pts_status stage_input(void *is, size_t input, size_t byte_size, void **data,
-                                   enum pts_mem *mem, struct pts_error *err) {
+static enum pts_status stage_input(void *is, unsigned set, size_t input, size_t byte_size,
+                                   void **data, enum pts_mem *mem, struct pts_error *err) {
   (void)is;
+  assert_int_equal(set, 0); /* stage does not pipeline */
   if (byte_size > sizeof stage.staging[0])
     return pts_error_set(err, PTS_INTERNAL, "stage: %zu bytes is too much", byte_size);
   pthread_mutex_lock(&stage.lock);
