@@ -9,9 +9,13 @@ get a 4xx that names the model and its state.
 
 Every test builds its own repository of identity models (output i echoes
 input i, so the expected answer is what the test sent) in a temporary
-directory. Nothing waits on a clock: a test that needs a load in progress
-holds it with the identity backend's load gate file, and waits are for a
-condition (bounded by a generous deadline).
+directory (one failed-load test names a missing TorchScript file).
+Nothing waits on a clock: a test that needs a load in progress holds it
+with the identity backend's load gate file; one that needs a request in
+flight during an unload queues it behind PTSERVE_DELAY_SCHEDULER, so it is
+known to be accepted, and the unload lets it run for the identity
+backend's execute_delay_ms; waits are for a condition (bounded by a
+generous deadline).
 """
 import base64
 import json
@@ -21,10 +25,12 @@ import subprocess
 import threading
 import time
 
+import numpy as np
 import pytest
 import requests
 
 from conftest import Server, assert_clean_exit, free_port, need_module, wait_until_answering
+from sched_util import DELAY_ENV, wait_pending
 
 grpc = need_module("grpc")
 # tritonclient's generated gRPC messages (requirements.txt)
@@ -586,6 +592,285 @@ def test_grpc_repository_rpcs(start_server, tmp_path):
         expect(lambda: stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(
             model_name="ghost"), timeout=TIMEOUT), grpc.StatusCode.NOT_FOUND,
             "no model repository holds a model named 'ghost'")
+    assert_clean_exit(s)
+
+
+def test_grpc_failed_load_answers_and_shows_unavailable(start_server, tmp_path):
+    # A config that names a model file the version directory does not
+    # hold: the backend's load fails.
+    d = tmp_path / "broken"
+    os.makedirs(d / "1")
+    (d / "config.pbtxt").write_text(
+        'name: "broken"\nbackend: "pytorch"\nmax_batch_size: 8\n'
+        'default_model_filename: "missing.pt"\n'
+        'input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        'output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n')
+    s = start_server(tmp_path, "--model-control-mode=explicit")
+    channel, stub = grpc_stub(s)
+    with channel:
+        with pytest.raises(grpc.RpcError) as info:
+            stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="broken"),
+                                     timeout=TIMEOUT)
+        # Triton's status (HTTP 400) and words.
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value
+        details = info.value.details()
+        assert details.startswith("load failed for model 'broken': version 1 is at UNAVAILABLE "
+                                  "state: "), details
+        assert "missing.pt" in details, details
+        idx = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(), timeout=TIMEOUT)
+        (e,) = [e for e in idx.models if e.name == "broken"]
+        assert (e.version, e.state) == ("1", "UNAVAILABLE"), e
+        assert "missing.pt" in e.reason, e.reason
+        assert details.split("state: ", 1)[1].startswith(e.reason), (details, e.reason)
+        ready = stub.ModelReady(service_pb2.ModelReadyRequest(name="broken"), timeout=TIMEOUT)
+        assert not ready.ready
+    assert_clean_exit(s)
+
+
+def test_grpc_index_shows_loading_during_a_slow_load(start_server, tmp_path):
+    # The load gate of test_first_load_is_loading_until_ready.
+    gate = tmp_path / "gate"
+    repo = tmp_path / "repo"
+    write_model(repo, "g", extra=gate_extra(gate))
+    s = start_server(repo, "--model-control-mode=explicit")
+    channel, stub = grpc_stub(s)
+    with channel:
+        def entries():
+            idx = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(), timeout=TIMEOUT)
+            return [(e.name, e.version, e.state, e.reason) for e in idx.models]
+
+        pending = stub.RepositoryModelLoad.future(
+            service_pb2.RepositoryModelLoadRequest(model_name="g"), timeout=TIMEOUT * 2)
+        try:
+            wait_for(lambda: entries() == [("g", "1", "LOADING", "")], "g LOADING over gRPC")
+            assert not pending.done()  # the load answers once the model serves
+            assert not stub.ModelReady(service_pb2.ModelReadyRequest(name="g"),
+                                       timeout=TIMEOUT).ready
+            ready = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(ready=True),
+                                         timeout=TIMEOUT)
+            assert list(ready.models) == []
+        finally:
+            gate.write_text("")
+        pending.result()  # raises on a failed load
+        assert entries() == [("g", "1", "READY", "")]
+    infer_ok(s, "g")
+    assert_clean_exit(s)
+
+
+# ---------------------------------------------------------------- UNLOADING
+
+
+def grpc_infer_request(model, values):
+    req = service_pb2.ModelInferRequest(model_name=model)
+    inp = req.inputs.add(name="INPUT0", datatype="INT32", shape=[1, len(values)])
+    inp.contents.int_contents.extend(values)
+    return req
+
+
+@pytest.mark.parametrize("proto", ["http", "grpc"])
+def test_unloading_shows_while_a_request_runs(start_server, tmp_path, proto):
+    # The scheduler holds the queue until 2 requests are queued
+    # (PTSERVE_DELAY_SCHEDULER), so one request is known to be in flight
+    # before the unload; the unload lets it run, for 2.5 s (the identity
+    # backend's execute_delay_ms), while the version is UNLOADING.
+    write_model(tmp_path, "slow", extra='parameters { key: "execute_delay_ms" value { '
+                'string_value: "2500" } }')
+    s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model=slow",
+                     env={DELAY_ENV: "2"})
+    channel, stub = grpc_stub(s)
+    result = {}
+    with channel:
+        if proto == "http":
+            def states():
+                return [(e["version"], e["state"], e.get("reason", ""))
+                        for e in index(s).get("slow", [])]
+            t = threading.Thread(target=lambda: result.update(r=infer(s, "slow", (5, -5))))
+            t.start()
+            in_flight = t.is_alive
+        else:
+            def states():
+                idx = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(),
+                                           timeout=TIMEOUT)
+                return [(e.version, e.state, e.reason) for e in idx.models if e.name == "slow"]
+            fut = stub.ModelInfer.future(grpc_infer_request("slow", (5, -5)), timeout=TIMEOUT)
+            in_flight = lambda: not fut.done()  # noqa: E731
+        wait_pending(s, "slow", 1)
+        assert states() == [("1", "READY", "")]
+        done = {}
+        if proto == "http":
+            u = threading.Thread(target=lambda: done.update(r=unload(s, "slow")))
+        else:
+            u = threading.Thread(target=lambda: done.update(r=stub.RepositoryModelUnload(
+                service_pb2.RepositoryModelUnloadRequest(model_name="slow"), timeout=TIMEOUT)))
+        u.start()
+        wait_for(lambda: states() == [("1", "UNLOADING", "")], "slow UNLOADING")
+        # Seen while the request still runs, and the unload waits for it.
+        assert in_flight()
+        assert u.is_alive()
+        # A new request is refused with the state meanwhile.
+        r = infer(s, "slow")
+        assert r.status_code == 404, r.text
+        assert "(version 1 is UNLOADING)" in r.json()["error"], r.text
+        u.join(TIMEOUT)
+        assert not u.is_alive()
+        # The request in flight was answered normally.
+        if proto == "http":
+            t.join(TIMEOUT)
+            r = result["r"]
+            assert r.status_code == 200, r.text
+            assert r.json()["outputs"][0]["data"] == [5, -5]
+            assert done["r"].status_code == 200, done["r"].text
+        else:
+            out = fut.result()
+            assert list(np.frombuffer(out.raw_output_contents[0], dtype="<i4")) == [5, -5]
+        assert states() == [("1", "UNAVAILABLE", "unloaded")]
+    assert_clean_exit(s)
+
+
+# ---------------------------------------------------------------- restricted group
+
+
+def test_model_repository_group_needs_the_key(start_server, tmp_path):
+    write_model(tmp_path, "m")
+    s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model=m",
+                     "--http-restricted-api=model-repository:admin-key=secret",
+                     "--grpc-restricted-protocol=model-repository:admin-key=secret")
+    good, bad = {"admin-key": "secret"}, {"admin-key": "guess"}
+    paths = ["/v2/repository/index", "/v2/repository/models/m/load",
+             "/v2/repository/models/m/unload"]
+    # HTTP: without the header, or with another value, 403 in tritonserver's
+    # words, and nothing happens.
+    for path in paths:
+        for headers in ({}, bad):
+            r = requests.post(s.url + path, headers=headers, timeout=TIMEOUT)
+            assert r.status_code == 403, (path, r.text)
+            assert r.json() == {"error": "This API is restricted, expecting header 'admin-key'"}
+    infer_ok(s, "m")  # the refused unload did not unload; inference stays open
+    # gRPC: UNAVAILABLE, tritonserver's status and words.
+    channel, stub = grpc_stub(s)
+    with channel:
+        rpcs = [(stub.RepositoryIndex, service_pb2.RepositoryIndexRequest()),
+                (stub.RepositoryModelLoad, service_pb2.RepositoryModelLoadRequest(model_name="m")),
+                (stub.RepositoryModelUnload,
+                 service_pb2.RepositoryModelUnloadRequest(model_name="m"))]
+        for rpc, req in rpcs:
+            for md in ((), tuple(bad.items())):
+                with pytest.raises(grpc.RpcError) as info:
+                    rpc(req, metadata=md, timeout=TIMEOUT)
+                assert info.value.code() == grpc.StatusCode.UNAVAILABLE, info.value
+                assert info.value.details() == \
+                    "This protocol is restricted, expecting header 'admin-key'"
+        infer_ok(s, "m")
+        out = stub.ModelInfer(grpc_infer_request("m", (1, 2)), timeout=TIMEOUT)  # no key
+        assert list(np.frombuffer(out.raw_output_contents[0], dtype="<i4")) == [1, 2]
+
+        # With the key: every call goes through, on both protocols.
+        md = tuple(good.items())
+        idx = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(), metadata=md,
+                                   timeout=TIMEOUT)
+        assert [(e.name, e.version, e.state) for e in idx.models] == [("m", "1", "READY")]
+        stub.RepositoryModelUnload(service_pb2.RepositoryModelUnloadRequest(model_name="m"),
+                                   metadata=md, timeout=TIMEOUT)
+        assert infer(s, "m").status_code == 404
+        stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="m"),
+                                 metadata=md, timeout=TIMEOUT)
+        infer_ok(s, "m")
+    for path in reversed(paths):  # unload, load, index
+        r = requests.post(s.url + path, headers=good, timeout=TIMEOUT)
+        assert r.status_code == 200, (path, r.text)
+    assert r.json() == [{"name": "m", "version": "1", "state": "READY"}]
+    infer_ok(s, "m")
+    assert_clean_exit(s)
+
+
+# ---------------------------------------------------------------- file overrides, links
+
+
+def tree(root, skip):
+    """path -> what it is (a link's target, a file's bytes, "dir") for
+    everything below root, links not followed; top-level names in `skip`
+    left out."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        if rel == ".":
+            dirs[:] = [d for d in dirs if d not in skip]
+            files = [f for f in files if f not in skip]
+        for name in dirs + files:
+            p = os.path.join(dirpath, name)
+            key = os.path.normpath(os.path.join(rel, name))
+            if os.path.islink(p):
+                out[key] = ("link", os.readlink(p))
+            elif os.path.isdir(p):
+                out[key] = "dir"
+            else:
+                with open(p, "rb") as f:
+                    out[key] = ("file", f.read())
+    return out
+
+
+def test_file_overrides_never_write_through_links_or_outside(start_server, tmp_path):
+    repo, tmp, outside = tmp_path / "repo", tmp_path / "tmp", tmp_path / "outside"
+    for d in (repo, tmp, outside):
+        d.mkdir()
+    target = outside / "target"
+    target.write_bytes(b"original")
+    # The repository's m has a model file that is a link to a file outside.
+    write_model(repo, "m")
+    os.symlink(target, repo / "m" / "1" / "model.pt")
+    os.symlink(outside, repo / "m" / "link")
+    s = start_server(repo, "--model-control-mode=explicit", env={"TMPDIR": str(tmp)})
+    logs = {f for f in os.listdir(tmp_path) if f.endswith(".log")}
+    before = tree(tmp_path, logs | {"tmp"})
+    cfg = json.dumps({"backend": "identity", "max_batch_size": 4,
+                      "input": [{"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [2]}],
+                      "output": [{"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [2]}]})
+
+    def b64(data):
+        return base64.b64encode(data).decode()
+
+    # Overrides named like the repository's links (the model file, and a
+    # file below the directory link) are written to the load's private
+    # directory, as plain files: never through the links.
+    r = load(s, "m", {"config": cfg, "file:1/model.pt": b64(b"override"),
+                      "file:link/target": b64(b"evil")})
+    assert r.status_code == 200, r.text
+    infer_ok(s, "m")
+    (private,) = list(tmp.iterdir())
+    assert tree(private, set()) == {
+        "1": "dir", os.path.join("1", "model.pt"): ("file", b"override"),
+        "link": "dir", os.path.join("link", "target"): ("file", b"evil")}
+
+    # Names that would leave the directory, or go through a link: refused
+    # before anything is written.
+    for name, words in [
+            ("1/../../outside/target", "may not contain '..'"),
+            ("../outside/target", "may not contain '..'"),
+            (str(target), "must be a relative path '<version>/<file name>'"),
+            ("1/./model.pt", "may not contain '.'"),
+            ("1//model.pt", "has an empty or too long path component"),
+            ("1/", "names a directory, not a file"),
+            ("1\\..\\x", "may not contain"),
+    ]:
+        r = load(s, "n", {"config": cfg, "file:1/model.pt": b64(b"x"),
+                          "file:" + name: b64(b"evil")})
+        assert r.status_code == 400, (name, r.text)
+        assert words in r.json()["error"], (name, r.text)
+    # A file and a directory of one name, in one load: refused, nothing
+    # overwritten.
+    r = load(s, "n", {"config": cfg, "file:1/x": b64(b"a"), "file:1/x/y": b64(b"b")})
+    assert r.status_code == 400, r.text
+    assert "failed to write file override" in r.json()["error"], r.text
+
+    # Outside m's private directory nothing changed: the repository, its
+    # links and their target are as they were, no other directory stayed.
+    assert list(tmp.iterdir()) == [private]
+    assert tree(tmp_path, logs | {"tmp"}) == before
+    assert target.read_bytes() == b"original"
+    infer_ok(s, "m")
+    assert unload(s, "m").status_code == 200
+    assert list(tmp.iterdir()) == []
+    assert target.read_bytes() == b"original"
     assert_clean_exit(s)
 
 

@@ -18,9 +18,10 @@ replaced at every swap.
 - Unloads and loads under load: every request is answered or refused with
   a 4xx naming the state.
 
-Asserted, per request: an accepted request is answered correctly (its
-output is exactly its input, an independent expectation); a refused one
-gets a 4xx (HTTP 404 / gRPC NOT_FOUND) whose message names the model and
+Asserted, per request (the clients and their tally are traffic_util's,
+shared with test_model_poll_load.py): an accepted request is answered
+correctly (its output is exactly its input, an independent expectation); a
+refused one gets a 4xx (HTTP 404 / gRPC NOT_FOUND) whose message names the model and
 its state; nothing gets a 5xx, a transport error or a hang (every request
 has a deadline). While the model is only reloaded, nothing is refused at
 all: the new version is READY before the old one stops taking requests.
@@ -33,19 +34,13 @@ overlaps traffic however slow the machine is.
 """
 import json
 import os
-import re
 import threading
 
-import numpy as np
 import pytest
 import requests
 
-from conftest import assert_clean_exit, need_module
-
-grpcclient = need_module("tritonclient.grpc")
-from tritonclient.utils import InferenceServerException  # noqa: E402
-
-TIMEOUT = 60
+from conftest import assert_clean_exit
+from traffic_util import TIMEOUT, grpcclient, identity_target, run_phase as traffic_phase
 
 
 def sanitized(path):
@@ -79,111 +74,15 @@ dynamic_batching { max_queue_delay_microseconds: %d }
 parameters { key: "execute_delay_ms" value { string_value: "2" } }
 """
 
-# What a refusal must say: the model, and a state that is not READY.
-REFUSAL = re.compile(r"'m'.*(UNLOADING|UNAVAILABLE|LOADING|not loaded)")
-
-
-class Tally:
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.cond = threading.Condition(self.lock)
-        self.ok = 0
-        self.refused = 0
-        self.problems = []
-
-    def add(self, ok=False, refused=False, problem=None):
-        with self.cond:
-            self.ok += ok
-            self.refused += refused
-            if problem:
-                self.problems.append(problem)
-            self.cond.notify_all()
-
-    def done(self):
-        with self.lock:
-            return self.ok + self.refused + len(self.problems)
-
-    def wait_for_more(self, n):
-        target = self.done() + n
-        with self.cond:
-            ok = self.cond.wait_for(lambda: self.ok + self.refused + len(self.problems) >= target,
-                                    timeout=TIMEOUT)
-        assert ok, "the clients stopped making progress"
-
-
-def http_client(server, seed, stop, tally, version):
-    rng = np.random.default_rng(seed)
-    url = server.url + "/v2/models/m%s/infer" % ("/versions/1" if version else "")
-    with requests.Session() as session:
-        while not stop.is_set():
-            values = [int(v) for v in rng.integers(-2**31, 2**31 - 1, size=2)]
-            body = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 2],
-                                "data": values}]}
-            try:
-                r = session.post(url, data=json.dumps(body), timeout=TIMEOUT)
-            except requests.RequestException as e:
-                tally.add(problem="HTTP transport error: %r" % e)
-                continue
-            if r.status_code == 200:
-                out = r.json()["outputs"][0]["data"]
-                if out == values:
-                    tally.add(ok=True)
-                else:
-                    tally.add(problem="HTTP wrong answer %s for %s" % (out, values))
-            elif r.status_code == 404 and REFUSAL.search(r.json().get("error", "")):
-                tally.add(refused=True)
-            else:
-                tally.add(problem="HTTP %d: %s" % (r.status_code, r.text))
-
-
-def grpc_client(server, seed, stop, tally, version):
-    rng = np.random.default_rng(seed)
-    client = grpcclient.InferenceServerClient(server.grpc_target)
-    try:
-        while not stop.is_set():
-            values = rng.integers(-2**31, 2**31 - 1, size=(1, 2)).astype(np.int32)
-            inp = grpcclient.InferInput("INPUT0", [1, 2], "INT32")
-            inp.set_data_from_numpy(values)
-            try:
-                res = client.infer("m", [inp], model_version="1" if version else "",
-                                   client_timeout=TIMEOUT)
-            except InferenceServerException as e:
-                if e.status() == "StatusCode.NOT_FOUND" and REFUSAL.search(e.message() or ""):
-                    tally.add(refused=True)
-                else:
-                    tally.add(problem="gRPC %s: %s" % (e.status(), e.message()))
-                continue
-            out = res.as_numpy("OUTPUT0")
-            if out is not None and np.array_equal(out, values):
-                tally.add(ok=True)
-            else:
-                tally.add(problem="gRPC wrong answer %s for %s" % (out, values))
-    finally:
-        client.close()
-
 
 def run_phase(server, control):
-    """Runs the clients while control(tally) changes the model."""
-    tally = Tally()
-    stop = threading.Event()
-    threads = []
-    for i in range(CLIENTS_PER_PROTOCOL):
-        for target in (http_client, grpc_client):
-            # Some clients ask for the latest version, some for version 1.
-            t = threading.Thread(target=target,
-                                 args=(server, len(threads), stop, tally, i % 2 == 1))
-            t.start()
-            threads.append(t)
-    try:
-        tally.wait_for_more(20)
-        control(tally)
-        tally.wait_for_more(20)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(TIMEOUT)
-    assert not any(t.is_alive() for t in threads), "a client hung"
-    return tally
+    """Runs the clients (traffic_util: 2 HTTP, 2 gRPC; output must echo
+    input; a refusal must be a 4xx naming 'm' and its state) while
+    control(tally) changes the model. Some clients ask for the latest
+    version, some for version 1."""
+    return traffic_phase(server, identity_target("m"), control,
+                         clients_per_protocol=CLIENTS_PER_PROTOCOL,
+                         version=lambda i: 1 if i % 2 else None)
 
 
 def write_config(repo, delay_us):
