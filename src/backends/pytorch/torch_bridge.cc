@@ -88,6 +88,11 @@ struct pts_torch_module {
   // of one batch is complete (the stream is synchronized) before the
   // next gather writes it again.
   std::vector<at::Tensor> staging;
+  // Device memory per (set, slot) that pts_torch_gather_device gathers a
+  // batch of CUDA shared-memory inputs into; allocated on `stream`, so the
+  // caching allocator reuses a block only after this stream's work on it.
+  // Reused like `staging`.
+  std::vector<at::Tensor> gathered[2];
 #endif
 };
 
@@ -1298,6 +1303,62 @@ enum pts_status pts_torch_staging(struct pts_torch_module *m, size_t slot, size_
     (void)m;
     (void)slot;
     (void)bytes;
+#endif
+    return PTS_OK;
+  });
+}
+
+enum pts_status pts_torch_gather_device(struct pts_torch_module *m, unsigned set, size_t slot,
+                                        const struct pts_torch_part *parts, size_t n,
+                                        size_t total, void **out, struct pts_error *err) {
+  *out = nullptr;
+  return guarded(err, PTS_INTERNAL, "gathering inputs on the device failed: ", [&]() {
+#ifdef PTS_WITH_CUDA
+    if (!m->stream) fail(PTS_UNSUPPORTED, "gathering inputs on the device needs a CUDA module");
+    if (set > 1) fail(PTS_INTERNAL, "gather buffer set " + std::to_string(set) + " (0 or 1)");
+    // The module's device and stream: the buffer is allocated for this
+    // stream, and the copies are ordered on it before forward().
+    c10::cuda::CUDAStreamGuard stream_guard(*m->stream);
+    std::vector<at::Tensor> &bufs = m->gathered[set];
+    if (bufs.size() <= slot) bufs.resize(slot + 1);
+    at::Tensor &buf = bufs[slot];
+    if (!buf.defined() || static_cast<size_t>(buf.numel()) < total) {
+      size_t cap = 1u << 16;  // powers of two, as staging
+      while (cap < total) cap *= 2;
+      buf = at::Tensor();
+      buf = at::empty({static_cast<int64_t>(cap)},
+                      at::TensorOptions().dtype(at::kByte).device(m->device));
+    }
+    char *dst = static_cast<char *>(buf.data_ptr());
+    cudaStream_t stream = m->stream->stream();
+    int here = m->device.index();
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+      const pts_torch_part &p = parts[i];
+      if (p.byte_size > total - at)
+        fail(PTS_INTERNAL, "the parts hold more than the " + std::to_string(total) +
+                               " bytes announced");
+      if (p.byte_size == 0) continue;
+      if (p.device == here)
+        C10_CUDA_CHECK(cudaMemcpyAsync(dst + at, p.data, p.byte_size, cudaMemcpyDeviceToDevice,
+                                       stream));
+      else  // a region on another GPU: the driver copies peer to peer (or through the host)
+        C10_CUDA_CHECK(cudaMemcpyPeerAsync(dst + at, here, p.data, p.device, p.byte_size, stream));
+      at += p.byte_size;
+    }
+    // The parts belong to requests that may be answered (and their regions
+    // unregistered) without forward() ever running; waiting here costs the
+    // copies' time, as nothing else is queued on the stream.
+    m->stream->synchronize();
+    *out = dst;
+#else
+    (void)m;
+    (void)set;
+    (void)slot;
+    (void)parts;
+    (void)n;
+    (void)total;
+    fail(PTS_UNSUPPORTED, "this build has no CUDA: there is no device to gather inputs on");
 #endif
     return PTS_OK;
   });
