@@ -66,6 +66,14 @@ struct pts_output_dest {
   int device;
 };
 
+/* One request's bytes of a batch input in device memory (CUDA shared
+ * memory), for gather_device. */
+struct pts_device_part {
+  const void *data; /* device address; borrowed for the call */
+  size_t byte_size;
+  int device;       /* the CUDA device it lies on */
+};
+
 struct pts_batch {
   int64_t batch_size;          /* total batch; 0 when the model does not batch */
   size_t n_inputs;
@@ -163,6 +171,27 @@ struct pts_backend {
                                    struct pts_error *err);
   enum pts_status (*execute_end)(void *instance_state, struct pts_batch *batch,
                                  struct pts_error *err);
+  /* (optional) Gathers the batch's input `input` (config order), whose n
+   * parts all lie in device memory, one after the other into device memory
+   * the instance owns: at least `total` bytes on the instance's device,
+   * reused from batch to batch (grown when too small), so that a batch of
+   * CUDA shared-memory requests costs device-to-device copies and no host
+   * copy. The copies are ordered before the instance's next execute (its
+   * CUDA stream) and have finished reading the parts when it returns: the
+   * requests, and their regions, may go as soon as the batch ends, even
+   * when execute fails. `set` (0 or 1) picks one of two buffers per input,
+   * so that a pipelined scheduler can gather batch b+1 while batch b runs;
+   * callers without a pipeline pass 0. The scheduler calls it on the
+   * instance thread before execute; the memory stays untouched by the
+   * backend until that execute returns. On OK *data (PTS_MEM_DEVICE) and
+   * *device say where the batch input is; *data NULL (with OK) declines (an
+   * instance not on a GPU): the scheduler then copies the parts to host
+   * memory. Its presence lets requests whose inputs are in device memory
+   * batch together (pts_batch_compatible), so only a backend with
+   * device_inputs sets it. */
+  enum pts_status (*gather_device)(void *instance_state, unsigned set, size_t input,
+                                   const struct pts_device_part *parts, size_t n, size_t total,
+                                   void **data, int *device, struct pts_error *err);
   /* Whether execute() takes inputs in device memory (PTS_MEM_DEVICE: CUDA
    * shared memory) itself. When false the server copies such inputs to
    * host memory before the request is queued. Every backend takes

@@ -21,7 +21,7 @@ static bool same_but_batch(const struct pts_shape *a, const struct pts_shape *b)
 }
 
 bool pts_batch_compatible(const Inference__ModelConfig *cfg, const struct pts_infer_request *a,
-                          const struct pts_infer_request *b) {
+                          const struct pts_infer_request *b, bool device_gather) {
   for (size_t k = 0; k < cfg->n_input; k++) {
     const struct pts_tensor *ta = pts_request_input(a, cfg->input[k]->name);
     const struct pts_tensor *tb = pts_request_input(b, cfg->input[k]->name);
@@ -30,16 +30,24 @@ bool pts_batch_compatible(const Inference__ModelConfig *cfg, const struct pts_in
       continue;
     }
     if (ta->dtype != tb->dtype || !same_but_batch(&ta->shape, &tb->shape)) return false;
-    /* Device memory (CUDA shared memory) is handed to the backend as it is:
-     * gathering it would need a device copy, so such requests run alone. */
-    if (ta->mem == PTS_MEM_DEVICE || tb->mem == PTS_MEM_DEVICE) return false;
+    /* Device memory (CUDA shared memory) gathers only on the device, by
+     * the backend, from one device: a batch is all device or all host. */
+    bool da = ta->mem == PTS_MEM_DEVICE, db = tb->mem == PTS_MEM_DEVICE;
+    if (da != db) return false;
+    if (da && (!device_gather || ta->device != tb->device)) return false;
   }
   return true;
 }
 
+/* Who copies a batch input's parts, which says what memory they may be
+ * in: the CPU (none in device memory, for n > 1), the device (each in
+ * device memory), or someone who already did (any). */
+enum parts { PARTS_HOST, PARTS_DEVICE, PARTS_ANY };
+
 /* Total bytes and rows of input `name` over the batch. */
 static enum pts_status measure(const char *name, struct pts_infer_request *const *reqs, size_t n,
-                               size_t *total, int64_t *rows, struct pts_error *err) {
+                               enum parts parts, size_t *total, int64_t *rows,
+                               struct pts_error *err) {
   *total = 0;
   *rows = 0;
   for (size_t i = 0; i < n; i++) {
@@ -47,9 +55,15 @@ static enum pts_status measure(const char *name, struct pts_infer_request *const
     if (!t || (n > 1 && t->shape.ndim < 1))
       return pts_error_set(err, PTS_INTERNAL, "input '%s' can not be batched: request %zu %s", name,
                            i, t ? "has no batch dimension" : "lacks it");
-    if (t->mem == PTS_MEM_DEVICE && n > 1)
+    if (parts == PARTS_HOST && t->mem == PTS_MEM_DEVICE && n > 1)
       return pts_error_set(err, PTS_INTERNAL,
-                           "input '%s' of request %zu is in device memory and can not be batched",
+                           "input '%s' of request %zu is in device memory and can not be "
+                           "gathered on the host",
+                           name, i);
+    if (parts == PARTS_DEVICE && t->mem != PTS_MEM_DEVICE)
+      return pts_error_set(err, PTS_INTERNAL,
+                           "input '%s' of request %zu is in host memory and can not be gathered "
+                           "on the device",
                            name, i);
     *total += t->byte_size;
     if (t->shape.ndim > 0) *rows += t->shape.dims[0];
@@ -103,7 +117,7 @@ enum pts_status pts_batch_gather(const char *name, struct pts_infer_request *con
   }
   size_t total;
   int64_t rows;
-  enum pts_status st = measure(name, reqs, n, &total, &rows, err);
+  enum pts_status st = measure(name, reqs, n, PARTS_HOST, &total, &rows, err);
   if (st != PTS_OK) return st;
   struct pts_buf *b = pts_buf_new(total ? total : 1);
   if (!b)
@@ -127,7 +141,7 @@ enum pts_status pts_batch_gather_size(const char *name, struct pts_infer_request
   *bytes = 0;
   if (!pts_request_input(reqs[0], name)) return PTS_OK;
   int64_t rows;
-  return measure(name, reqs, n, bytes, &rows, err);
+  return measure(name, reqs, n, PARTS_HOST, bytes, &rows, err);
 }
 
 enum pts_status pts_batch_gather_into(const char *name, struct pts_infer_request *const *reqs,
@@ -137,7 +151,7 @@ enum pts_status pts_batch_gather_into(const char *name, struct pts_infer_request
   if (!first) return PTS_OK;
   size_t total;
   int64_t rows;
-  enum pts_status st = measure(name, reqs, n, &total, &rows, err);
+  enum pts_status st = measure(name, reqs, n, PARTS_HOST, &total, &rows, err);
   if (st != PTS_OK) return st;
   if (total > cap)
     return pts_error_set(err, PTS_INTERNAL,
@@ -149,6 +163,36 @@ enum pts_status pts_batch_gather_into(const char *name, struct pts_infer_request
   dst->data = into;
   dst->buf = NULL;
   dst->mem = mem;
+  return PTS_OK;
+}
+
+enum pts_status pts_batch_device_parts(const char *name, struct pts_infer_request *const *reqs,
+                                       size_t n, struct pts_device_part *parts, size_t *total,
+                                       struct pts_error *err) {
+  int64_t rows;
+  enum pts_status st = measure(name, reqs, n, PARTS_DEVICE, total, &rows, err);
+  if (st != PTS_OK) return st;
+  for (size_t i = 0; i < n; i++) {
+    const struct pts_tensor *t = pts_request_input(reqs[i], name);
+    parts[i] = (struct pts_device_part){t->data, t->byte_size, t->device};
+  }
+  return PTS_OK;
+}
+
+enum pts_status pts_batch_gathered(const char *name, struct pts_infer_request *const *reqs,
+                                   size_t n, void *data, enum pts_mem mem, int device,
+                                   struct pts_tensor *dst, struct pts_error *err) {
+  const struct pts_tensor *first = pts_request_input(reqs[0], name);
+  if (!first) return PTS_OK;
+  size_t total;
+  int64_t rows;
+  enum pts_status st = measure(name, reqs, n, PARTS_ANY, &total, &rows, err);
+  if (st != PTS_OK) return st;
+  describe(first, rows, n, total, dst);
+  dst->data = data;
+  dst->buf = NULL;
+  dst->mem = mem;
+  dst->device = device;
   return PTS_OK;
 }
 

@@ -5,7 +5,9 @@
  * Gather makes one copy (each request's bytes once, into one contiguous
  * buffer: a new host buffer, or memory the backend provides, such as its
  * pinned staging), or none for a batch of one request (the tensor is then a
- * view of the request's own bytes). Split makes no copy: every slice points into the
+ * view of the request's own bytes). Inputs in device memory are gathered by
+ * the backend on the device (pts_batch_device_parts lists them,
+ * pts_batch_gathered describes the result). Split makes no copy: every slice points into the
  * batch output and holds its own reference to its buffer, so a response
  * lives on after the batch, and the HTTP frontend writes the slice to the
  * socket by reference. BYTES tensors are split by element count (each
@@ -20,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "core/status.h"
 #include "model_config.pb-c.h"
 #include "scheduler/request.h"
@@ -31,9 +34,12 @@ const struct pts_tensor *pts_request_input(const struct pts_infer_request *req, 
 /* Whether requests a and b may run in one batch of a model with this config:
  * every config input is present in both or in neither, with equal shapes
  * apart from the leading batch dimension (Triton batches only requests whose
- * shapes agree). */
+ * shapes agree). An input in device memory (CUDA shared memory) batches
+ * only with inputs in device memory on the same device, and only when
+ * `device_gather` says the backend gathers them there (backend.h
+ * gather_device); device memory never batches with host memory. */
 bool pts_batch_compatible(const Inference__ModelConfig *cfg, const struct pts_infer_request *a,
-                          const struct pts_infer_request *b);
+                          const struct pts_infer_request *b, bool device_gather);
 
 /* Gathers input `name` of reqs[0..n) (already checked compatible) into
  * *dst: dtype, shape ([sum of dim 0] + the common rest), data, byte_size,
@@ -62,6 +68,23 @@ enum pts_status pts_batch_gather_size(const char *name, struct pts_infer_request
 enum pts_status pts_batch_gather_into(const char *name, struct pts_infer_request *const *reqs,
                                       size_t n, void *into, size_t cap, enum pts_mem mem,
                                       struct pts_tensor *dst, struct pts_error *err);
+
+/* The parts of input `name` of reqs[0..n) (already checked compatible),
+ * every one in device memory, for a gather on the device (backend.h
+ * gather_device): parts[i] is request i's bytes (n entries, filled by the
+ * call); *total their sum. INTERNAL when a part is not in device memory. */
+enum pts_status pts_batch_device_parts(const char *name, struct pts_infer_request *const *reqs,
+                                       size_t n, struct pts_device_part *parts, size_t *total,
+                                       struct pts_error *err);
+
+/* Describes in *dst input `name` of reqs[0..n) gathered elsewhere (by the
+ * backend on the device, or by the caller): the requests' bytes one after
+ * the other at `data`, in memory `mem` on `device`. dst->buf = NULL (the
+ * memory is not the batch's to release). A request without this (optional)
+ * input leaves dst as it is. */
+enum pts_status pts_batch_gathered(const char *name, struct pts_infer_request *const *reqs,
+                                   size_t n, void *data, enum pts_mem mem, int device,
+                                   struct pts_tensor *dst, struct pts_error *err);
 
 /* Splits `src` (a batch output, dim 0 = the sum of rows[]) into n slices
  * along dim 0, rows[i] rows each, into slices[0..n) (zeroed by the caller).

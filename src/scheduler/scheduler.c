@@ -65,6 +65,9 @@ struct pts_scheduler {
   void *model_state;
   void (*release_hold)(void *hold); /* params.release_hold */
   bool batching; /* max_batch_size > 0 */
+  /* The backend gathers device-memory inputs on the device (backend.h
+   * gather_device): CUDA shared-memory requests may then batch. */
+  bool device_gather;
   bool preserve_ordering;
   struct pts_batch_limits limits;
 
@@ -406,10 +409,72 @@ static enum pts_status gather_staged(const struct pts_scheduler *s, struct insta
   return st;
 }
 
-/* The backend's view of the batch's inputs: config order, gathered (into
- * the backend's staging memory of `set`, or a view for one request),
- * reshaped. An optional input the requests left out is passed with
- * data == NULL. */
+/* Reads every part (device memory: CUDA shared memory) into one new host
+ * buffer, for an instance that declined to gather them on its device (one
+ * not on a GPU, which would have copied each to the host anyway). */
+static enum pts_status gather_to_host(const struct pts_scheduler *s, struct run *r, size_t k,
+                                      size_t total, struct pts_tensor *dst,
+                                      struct pts_error *err) {
+  const char *name = s->config->input[k]->name;
+  struct pts_buf *b = pts_buf_new(total ? total : 1);
+  if (!b)
+    return pts_error_set(err, PTS_NOMEM, "out of memory gathering %zu bytes of input '%s'", total,
+                         name);
+  enum pts_status st = PTS_OK;
+  size_t at = 0;
+  for (size_t i = 0; st == PTS_OK && i < r->n; i++) {
+    const struct pts_tensor *t = pts_request_input(r->reqs[i], name);
+    st = pts_shm_read_device(t->buf, t->device, (char *)b->data + at, t->byte_size, err);
+    at += t->byte_size;
+  }
+  if (st == PTS_OK)
+    st = pts_batch_gathered(name, r->reqs, r->n, b->data, PTS_MEM_HOST, 0, dst, err);
+  if (st != PTS_OK) {
+    pts_buf_release(b);
+    pts_error_prefix(err, "input '%s' of model '%s'", name, s->model_name);
+    return st;
+  }
+  r->gathered[k] = b;
+  return PTS_OK;
+}
+
+/* Gathers input k of a batch of several requests whose bytes are in device
+ * memory (they batch only with each other: pts_batch_compatible) on the
+ * instance's device (backend.h gather_device): device-to-device copies into
+ * memory the instance owns, no host copy. A single request's device memory
+ * is handed over as it is, by pts_batch_gather. *done says whether it
+ * gathered. */
+static enum pts_status gather_on_device(const struct pts_scheduler *s, struct instance *inst,
+                                        struct run *r, unsigned set, size_t k,
+                                        struct pts_tensor *dst, bool *done,
+                                        struct pts_error *err) {
+  *done = false;
+  const char *name = s->config->input[k]->name;
+  const struct pts_tensor *first = pts_request_input(r->reqs[0], name);
+  if (r->n == 1 || !first || first->mem != PTS_MEM_DEVICE) return PTS_OK;
+  struct pts_device_part stack[32];
+  struct pts_device_part *parts = r->n <= 32 ? stack : pts_malloc(r->n * sizeof *parts);
+  if (!parts)
+    return pts_error_set(err, PTS_NOMEM, "out of memory gathering input '%s'", name);
+  size_t total;
+  void *into = NULL;
+  int device = 0;
+  enum pts_status st = pts_batch_device_parts(name, r->reqs, r->n, parts, &total, err);
+  if (st == PTS_OK && s->backend->gather_device) {
+    st = s->backend->gather_device(inst->state, set, k, parts, r->n, total, &into, &device, err);
+    if (st == PTS_OK && into)
+      st = pts_batch_gathered(name, r->reqs, r->n, into, PTS_MEM_DEVICE, device, dst, err);
+  }
+  if (parts != stack) pts_free(parts);
+  if (st == PTS_OK && !into) st = gather_to_host(s, r, k, total, dst, err);
+  *done = st == PTS_OK;
+  return st;
+}
+
+/* The backend's view of the batch's inputs: config order, gathered (on
+ * the device or into the backend's staging memory, both of `set`, or a
+ * view for one request), reshaped. An optional input the requests left out
+ * is passed with data == NULL. */
 static enum pts_status build_inputs(const struct pts_scheduler *s, struct instance *inst,
                                     struct run *r, unsigned set, struct pts_error *err) {
   const Inference__ModelConfig *cfg = s->config;
@@ -425,7 +490,8 @@ static enum pts_status build_inputs(const struct pts_scheduler *s, struct instan
       continue;
     }
     bool staged;
-    enum pts_status st = gather_staged(s, inst, r, set, k, dst, &staged, err);
+    enum pts_status st = gather_on_device(s, inst, r, set, k, dst, &staged, err);
+    if (st == PTS_OK && !staged) st = gather_staged(s, inst, r, set, k, dst, &staged, err);
     if (st == PTS_OK && !staged)
       st = pts_batch_gather(in->name, r->reqs, r->n, dst, &r->gathered[k], err);
     if (st != PTS_OK) return st;
@@ -942,7 +1008,7 @@ static uint64_t run_batch(struct pts_scheduler *s, struct instance *inst, struct
 
 static bool compatible(const struct pts_pending *first, const struct pts_pending *p, void *ctx) {
   const struct pts_scheduler *s = ctx;
-  return pts_batch_compatible(s->config, first->req, p->req);
+  return pts_batch_compatible(s->config, first->req, p->req, s->device_gather);
 }
 
 /* `took_ns`: how long the batch ran (0: no batch ran, only rejections). */
@@ -1516,6 +1582,7 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
   s->n_user_inputs = p->config->n_input;
   s->n_user_outputs = p->config->n_output;
   s->backend = p->backend;
+  s->device_gather = p->backend->gather_device != NULL;
   s->model_state = p->model_state;
   s->release_hold = p->release_hold;
   init_limits(s);

@@ -313,3 +313,56 @@ def test_cuda_shm_input_costs_no_host_copy(start_server, repo, tmp_path, cuda_re
     got = cudashm.get_contents_as_numpy(hout, np.float32, [2, 2, 16])
     np.testing.assert_array_equal(got[0], w0)
     post(s, "/v2/cudasharedmemory/unregister")
+
+
+def test_cuda_shm_requests_batch_on_the_device(start_server, repo, tmp_path, cuda_regions):
+    """Four add_sub requests whose inputs and outputs are in CUDA shared
+    memory, held until all are queued (PTSERVE_DELAY_SCHEDULER), run as one
+    batch of 8: the instance gathers each input device to device into its
+    own device buffer (issue 12 part 3: no host copy for a shared-memory
+    input), and every request's output rows land in its own region (the
+    batch output is split on the host and each slice copied to its region:
+    device copies, no host copy either). Values are torch's; the batch
+    statistics show the one batch of 8; ptserve_host_copy_bytes_total does
+    not move."""
+    s = start_server(subset(repo, tmp_path, ["add_sub_fp32"], "dynamic_batching { }"),
+                     "--allow-client-shm=true", env={"PTSERVE_DELAY_SCHEDULER": "4"})
+    rs = np.random.RandomState(31)
+    rows = (1, 2, 2, 3)
+    reqs = [(rs.randn(k, 16).astype(np.float32), rs.randn(k, 16).astype(np.float32))
+            for k in rows]
+    handles = []
+    for i, (a, b) in enumerate(reqs):
+        n = a.nbytes
+        hin = cuda_regions("bin%d" % i, 2 * n)
+        hout = cuda_regions("bout%d" % i, 2 * n)
+        cudashm.set_shared_memory_region(hin, [a, b])
+        assert register_cuda(s, "bin%d" % i, hin, 2 * n).status_code == 200
+        assert register_cuda(s, "bout%d" % i, hout, 2 * n).status_code == 200
+        handles.append(hout)
+    before = host_copy_bytes(s)
+
+    def one(i):
+        a, _ = reqs[i]
+        n = a.nbytes
+        return infer(s, "add_sub_fp32",
+                     [shm_input("INPUT0", "FP32", a.shape, "bin%d" % i, n),
+                      shm_input("INPUT1", "FP32", a.shape, "bin%d" % i, n, n)],
+                     [shm_output("OUTPUT0", "bout%d" % i, n),
+                      shm_output("OUTPUT1", "bout%d" % i, n, n)])
+
+    with cf.ThreadPoolExecutor(4) as pool:
+        resps = list(pool.map(one, range(4)))
+    assert host_copy_bytes(s) - before == 0
+    model = load(repo, "add_sub_fp32")
+    for (a, b), resp, hout in zip(reqs, resps, handles):
+        assert all("data" not in o for o in resp["outputs"]), resp
+        with torch.inference_mode():
+            w0, w1 = model(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda())
+        got = cudashm.get_contents_as_numpy(hout, np.float32, [2, a.shape[0], 16])
+        np.testing.assert_array_equal(got[0], w0.cpu().numpy())
+        np.testing.assert_array_equal(got[1], w1.cpu().numpy())
+    st = requests.get(s.url + "/v2/models/add_sub_fp32/stats", timeout=TIMEOUT).json()
+    sizes = {b["batch_size"] for b in st["model_stats"][0]["batch_stats"]}
+    assert sizes == {8}, st
+    post(s, "/v2/cudasharedmemory/unregister")

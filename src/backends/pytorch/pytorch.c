@@ -82,6 +82,8 @@ struct pt_instance {
   struct pts_torch_module *module;
   struct pts_torch_input *inputs; /* scratch, one per config input */
   struct pts_torch_dest *dests;   /* scratch, one per config output */
+  struct pts_torch_part *parts;   /* scratch for pt_gather_device, parts_cap entries */
+  size_t parts_cap;
   bool *graph_replay_logged;      /* per CUDA_GRAPH_BATCH_SIZES entry: first replay logged */
 };
 
@@ -977,6 +979,7 @@ static void instance_free(struct pt_instance *in) {
   pts_free(in->graph_replay_logged);
   pts_free(in->inputs);
   pts_free(in->dests);
+  pts_free(in->parts);
   pts_free(in->name);
   pts_free(in);
 }
@@ -1227,6 +1230,37 @@ static enum pts_status pt_input_staging(void *state, unsigned set, size_t input,
   return st;
 }
 
+/* backend.h gather_device: a CUDA instance gathers a batch of CUDA
+ * shared-memory inputs into its own device memory (device-to-device
+ * copies on its stream); other instances decline (the scheduler reads the
+ * parts to the host, as the bridge would for them anyway). */
+static enum pts_status pt_gather_device(void *state, unsigned set, size_t input,
+                                        const struct pts_device_part *parts, size_t n,
+                                        size_t total, void **data, int *device,
+                                        struct pts_error *err) {
+  struct pt_instance *in = state;
+  *data = NULL;
+  if (in->device.type != PTS_DEVICE_CUDA || in->device.keep_placement) return PTS_OK;
+  if (n > in->parts_cap) {
+    struct pts_torch_part *grown = pts_realloc(in->parts, n * sizeof *grown);
+    if (!grown)
+      return pts_error_set(err, PTS_NOMEM, "model '%s', instance '%s': out of memory gathering",
+                           in->model->name, in->name);
+    in->parts = grown;
+    in->parts_cap = n;
+  }
+  for (size_t i = 0; i < n; i++)
+    in->parts[i] = (struct pts_torch_part){parts[i].data, parts[i].byte_size, parts[i].device};
+  enum pts_status st =
+      pts_torch_gather_device(in->module, set, input, in->parts, n, total, data, err);
+  if (st != PTS_OK) {
+    pts_error_prefix(err, "model '%s', instance '%s'", in->model->name, in->name);
+    return st;
+  }
+  *device = in->device.index;
+  return PTS_OK;
+}
+
 /* backend.h pipelined: a CUDA instance whose module queues its work on a
  * stream (not KIND_MODEL, whose inputs stay on the host and are never
  * staged). */
@@ -1372,4 +1406,5 @@ const struct pts_backend pts_pytorch_backend = {
     .pipelined = pt_pipelined,
     .execute_begin = pt_execute_begin,
     .execute_end = pt_execute_end,
+    .gather_device = pt_gather_device,
 };

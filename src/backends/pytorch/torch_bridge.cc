@@ -79,6 +79,10 @@ struct ForwardSet {
   // scheduler gathers into a set only after the batch that last used it
   // has ended (its end event has passed), so the device is done reading.
   std::vector<at::Tensor> staging;
+  // Device memory per input slot that pts_torch_gather_device gathers a
+  // batch of CUDA shared-memory inputs into; allocated on the module's
+  // stream, reused like `staging`.
+  std::vector<at::Tensor> gathered;
 #endif
 };
 
@@ -102,6 +106,10 @@ struct pts_torch_module {
   // Only the instance's thread uses them.
   c10::optional<c10::cuda::CUDAStream> stream;
   std::vector<std::unique_ptr<CapturedGraph>> graphs;
+  // The stream pts_torch_gather_device copies on (made on first use): not
+  // `stream`, where waiting for the copies would also wait for the batch
+  // in flight ahead of them.
+  c10::optional<c10::cuda::CUDAStream> copy_stream;
 #endif
   // Per-batch state, by the set pts_torch_forward_begin names.
   ForwardSet sets[PTS_TORCH_SETS];
@@ -1453,6 +1461,66 @@ enum pts_status pts_torch_staging(struct pts_torch_module *m, unsigned set, size
     (void)fs;
     (void)slot;
     (void)bytes;
+#endif
+    return PTS_OK;
+  });
+}
+
+enum pts_status pts_torch_gather_device(struct pts_torch_module *m, unsigned set, size_t slot,
+                                        const struct pts_torch_part *parts, size_t n,
+                                        size_t total, void **out, struct pts_error *err) {
+  *out = nullptr;
+  return guarded(err, PTS_INTERNAL, "gathering inputs on the device failed: ", [&]() {
+#ifdef PTS_WITH_CUDA
+    if (!m->stream) fail(PTS_UNSUPPORTED, "gathering inputs on the device needs a CUDA module");
+    if (set >= PTS_TORCH_SETS)
+      fail(PTS_INTERNAL, "gather buffer set " + std::to_string(set) + " (0 or 1)");
+    // The buffer is allocated for the module's stream, which reads it in
+    // forward(); the copies run on the side stream and are waited for below.
+    c10::cuda::CUDAStreamGuard stream_guard(*m->stream);
+    if (!m->copy_stream) m->copy_stream = c10::cuda::getStreamFromPool(false, m->device.index());
+    std::vector<at::Tensor> &bufs = m->sets[set].gathered;
+    if (bufs.size() <= slot) bufs.resize(slot + 1);
+    at::Tensor &buf = bufs[slot];
+    if (!buf.defined() || static_cast<size_t>(buf.numel()) < total) {
+      size_t cap = 1u << 16;  // powers of two, as staging
+      while (cap < total) cap *= 2;
+      buf = at::Tensor();
+      buf = at::empty({static_cast<int64_t>(cap)},
+                      at::TensorOptions().dtype(at::kByte).device(m->device));
+    }
+    char *dst = static_cast<char *>(buf.data_ptr());
+    cudaStream_t stream = m->copy_stream->stream();
+    int here = m->device.index();
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+      const pts_torch_part &p = parts[i];
+      if (p.byte_size > total - at)
+        fail(PTS_INTERNAL, "the parts hold more than the " + std::to_string(total) +
+                               " bytes announced");
+      if (p.byte_size == 0) continue;
+      if (p.device == here)
+        C10_CUDA_CHECK(cudaMemcpyAsync(dst + at, p.data, p.byte_size, cudaMemcpyDeviceToDevice,
+                                       stream));
+      else  // a region on another GPU: the driver copies peer to peer (or through the host)
+        C10_CUDA_CHECK(cudaMemcpyPeerAsync(dst + at, here, p.data, p.device, p.byte_size, stream));
+      at += p.byte_size;
+    }
+    // The parts belong to requests that may be answered (and their regions
+    // unregistered) without forward() ever running, so the copies must be
+    // over when this returns; on the side stream that is the copies' own
+    // time, not the batch still running on the module's stream. The set's
+    // buffer is free: its last batch has ended (the scheduler's rule).
+    m->copy_stream->synchronize();
+    *out = dst;
+#else
+    (void)m;
+    (void)set;
+    (void)slot;
+    (void)parts;
+    (void)n;
+    (void)total;
+    fail(PTS_UNSUPPORTED, "this build has no CUDA: there is no device to gather inputs on");
 #endif
     return PTS_OK;
   });

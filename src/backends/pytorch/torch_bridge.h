@@ -244,6 +244,30 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
 enum pts_status pts_torch_staging(struct pts_torch_module *m, unsigned set, size_t slot,
                                   size_t bytes, void **out, struct pts_error *err);
 
+/* One request's bytes of a batch input in CUDA device memory (a CUDA
+ * shared-memory region), for pts_torch_gather_device. */
+struct pts_torch_part {
+  const void *data; /* device address; borrowed for the call */
+  size_t byte_size;
+  int device;       /* the CUDA device it lies on */
+};
+
+/* Gathers the n parts, one after the other, into device memory of at least
+ * `total` bytes that the module owns for (set, slot) on its own device,
+ * reused from call to call (grown when too small): device-to-device copies
+ * (peer copies for parts on another device) on the module's stream, so
+ * they are ordered before its next forward(). Returns once the copies are
+ * done, so the parts may be freed right after (a request's region can go
+ * as soon as its batch ends, even when forward() never runs); the wait
+ * is for the copies alone, as the previous forward() has synchronized the
+ * stream. `set` (0 or 1) picks one of two buffers per slot (double
+ * buffering for a pipelined scheduler). *out is the device address.
+ * UNSUPPORTED for a module not on CUDA (or a build without CUDA); call it
+ * only from the thread that runs forward() on this module. */
+enum pts_status pts_torch_gather_device(struct pts_torch_module *m, unsigned set, size_t slot,
+                                        const struct pts_torch_part *parts, size_t n,
+                                        size_t total, void **out, struct pts_error *err);
+
 /* ---- AOTInductor packages (.pt2, platform torch_aoti) ----
  *
  * A package is loaded with LibTorch's AOTIModelPackageLoader into the same

@@ -353,6 +353,20 @@ static void probe_reports_this_cpu_build(void **state) {
   assert_non_null(pts_torch_version());
 }
 
+/* Gathering on the device needs a module on CUDA: a CPU module (and a
+ * build without CUDA) says so instead of touching the parts. */
+static void gather_device_refuses_a_cpu_module(void **state) {
+  (void)state;
+  struct pts_torch_module *m = load("add_sub_fp32");
+  struct pts_torch_part parts[2] = {{(const void *)0x1000, 8, 0}, {(const void *)0x2000, 8, 0}};
+  void *out = (void *)1;
+  struct pts_error err = {0};
+  assert_int_equal(pts_torch_gather_device(m, 0, 0, parts, 2, 16, &out, &err), PTS_UNSUPPORTED);
+  assert_null(out);
+  assert_non_null(strstr(err.msg, "gather"));
+  pts_torch_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(add_sub_fp32),
@@ -368,6 +382,7 @@ int main(void) {
       cmocka_unit_test(thread_and_grad_options),
       cmocka_unit_test(bad_files_fail_to_load),
       cmocka_unit_test(probe_reports_this_cpu_build),
+      cmocka_unit_test(gather_device_refuses_a_cpu_module),
   };
   return cmocka_run_group_tests(tests, generate, cleanup);
 }

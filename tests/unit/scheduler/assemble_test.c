@@ -126,6 +126,48 @@ static void large_gather_is_exact(void **state) {
   for (int i = 0; i < N; i++) pts_infer_request_free(reqs[i]);
 }
 
+/* Device memory: the parts are listed for the backend (each request's
+ * address, size and device, in order), and the gathered result is
+ * described as device memory of all the rows; the host gathers refuse it. */
+static void device_parts_and_gathered(void **state) {
+  (void)state;
+  struct pts_infer_request *reqs[3] = {request(1, 0), request(2, 100), request(1, 200)};
+  for (int i = 0; i < 3; i++) {
+    reqs[i]->inputs[0].mem = PTS_MEM_DEVICE; /* host bytes flagged: nothing reads them here */
+    reqs[i]->inputs[0].device = 1;
+  }
+  struct pts_device_part parts[3];
+  size_t total = 0;
+  struct pts_error err;
+  assert_int_equal(pts_batch_device_parts("X", reqs, 3, parts, &total, &err), PTS_OK);
+  assert_int_equal(total, 32);
+  for (int i = 0; i < 3; i++) {
+    assert_ptr_equal(parts[i].data, reqs[i]->inputs[0].data);
+    assert_int_equal(parts[i].byte_size, reqs[i]->inputs[0].byte_size);
+    assert_int_equal(parts[i].device, 1);
+  }
+  char into[32];
+  struct pts_tensor t = {0};
+  assert_int_equal(pts_batch_gathered("X", reqs, 3, into, PTS_MEM_DEVICE, 1, &t, &err), PTS_OK);
+  assert_ptr_equal(t.data, into);
+  assert_null(t.buf);
+  assert_int_equal(t.mem, PTS_MEM_DEVICE);
+  assert_int_equal(t.device, 1);
+  assert_int_equal(t.byte_size, 32);
+  assert_int_equal(t.shape.ndim, 2);
+  assert_int_equal(t.shape.dims[0], 4);
+  assert_int_equal(t.shape.dims[1], 2);
+  /* the CPU can not gather device memory */
+  struct pts_buf *owned;
+  assert_int_equal(pts_batch_gather("X", reqs, 3, &t, &owned, &err), PTS_INTERNAL);
+  assert_non_null(strstr(err.msg, "can not be gathered on the host"));
+  /* nor the device host memory */
+  reqs[1]->inputs[0].mem = PTS_MEM_PINNED;
+  assert_int_equal(pts_batch_device_parts("X", reqs, 3, parts, &total, &err), PTS_INTERNAL);
+  assert_non_null(strstr(err.msg, "request 1 is in host memory"));
+  for (int i = 0; i < 3; i++) pts_infer_request_free(reqs[i]);
+}
+
 static void compatibility_is_shape_but_batch(void **state) {
   (void)state;
   const char *text =
@@ -135,13 +177,21 @@ static void compatibility_is_shape_but_batch(void **state) {
   assert_int_equal(pts_model_config_parse(text, strlen(text), "t", &cfg, &err), PTS_OK);
   struct pts_infer_request *a = request(1, 0), *b = request(3, 0), *c = request(1, 0);
   c->inputs[0].shape.dims[1] = 5;
-  assert_true(pts_batch_compatible(cfg, a, b));
-  assert_false(pts_batch_compatible(cfg, a, c));
-  /* device memory (CUDA shared memory) never batches */
-  b->inputs[0].mem = PTS_MEM_DEVICE;
-  assert_false(pts_batch_compatible(cfg, a, b));
+  assert_true(pts_batch_compatible(cfg, a, b, false));
+  assert_false(pts_batch_compatible(cfg, a, c, false));
   b->inputs[0].mem = PTS_MEM_PINNED;
-  assert_true(pts_batch_compatible(cfg, a, b));
+  assert_true(pts_batch_compatible(cfg, a, b, false));
+  /* device memory (CUDA shared memory): never with host memory; with device
+   * memory on the same device only when the backend gathers on the device */
+  b->inputs[0].mem = PTS_MEM_DEVICE;
+  assert_false(pts_batch_compatible(cfg, a, b, false));
+  assert_false(pts_batch_compatible(cfg, a, b, true));
+  assert_false(pts_batch_compatible(cfg, b, a, true));
+  a->inputs[0].mem = PTS_MEM_DEVICE;
+  assert_false(pts_batch_compatible(cfg, a, b, false));
+  assert_true(pts_batch_compatible(cfg, a, b, true));
+  b->inputs[0].device = 1;
+  assert_false(pts_batch_compatible(cfg, a, b, true));
   pts_infer_request_free(a);
   pts_infer_request_free(b);
   pts_infer_request_free(c);
@@ -268,6 +318,7 @@ int main(void) {
       cmocka_unit_test(gather_one_is_a_view_many_one_copy),
       cmocka_unit_test(gather_into_caller_memory),
       cmocka_unit_test(large_gather_is_exact),
+      cmocka_unit_test(device_parts_and_gathered),
       cmocka_unit_test(compatibility_is_shape_but_batch),
       cmocka_unit_test(split_fixed_size_slices_share_the_buffer),
       cmocka_unit_test(split_bytes_by_element_count),

@@ -16,8 +16,10 @@
 
 #include "config/model_config.h"
 #include "core/alloc.h"
+#include "core/copy.h"
 #include "core/log.h"
 #include "scheduler/scheduler.h"
+#include "shm/shm.h"
 
 extern const struct pts_backend pts_identity_backend;
 
@@ -806,6 +808,286 @@ static void shm_outputs_are_written_to_their_place(void **state) {
   }
 }
 
+/* ------------------------------------------------------ device gather */
+
+/* stage_backend plus gather_device, as the pytorch backend's CUDA instances
+ * do: "device memory" is host memory flagged PTS_MEM_DEVICE (nothing here
+ * reads it but the fake, which gathers with memcpy into its own buffer and
+ * records what it was given). `decline` plays an instance not on a GPU. */
+static struct {
+  pthread_mutex_t lock;
+  bool decline;
+  unsigned char buffer[2][4096];
+  size_t calls, n[2], total[2];
+  unsigned set[2];
+  struct pts_device_part parts[2][4];
+  size_t executes;
+  int64_t batch_sizes[8];
+  int seen_device[2];
+} devg = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static enum pts_status devg_gather(void *is, unsigned set, size_t input,
+                                   const struct pts_device_part *parts, size_t n, size_t total,
+                                   void **data, int *device, struct pts_error *err) {
+  (void)is;
+  *data = NULL;
+  if (input > 1 || n > 4 || total > sizeof devg.buffer[0])
+    return pts_error_set(err, PTS_INTERNAL, "devg: input %zu, %zu parts, %zu bytes", input, n,
+                         total);
+  pthread_mutex_lock(&devg.lock);
+  devg.calls++;
+  devg.set[input] = set;
+  devg.n[input] = n;
+  devg.total[input] = total;
+  memcpy(devg.parts[input], parts, n * sizeof *parts);
+  bool decline = devg.decline;
+  pthread_mutex_unlock(&devg.lock);
+  if (decline) return PTS_OK;
+  size_t at = 0;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(devg.buffer[input] + at, parts[i].data, parts[i].byte_size);
+    at += parts[i].byte_size;
+  }
+  *data = devg.buffer[input];
+  *device = parts[0].device;
+  return PTS_OK;
+}
+
+static enum pts_status devg_execute(void *is, struct pts_batch *b, struct pts_error *err) {
+  pthread_mutex_lock(&devg.lock);
+  if (devg.executes < 8) devg.batch_sizes[devg.executes] = b->batch_size;
+  devg.executes++;
+  for (size_t i = 0; i < b->n_inputs && i < 2; i++) devg.seen_device[i] = b->inputs[i].device;
+  pthread_mutex_unlock(&devg.lock);
+  return stage_execute(is, b, err);
+}
+
+static const struct pts_backend devg_backend = {
+    .name = "devg",
+    .model_load = probe_load,
+    .model_unload = probe_unload,
+    .instance_create = probe_instance,
+    .instance_destroy = probe_instance_destroy,
+    .execute = devg_execute,
+    .input_staging = stage_input,
+    .gather_device = devg_gather,
+    .device_inputs = true,
+};
+
+static void devg_reset(bool decline) {
+  pthread_mutex_lock(&devg.lock);
+  devg.decline = decline;
+  devg.calls = devg.executes = 0;
+  memset(devg.batch_sizes, 0, sizeof devg.batch_sizes);
+  pthread_mutex_unlock(&devg.lock);
+  stage.staged_calls = 0;
+}
+
+/* Enqueues len(sizes) requests "0", "1", ... with inputs A and B whose
+ * values are shifted by 1000 per request; in device memory of `device`
+ * where device_mask has the request's bit. Waits until all are answered. */
+static void run_requests(struct sched_fixture *f, struct id_box *box, const int64_t *sizes,
+                         int n, unsigned device_mask, int device, const void *data[][2]) {
+  memset(box, 0, sizeof *box);
+  pthread_mutex_init(&box->lock, NULL);
+  const char *names[] = {"A", "B"};
+  struct pts_error err;
+  for (int r = 0; r < n; r++) {
+    struct pts_infer_request *req = int_request(NULL, sizes[r], 2, names);
+    req->done = on_done_by_id;
+    req->done_ctx = box;
+    pts_free(req->id);
+    char id[2] = {(char)('0' + r), 0};
+    req->id = pts_strdup(id);
+    for (size_t i = 0; i < 2; i++) {
+      int32_t *v = req->inputs[i].buf->data;
+      for (int64_t k = 0; k < sizes[r] * 4; k++) v[k] += 1000 * r;
+      if (device_mask & (1u << r)) {
+        req->inputs[i].mem = PTS_MEM_DEVICE;
+        req->inputs[i].device = device;
+      }
+      if (data) data[r][i] = req->inputs[i].data;
+    }
+    assert_int_equal(pts_scheduler_enqueue(f->s, req, sizes[r], NULL, &err), PTS_OK);
+  }
+  assert_int_equal(pts_scheduler_wait_idle(f->s, 0), 0);
+  assert_int_equal(box->calls, n);
+}
+
+/* Every request got its own rows back, plus the 1 the backend adds. */
+static void check_answers(struct id_box *box, const int64_t *sizes, int n) {
+  for (int r = 0; r < n; r++) {
+    const int32_t *oa = box->resp[r]->outputs[1].data, *ob = box->resp[r]->outputs[0].data;
+    for (int64_t k = 0; k < sizes[r] * 4; k++) {
+      assert_int_equal(oa[k], k + 1000 * r + 1);
+      assert_int_equal(ob[k], 100 + k + 1000 * r + 1);
+    }
+    pts_infer_request_free(box->req[r]);
+    pts_infer_response_free(box->resp[r]);
+  }
+  pthread_mutex_destroy(&box->lock);
+}
+
+/* Three requests in device memory form one batch: each input is gathered
+ * by the backend on the device (its parts in order, at their offsets, set
+ * 0), no host staging and no host copy, and each request gets its rows. */
+static void device_requests_batch_on_the_device(void **state) {
+  (void)state;
+  setenv("PTSERVE_DELAY_SCHEDULER", "3", 1);
+  struct sched_fixture f;
+  start(&f, &devg_backend, batching_cfg, 1);
+  unsetenv("PTSERVE_DELAY_SCHEDULER");
+  devg_reset(false);
+  uint64_t copied = pts_copy_bytes_total();
+  const int64_t sizes[] = {1, 2, 1};
+  const void *data[3][2];
+  struct id_box box;
+  run_requests(&f, &box, sizes, 3, 7u, 1, data);
+  assert_int_equal(devg.executes, 1);
+  assert_int_equal(devg.batch_sizes[0], 4);
+  assert_int_equal(devg.calls, 2);
+  assert_int_equal(stage.staged_calls, 0);
+  /* config order: B is input 0 (the request's input 1), A input 1 */
+  for (size_t k = 0; k < 2; k++) {
+    assert_int_equal(devg.set[k], 0);
+    assert_int_equal(devg.n[k], 3);
+    assert_int_equal(devg.total[k], 64);
+    for (int r = 0; r < 3; r++) {
+      assert_ptr_equal(devg.parts[k][r].data, data[r][1 - k]);
+      assert_int_equal(devg.parts[k][r].byte_size, (size_t)sizes[r] * 16);
+      assert_int_equal(devg.parts[k][r].device, 1);
+    }
+    assert_ptr_equal(stage.seen_data[k], devg.buffer[k]);
+    assert_int_equal(stage.seen_mem[k], PTS_MEM_DEVICE);
+    assert_int_equal(devg.seen_device[k], 1);
+  }
+  assert_int_equal(pts_copy_bytes_total(), copied);
+  check_answers(&box, sizes, 3);
+  stop(&f);
+}
+
+/* Host and device requests never share a batch, nor do device requests of
+ * different devices; a single device request is handed over as it is. */
+static void device_and_host_requests_do_not_batch(void **state) {
+  (void)state;
+  setenv("PTSERVE_DELAY_SCHEDULER", "2", 1);
+  struct sched_fixture f;
+  start(&f, &devg_backend, batching_cfg, 1);
+  unsetenv("PTSERVE_DELAY_SCHEDULER");
+  devg_reset(false);
+  const int64_t sizes[] = {1, 2};
+  const void *data[2][2];
+  struct id_box box;
+  run_requests(&f, &box, sizes, 2, 2u, 0, data); /* request 1 in device memory */
+  assert_int_equal(devg.executes, 2);
+  assert_int_equal(devg.calls, 0);
+  /* the device request ran last, alone: its own bytes, no copy */
+  assert_int_equal(devg.batch_sizes[1], 2);
+  assert_ptr_equal(stage.seen_data[0], data[1][1]);
+  assert_int_equal(stage.seen_mem[0], PTS_MEM_DEVICE);
+  check_answers(&box, sizes, 2);
+  stop(&f);
+}
+
+/* A backend without gather_device keeps device requests apart, each a
+ * batch of one handed over as it is. */
+static void device_requests_without_the_op_run_alone(void **state) {
+  (void)state;
+  setenv("PTSERVE_DELAY_SCHEDULER", "2", 1);
+  struct sched_fixture f;
+  start(&f, &stage_backend, batching_cfg, 1);
+  unsetenv("PTSERVE_DELAY_SCHEDULER");
+  devg_reset(false);
+  const int64_t sizes[] = {1, 2};
+  const void *data[2][2];
+  struct id_box box;
+  run_requests(&f, &box, sizes, 2, 3u, 0, data);
+  assert_int_equal(stage.staged_calls, 0);
+  assert_ptr_equal(stage.seen_data[0], data[1][1]); /* the last request's own bytes */
+  assert_int_equal(stage.seen_mem[0], PTS_MEM_DEVICE);
+  check_answers(&box, sizes, 2);
+  stop(&f);
+}
+
+/* ---- a CUDA shared-memory registry over host memory, for the fallback */
+
+static enum pts_status fake_open(const void *handle, int device, uint64_t byte_size,
+                                 void **dev_ptr, struct pts_error *err) {
+  (void)handle;
+  (void)device;
+  *dev_ptr = pts_calloc(1, byte_size);
+  return *dev_ptr ? PTS_OK : pts_error_set(err, PTS_NOMEM, "fake: out of memory");
+}
+static void fake_close(void *dev_ptr, int device) {
+  (void)device;
+  pts_free(dev_ptr);
+}
+static enum pts_status fake_copy(void *dst, const void *src, size_t n, int device,
+                                 struct pts_error *err) {
+  (void)device;
+  (void)err;
+  memcpy(dst, src, n);
+  return PTS_OK;
+}
+static const struct pts_shm_cuda_ops fake_cuda = {
+    .open = fake_open, .close = fake_close, .to_device = fake_copy, .to_host = fake_copy};
+
+/* An instance that declines (not on a GPU) still runs the batch: the
+ * scheduler reads each request's device bytes into one host buffer. */
+static void declined_device_gather_reads_to_host(void **state) {
+  (void)state;
+  struct pts_shm_registry *reg = pts_shm_registry_new(true, &fake_cuda);
+  assert_non_null(reg);
+  struct pts_error err;
+  unsigned char handle[PTS_SHM_CUDA_HANDLE_SIZE] = {0};
+  assert_int_equal(pts_shm_register_cuda(reg, "r", handle, sizeof handle, 0, 256, &err), PTS_OK);
+  setenv("PTSERVE_DELAY_SCHEDULER", "2", 1);
+  struct sched_fixture f;
+  start(&f, &devg_backend, batching_cfg, 1);
+  unsetenv("PTSERVE_DELAY_SCHEDULER");
+  devg_reset(true);
+  struct id_box box;
+  memset(&box, 0, sizeof box);
+  pthread_mutex_init(&box.lock, NULL);
+  const char *names[] = {"A", "B"};
+  const int64_t sizes[] = {1, 2};
+  uint64_t offset = 0;
+  for (int r = 0; r < 2; r++) {
+    struct pts_infer_request *req = int_request(NULL, sizes[r], 2, names);
+    req->done = on_done_by_id;
+    req->done_ctx = &box;
+    pts_free(req->id);
+    req->id = pts_strdup(r == 0 ? "0" : "1");
+    for (size_t i = 0; i < 2; i++) {
+      struct pts_tensor *t = &req->inputs[i];
+      int32_t *v = t->buf->data;
+      for (int64_t k = 0; k < sizes[r] * 4; k++) v[k] += 1000 * r;
+      struct pts_buf *view;
+      enum pts_mem mem;
+      int device;
+      assert_int_equal(pts_shm_acquire(reg, "r", offset, t->byte_size, "input", &view, &mem,
+                                       &device, &err),
+                       PTS_OK);
+      memcpy(view->data, t->data, t->byte_size);
+      offset += t->byte_size;
+      pts_buf_release(t->buf);
+      t->buf = view;
+      t->data = view->data;
+      t->mem = mem;
+      t->device = device;
+    }
+    assert_int_equal(pts_scheduler_enqueue(f.s, req, sizes[r], NULL, &err), PTS_OK);
+  }
+  assert_int_equal(pts_scheduler_wait_idle(f.s, 0), 0);
+  assert_int_equal(box.calls, 2);
+  assert_int_equal(devg.executes, 1);
+  assert_int_equal(devg.calls, 2);
+  assert_int_equal(stage.seen_mem[0], PTS_MEM_HOST);
+  check_answers(&box, sizes, 2);
+  stop(&f);
+  pts_shm_registry_free(reg);
+}
+
 int main(void) {
   struct pts_log_settings quiet = {false, false, false, 0, PTS_LOG_FORMAT_DEFAULT};
   pts_log_set(&quiet);
@@ -822,6 +1104,10 @@ int main(void) {
       cmocka_unit_test(batch_gathers_into_backend_staging),
       cmocka_unit_test(single_request_stages_only_host_memory),
       cmocka_unit_test(shm_outputs_are_written_to_their_place),
+      cmocka_unit_test(device_requests_batch_on_the_device),
+      cmocka_unit_test(device_and_host_requests_do_not_batch),
+      cmocka_unit_test(device_requests_without_the_op_run_alone),
+      cmocka_unit_test(declined_device_gather_reads_to_host),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
