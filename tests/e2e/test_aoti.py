@@ -413,3 +413,77 @@ def test_bad_packages_fail_their_model_with_a_reason(serve, packages, tmp_path):
     assert status == 200, got
     np.testing.assert_allclose(got["OUTPUT__0"], eager("single", torch.from_numpy(x)).numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_non_tensor_leaves_fail_their_model_by_name(serve, packages, tmp_path):
+    # Exported without export_package (which refuses them): none_out returns
+    # (tensor, None), int_arg takes (tensor, int). Their call specifications
+    # show a leaf like any other; the load check's run finds what it is.
+    repo = str(tmp_path / "repo")
+    x_in = [("INPUT__0", "TYPE_FP32", [2, 4])]
+    out0 = [("OUTPUT__0", "TYPE_FP32", [2, 3])]
+    add_model(repo, "good", os.path.join(packages, "single.pt2"), 0, x_in, out0)
+    add_model(repo, "returns_none", os.path.join(packages, "none_out.pt2"), 0, x_in, out0)
+    add_model(repo, "takes_int", os.path.join(packages, "int_arg.pt2"), 0,
+              x_in + [("ARGS[1]", "TYPE_INT64", [1])], out0)
+    server = serve(repo, "--exit-on-error=false", expect_ready=False)
+    models = index(server)
+    assert models["good"]["state"] == "READY", models
+    want = {
+        "returns_none": "unable to load model 'returns_none': output RESULT[1] (<name>__1) of the "
+                        "package is None, not a tensor; only tensors are supported at the "
+                        "leaves: export a forward() that returns tensors only",
+        "takes_int": "unable to load model 'takes_int': the package takes 1 input tensor(s), but "
+                     "its call specification has 2 inputs (ARGS[0], ARGS[1]): 1 of them not a "
+                     "tensor (a number, string or None that torch.export baked into the "
+                     "program); ptserve feeds tensors only: export a forward() whose arguments "
+                     "are all tensors",
+    }
+    for name, text in want.items():
+        assert models[name]["state"] == "UNAVAILABLE", (name, models[name])
+        assert text in models[name]["reason"], (name, models[name]["reason"])
+    x = rand(2, 4, seed=11)
+    status, got = infer(server, "good", [("INPUT__0", x)], ["OUTPUT__0"])
+    assert status == 200, got
+    np.testing.assert_allclose(got["OUTPUT__0"], eager("single", torch.from_numpy(x)).numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_more_outputs_than_the_package_returns_fail_the_model(serve, packages, tmp_path):
+    # The names are resolved against the call specification at load, before
+    # the package runs: an output past the package's last, by position or by
+    # forward name, fails its model with the count of what the package has.
+    repo = str(tmp_path / "repo")
+    single, tup = os.path.join(packages, "single.pt2"), os.path.join(packages, "tuple.pt2")
+    f32 = lambda n: (n, "TYPE_FP32", [2, 3])  # noqa: E731
+    i64 = lambda n: (n, "TYPE_INT64", [3, 4])  # noqa: E731
+    tuple_in = [i64("INPUT__0"), i64("INPUT__1")]
+    add_model(repo, "good", tup, 0, tuple_in, [i64("OUTPUT__0"), i64("OUTPUT__2")])
+    add_model(repo, "one_more", single, 0, [("INPUT__0", "TYPE_FP32", [2, 4])],
+              [f32("OUTPUT__0"), f32("OUTPUT__1")])
+    add_model(repo, "four_of_three", tup, 0, tuple_in,
+              [i64("OUTPUT__%d" % k) for k in range(4)])
+    add_model(repo, "by_name", tup, 0, tuple_in, [i64("RESULT[0]"), i64("RESULT[3]")])
+    server = serve(repo, "--exit-on-error=false", expect_ready=False)
+    models = index(server)
+    assert models["good"]["state"] == "READY", models
+    want = {
+        "one_more": "unable to load model 'one_more': output 'OUTPUT__1' names position 1, but "
+                    "the package has 1 outputs",
+        "four_of_three": "unable to load model 'four_of_three': output 'OUTPUT__3' names "
+                         "position 3, but the package has 3 outputs",
+        "by_name": "unable to load model 'by_name': output 'RESULT[3]' matches no output of the "
+                   "package; its outputs are RESULT[0], RESULT[1], RESULT[2]",
+    }
+    for name, text in want.items():
+        assert models[name]["state"] == "UNAVAILABLE", (name, models[name])
+        assert text in models[name]["reason"], (name, models[name]["reason"])
+    rng = np.random.default_rng(12)
+    a, b = rng.integers(-9, 9, (3, 4)), rng.integers(-9, 9, (3, 4))
+    want_out = eager("tuple", torch.from_numpy(a), torch.from_numpy(b))
+    status, got = infer(server, "good", [("INPUT__0", a), ("INPUT__1", b)],
+                        ["OUTPUT__0", "OUTPUT__2"])
+    assert status == 200, got
+    np.testing.assert_array_equal(got["OUTPUT__0"], want_out[0].numpy())
+    np.testing.assert_array_equal(got["OUTPUT__2"], want_out[2].numpy())
+
