@@ -487,3 +487,34 @@ def test_more_outputs_than_the_package_returns_fail_the_model(serve, packages, t
     np.testing.assert_array_equal(got["OUTPUT__0"], want_out[0].numpy())
     np.testing.assert_array_equal(got["OUTPUT__2"], want_out[2].numpy())
 
+
+def test_default_model_filename_names_the_package(serve, packages, tmp_path):
+    # The package stored as 1/mlp.pt2 and named by default_model_filename,
+    # once with platform torch_aoti and once with only backend pytorch (the
+    # .pt2 name makes it torch_aoti). As in Triton, a file name other than
+    # model.pt2 does not choose the backend by itself.
+    repo = tmp_path / "repo"
+    io = ('max_batch_size: 8\n'
+          'input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 16 ] } ]\n'
+          'output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n')
+    paths = {}
+    for name, which in (("named", 'platform: "torch_aoti"'),
+                        ("named_backend", 'backend: "pytorch"')):
+        (repo / name / "1").mkdir(parents=True)
+        paths[name] = str(repo / name / "1" / "mlp.pt2")
+        shutil.copyfile(os.path.join(packages, "mlp.pt2"), paths[name])
+        (repo / name / "config.pbtxt").write_text(
+            '%s\ndefault_model_filename: "mlp.pt2"\n%s' % (which, io))
+    server = serve(str(repo))
+    for name, path in paths.items():
+        assert "Loaded AOTInductor package from: %s on device: cpu" % path in server.log()
+        cfg = requests.get(server.url + "/v2/models/%s/config" % name, timeout=TIMEOUT).json()
+        assert cfg["platform"] == "torch_aoti" and cfg["backend"] == "pytorch", cfg
+        assert cfg["default_model_filename"] == "mlp.pt2", cfg
+        for batch in (1, 5, 8):
+            x = rand(batch, 16, seed=200 + batch)
+            status, got = infer(server, name, [("INPUT__0", x)], ["OUTPUT__0"])
+            assert status == 200, got
+            np.testing.assert_allclose(got["OUTPUT__0"],
+                                       eager("mlp", torch.from_numpy(x)).numpy(),
+                                       rtol=1e-5, atol=1e-6)
