@@ -1,11 +1,13 @@
 """AOTInductor packages (platform "torch_aoti", model.pt2), end to end.
 
 The packages are exported at test time by tests/models/gen_aoti_models.py
-(examples/export_aoti.py underneath) and cached in tests/e2e/.cache by the
-hash of those two scripts and the torch version, so the ASan pass and later
-runs reuse them. Every expected answer comes from the very nn.Module a
-package was exported from (gen_aoti_models.build: same class, same seed),
-run eagerly by torch in this process; expected configs and messages follow
+(examples/export_aoti.py underneath), with the example's package
+(examples/export_aoti.py, from examples/gen_models.py's class), and cached in
+tests/e2e/.cache by the hash of those three scripts and the torch version, so
+the ASan pass and later runs reuse them. Every expected answer comes from the
+very nn.Module a package was exported from (gen_aoti_models.build: same
+class, same seed), run eagerly by torch in this process, or for the example
+from its TorchScript twin; expected configs and messages follow
 docs/pytorch-backend.md ("AOTInductor packages").
 """
 import concurrent.futures as cf
@@ -30,7 +32,10 @@ import gen_aoti_models as gen  # noqa: E402
 
 TIMEOUT = 60
 GENERATORS = [os.path.join(ROOT, "tests", "models", "gen_aoti_models.py"),
-              os.path.join(ROOT, "examples", "export_aoti.py")]
+              os.path.join(ROOT, "examples", "export_aoti.py"),
+              os.path.join(ROOT, "examples", "gen_models.py")]  # the example's class
+EXAMPLES = os.path.join(ROOT, "examples", "models")
+EXAMPLE_PACKAGE = os.path.join("examples", "mlp_classifier_aoti", "1", "model.pt2")
 NP = {"FP32": np.float32, "INT64": np.int64}
 
 
@@ -38,8 +43,9 @@ NP = {"FP32": np.float32, "INT64": np.int64}
 
 @pytest.fixture(scope="session")
 def packages():
-    """Directory of <name>.pt2 for every gen_aoti_models package, exported
-    once per generator version."""
+    """Directory of <name>.pt2 for every gen_aoti_models package, and of
+    the example's package (examples/export_aoti.py) under EXAMPLE_PACKAGE,
+    exported once per generator version."""
     out = os.path.join(ROOT, "tests", "e2e", ".cache", "aoti_packages")
     h = hashlib.sha256(torch.__version__.encode())
     for path in GENERATORS:
@@ -47,11 +53,14 @@ def packages():
             h.update(f.read())
     stamp = os.path.join(out, ".hash")
     fresh = os.path.exists(stamp) and open(stamp).read() == h.hexdigest() and all(
-        os.path.exists(os.path.join(out, n + ".pt2")) for n in gen.PACKAGES)
+        os.path.exists(os.path.join(out, n + ".pt2")) for n in gen.PACKAGES) and \
+        os.path.exists(os.path.join(out, EXAMPLE_PACKAGE))
     if not fresh:
         shutil.rmtree(out, ignore_errors=True)
         subprocess.run([models_python(), GENERATORS[0], out], check=True,
                        stdout=subprocess.DEVNULL)
+        subprocess.run([models_python(), GENERATORS[1], os.path.join(out, "examples")],
+                       check=True, stdout=subprocess.DEVNULL)
         with open(stamp, "w") as f:
             f.write(h.hexdigest())
     return out
@@ -352,6 +361,59 @@ def test_recorded_ranges_refuse_sizes_before_the_package(serve, packages, tmp_pa
     np.testing.assert_allclose(got["RESULT[logits]"],
                                eager("dict_out", torch.from_numpy(x))["logits"].numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_example_twin_answers_as_the_torchscript_example(serve, packages, tmp_path):
+    # examples/models/mlp_classifier_aoti with its committed config, beside
+    # its TorchScript twin mlp_classifier (model.pt from examples/gen_models.py,
+    # the same class and weights), and the twin once more with input and
+    # output left out, as its config's comment offers.
+    repo = str(tmp_path / "repo")
+    for name in ("mlp_classifier", "mlp_classifier_aoti"):
+        shutil.copytree(os.path.join(EXAMPLES, name), os.path.join(repo, name))
+    scratch = str(tmp_path / "examples")  # gen_models.py writes every example's model.pt
+    subprocess.run([models_python(), os.path.join(ROOT, "examples", "gen_models.py"), scratch],
+                   check=True, stdout=subprocess.DEVNULL)
+    shutil.copytree(os.path.join(scratch, "mlp_classifier", "1"),
+                    os.path.join(repo, "mlp_classifier", "1"))
+    os.makedirs(os.path.join(repo, "mlp_classifier_aoti", "1"), exist_ok=True)
+    shutil.copyfile(os.path.join(packages, EXAMPLE_PACKAGE),
+                    os.path.join(repo, "mlp_classifier_aoti", "1", "model.pt2"))
+    auto = os.path.join(repo, "mlp_classifier_aoti_auto")
+    shutil.copytree(os.path.join(repo, "mlp_classifier_aoti"), auto)
+    with open(os.path.join(auto, "config.pbtxt")) as f:
+        text = f.read()
+    start, end = text.index("input ["), text.index("instance_group")
+    with open(os.path.join(auto, "config.pbtxt"), "w") as f:
+        f.write(text[:start].replace('"mlp_classifier_aoti"', '"mlp_classifier_aoti_auto"') +
+                text[end:])
+    server = serve(repo)
+    cfg = requests.get(server.url + "/v2/models/mlp_classifier_aoti_auto/config",
+                       timeout=TIMEOUT).json()
+    assert cfg["platform"] == "torch_aoti" and cfg["max_batch_size"] == 8, cfg
+    assert [(i["name"], i["data_type"], i["dims"]) for i in cfg["input"]] == [
+        ("ARGS[0]", "TYPE_FP32", [16])], cfg
+    assert [(o["name"], o["data_type"], o["dims"]) for o in cfg["output"]] == [
+        ("RESULT", "TYPE_FP32", [4])], cfg
+    ts = torch.jit.load(os.path.join(repo, "mlp_classifier", "1", "model.pt")).eval()
+    for batch in (1, 3, 8):
+        x = rand(batch, 16, seed=300 + batch)
+        with torch.inference_mode():
+            want = ts(torch.from_numpy(x)).numpy()
+        answers = {}
+        for model, i, o in (("mlp_classifier", "INPUT__0", "OUTPUT__0"),
+                            ("mlp_classifier_aoti", "INPUT__0", "OUTPUT__0"),
+                            ("mlp_classifier_aoti_auto", "ARGS[0]", "RESULT")):
+            status, got = infer(server, model, [(i, x)], [o])
+            assert status == 200, (model, got)
+            assert got[o].shape == (batch, 4), (model, got[o].shape)
+            answers[model] = got[o]
+        # float32 softmax probabilities: TorchScript's ATen kernels and the
+        # package's generated ones may differ in the last bits.
+        for model, got in answers.items():
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=model)
+        np.testing.assert_allclose(answers["mlp_classifier_aoti"], answers["mlp_classifier"],
+                                   rtol=1e-5, atol=1e-6)
 
 
 # ---------------------------------------------------------------- bad packages

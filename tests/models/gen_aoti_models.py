@@ -14,7 +14,7 @@ build(name) gives the very module a package was exported from (fixed seed,
 so the same weights in every process) and example inputs: the tests run it
 eagerly with torch to get every expected answer. Exporting compiles C++
 (about 15 s a package, more for the first), so tests/e2e caches the files
-by the hash of this script and of export_aoti.py.
+by the hash of this script, export_aoti.py and examples/gen_models.py.
 """
 import os
 import sys
