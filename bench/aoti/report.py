@@ -6,7 +6,14 @@
 RAW_DIR: meta.txt, inproc.csv (eager.py and bench_inproc rows labelled
 <model>/<eager|ts|aoti>/b<batch>) and ptperf_<model>_<ts|aoti>_b<batch>.csv.
 RESULTS_DIR gets results.csv (one row per model and batch), results.md (the
-table and where AOTInductor wins or loses) and plot.png.
+tables and where AOTInductor wins or loses, by median latency and by
+throughput) and plot.png.
+
+    .venv/bin/python bench/aoti/report.py --from-results RESULTS_DIR
+
+writes RESULTS_DIR/results.md again from the committed RESULTS_DIR/results.csv
+(the raw files are not committed), keeping the old results.md's heading and
+description, which hold the run's meta.txt; results.csv and plot.png stay.
 """
 import csv
 import os
@@ -29,6 +36,115 @@ def read_meta(raw):
                 k, v = line.rstrip("\n").split("=", 1)
                 meta[k] = v
     return meta
+
+
+def heading(meta):
+    """The lines of results.md before its first table: the run and what the
+    numbers mean."""
+    return ["# AOTInductor vs TorchScript (%s)" % meta.get("device", "?"), "",
+            "Produced by `bench/aoti/run.sh%s` on %s (%s cores%s), torch %s, git %s, %s; "
+            "load average %s before, %s after." % (
+                " --device cuda" if meta.get("device") == "cuda" else "", meta.get("cpu", "?"),
+                meta.get("cores", "?"), ", " + meta["gpu"] if meta.get("gpu") else "",
+                meta.get("torch", "?"), meta.get("git", "?"), meta.get("date", "?"),
+                meta.get("load_before", "?"), meta.get("load_after", "?")), "",
+            "Median latency of one call in microseconds, one call at a time (lower is better), "
+            "the best of %s interleaved rounds. " % meta.get("rounds", "1") +
+            "In process: the model alone, inputs from the host and results back on it. "
+            "ptserve: HTTP with binary tensors, concurrency 1 (ptperf), the whole round trip. "
+            "The last two columns are TorchScript's median over AOTInductor's (above 1: "
+            "AOTInductor is faster).", ""]
+
+
+def throughput_ratios(row):
+    """AOTInductor's items per second over TorchScript's, in process and
+    served (None where a variant is missing)."""
+    def ratio(aoti, ts):
+        a, t = row.get("%s_items_per_sec" % aoti), row.get("%s_items_per_sec" % ts)
+        return a / t if a and t else None
+    return {"aoti_vs_ts_inproc": ratio("aoti", "ts"),
+            "aoti_vs_ts_ptserve": ratio("ptserve_aoti", "ptserve_ts")}
+
+
+def wins_and_losses(ordered, ratios, more, less):
+    """One line per place (in process, served): where the ratio (above 1:
+    AOTInductor better) is above, below or within 5 % of 1."""
+    lines = []
+    for key, where in (("aoti_vs_ts_inproc", "in process"), ("aoti_vs_ts_ptserve", "served")):
+        def pick(test):
+            return ", ".join("%s at batch %d (%.2fx)" % (r["model"], r["batch"], ratios(r)[key])
+                             for r in ordered if ratios(r)[key] and test(ratios(r)[key])) \
+                or "nowhere"
+        lines.append("- %s: %s than TorchScript: %s; %s: %s; within 5 %%: %s." % (
+            where[0].upper() + where[1:], more, pick(lambda v: v > 1.05), less,
+            pick(lambda v: v < 0.95), pick(lambda v: 0.95 <= v <= 1.05)))
+    return lines
+
+
+def write_md(out, head, ordered):
+    """results.md: `head`, the latency and throughput tables, and where
+    AOTInductor wins and loses by each measure."""
+    def cell(row, key):
+        v = row.get(key)
+        return "%.1f" % v if v is not None else "-"
+
+    lines = list(head) + [
+        "| model | batch | " + " | ".join(label for _, label in VARIANTS) +
+        " | AOTI speed-up in process | AOTI speed-up served |",
+        "|---|---:|" + "---:|" * (len(VARIANTS) + 2)]
+    for row in ordered:
+        lines.append("| %s | %d | %s | %s | %s |" % (
+            row["model"], row["batch"], " | ".join(cell(row, "%s_p50_us" % v) for v, _ in VARIANTS),
+            "%.2fx" % row["aoti_vs_ts_inproc"] if row.get("aoti_vs_ts_inproc") else "-",
+            "%.2fx" % row["aoti_vs_ts_ptserve"] if row.get("aoti_vs_ts_ptserve") else "-"))
+    lines += ["", "Throughput (items per second, batch included):", "",
+              "| model | batch | " + " | ".join(label for _, label in VARIANTS) + " |",
+              "|---|---:|" + "---:|" * len(VARIANTS)]
+    for row in ordered:
+        lines.append("| %s | %d | %s |" % (row["model"], row["batch"], " | ".join(
+            "%.0f" % row["%s_items_per_sec" % v] if row.get("%s_items_per_sec" % v) else "-"
+            for v, _ in VARIANTS)))
+    lines += ["", "## Where AOTInductor wins and where it loses (median latency, 5 % margin)", ""]
+    lines += wins_and_losses(ordered, lambda r: r, "faster", "slower")
+
+    lines += ["", "## Where AOTInductor wins and where it loses (throughput, 5 % margin)", "",
+              "AOTInductor's items per second over TorchScript's, from the same round as the "
+              "medians above (above 1: AOTInductor does more). Throughput is the calls of the "
+              "whole round over its time, so unlike the median it counts the slow tail too: "
+              "the two measures can disagree.", "",
+              "| model | batch | AOTI throughput in process | AOTI throughput served |",
+              "|---|---:|---:|---:|"]
+    for row in ordered:
+        t = throughput_ratios(row)
+        lines.append("| %s | %d | %s |" % (row["model"], row["batch"], " | ".join(
+            "%.2fx" % t[k] if t[k] else "-" for k in ("aoti_vs_ts_inproc", "aoti_vs_ts_ptserve"))))
+    lines.append("")
+    lines += wins_and_losses(ordered, throughput_ratios, "more throughput", "less")
+    disagree = []
+    for key, where in (("aoti_vs_ts_inproc", "in process"), ("aoti_vs_ts_ptserve", "served")):
+        for r in ordered:
+            lat, thr = r.get(key), throughput_ratios(r)[key]
+            if lat and thr and (lat > 1.05 and thr < 0.95 or lat < 0.95 and thr > 1.05):
+                disagree.append("%s at batch %d %s (median %.2fx, throughput %.2fx)"
+                                % (r["model"], r["batch"], where, lat, thr))
+    lines.append("- The two measures disagree: %s." % (", ".join(disagree) or "nowhere"))
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def from_results(out):
+    """results.md again from out/results.csv, with the old heading."""
+    with open(os.path.join(out, "results.md")) as f:
+        old = f.read().split("\n")
+    head = old[:next(i for i, line in enumerate(old) if line.startswith("|"))]
+    ordered = []
+    with open(os.path.join(out, "results.csv"), newline="") as f:
+        for r in csv.DictReader(f):
+            row = {"model": r["model"], "batch": int(r["batch"])}
+            row.update({k: float(v) for k, v in r.items() if k not in row and v})
+            ordered.append(row)
+    write_md(out, head, ordered)
+    return 0
 
 
 def main(raw, out):
@@ -79,48 +195,7 @@ def main(raw, out):
             w.writerow({k: ("%.2f" % v if isinstance(v, float) else v)
                         for k, v in row.items() if k in COLUMNS})
 
-    def cell(row, key):
-        v = row.get(key)
-        return "%.1f" % v if v is not None else "-"
-
-    lines = ["# AOTInductor vs TorchScript (%s)" % meta.get("device", "?"), "",
-             "Produced by `bench/aoti/run.sh%s` on %s (%s cores%s), torch %s, git %s, %s; "
-             "load average %s before, %s after." % (
-                 " --device cuda" if meta.get("device") == "cuda" else "", meta.get("cpu", "?"),
-                 meta.get("cores", "?"), ", " + meta["gpu"] if meta.get("gpu") else "",
-                 meta.get("torch", "?"), meta.get("git", "?"), meta.get("date", "?"),
-                 meta.get("load_before", "?"), meta.get("load_after", "?")), "",
-             "Median latency of one call in microseconds, one call at a time (lower is better), "
-             "the best of %s interleaved rounds. " % meta.get("rounds", "1") +
-             "In process: the model alone, inputs from the host and results back on it. "
-             "ptserve: HTTP with binary tensors, concurrency 1 (ptperf), the whole round trip. "
-             "The last two columns are TorchScript's median over AOTInductor's (above 1: "
-             "AOTInductor is faster).", "",
-             "| model | batch | " + " | ".join(label for _, label in VARIANTS) +
-             " | AOTI speed-up in process | AOTI speed-up served |",
-             "|---|---:|" + "---:|" * (len(VARIANTS) + 2)]
-    for row in ordered:
-        lines.append("| %s | %d | %s | %s | %s |" % (
-            row["model"], row["batch"], " | ".join(cell(row, "%s_p50_us" % v) for v, _ in VARIANTS),
-            "%.2fx" % row["aoti_vs_ts_inproc"] if row.get("aoti_vs_ts_inproc") else "-",
-            "%.2fx" % row["aoti_vs_ts_ptserve"] if row.get("aoti_vs_ts_ptserve") else "-"))
-    lines += ["", "Throughput (items per second, batch included):", "",
-              "| model | batch | " + " | ".join(label for _, label in VARIANTS) + " |",
-              "|---|---:|" + "---:|" * len(VARIANTS)]
-    for row in ordered:
-        lines.append("| %s | %d | %s |" % (row["model"], row["batch"], " | ".join(
-            "%.0f" % row["%s_items_per_sec" % v] if row.get("%s_items_per_sec" % v) else "-"
-            for v, _ in VARIANTS)))
-    lines += ["", "## Where AOTInductor wins and where it loses (median latency, 5 % margin)", ""]
-    for key, where in (("aoti_vs_ts_inproc", "in process"), ("aoti_vs_ts_ptserve", "served")):
-        def pick(test):
-            return ", ".join("%s at batch %d (%.2fx)" % (r["model"], r["batch"], r[key])
-                             for r in ordered if r.get(key) and test(r[key])) or "nowhere"
-        lines.append("- %s: faster than TorchScript: %s; slower: %s; within 5 %%: %s." % (
-            where[0].upper() + where[1:], pick(lambda v: v > 1.05), pick(lambda v: v < 0.95),
-            pick(lambda v: 0.95 <= v <= 1.05)))
-    with open(os.path.join(out, "results.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write_md(out, heading(meta), ordered)
 
     try:
         import matplotlib
@@ -146,4 +221,6 @@ def main(raw, out):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--from-results":
+        sys.exit(from_results(sys.argv[2]))
     sys.exit(main(sys.argv[1], sys.argv[2]))

@@ -1,11 +1,13 @@
 """AOTInductor packages (platform "torch_aoti", model.pt2), end to end.
 
 The packages are exported at test time by tests/models/gen_aoti_models.py
-(examples/export_aoti.py underneath) and cached in tests/e2e/.cache by the
-hash of those two scripts and the torch version, so the ASan pass and later
-runs reuse them. Every expected answer comes from the very nn.Module a
-package was exported from (gen_aoti_models.build: same class, same seed),
-run eagerly by torch in this process; expected configs and messages follow
+(examples/export_aoti.py underneath), with the example's package
+(examples/export_aoti.py, from examples/gen_models.py's class), and cached in
+tests/e2e/.cache by the hash of those three scripts and the torch version, so
+the ASan pass and later runs reuse them. Every expected answer comes from the
+very nn.Module a package was exported from (gen_aoti_models.build: same
+class, same seed), run eagerly by torch in this process, or for the example
+from its TorchScript twin; expected configs and messages follow
 docs/pytorch-backend.md ("AOTInductor packages").
 """
 import concurrent.futures as cf
@@ -30,7 +32,10 @@ import gen_aoti_models as gen  # noqa: E402
 
 TIMEOUT = 60
 GENERATORS = [os.path.join(ROOT, "tests", "models", "gen_aoti_models.py"),
-              os.path.join(ROOT, "examples", "export_aoti.py")]
+              os.path.join(ROOT, "examples", "export_aoti.py"),
+              os.path.join(ROOT, "examples", "gen_models.py")]  # the example's class
+EXAMPLES = os.path.join(ROOT, "examples", "models")
+EXAMPLE_PACKAGE = os.path.join("examples", "mlp_classifier_aoti", "1", "model.pt2")
 NP = {"FP32": np.float32, "INT64": np.int64}
 
 
@@ -38,8 +43,9 @@ NP = {"FP32": np.float32, "INT64": np.int64}
 
 @pytest.fixture(scope="session")
 def packages():
-    """Directory of <name>.pt2 for every gen_aoti_models package, exported
-    once per generator version."""
+    """Directory of <name>.pt2 for every gen_aoti_models package, and of
+    the example's package (examples/export_aoti.py) under EXAMPLE_PACKAGE,
+    exported once per generator version."""
     out = os.path.join(ROOT, "tests", "e2e", ".cache", "aoti_packages")
     h = hashlib.sha256(torch.__version__.encode())
     for path in GENERATORS:
@@ -47,11 +53,14 @@ def packages():
             h.update(f.read())
     stamp = os.path.join(out, ".hash")
     fresh = os.path.exists(stamp) and open(stamp).read() == h.hexdigest() and all(
-        os.path.exists(os.path.join(out, n + ".pt2")) for n in gen.PACKAGES)
+        os.path.exists(os.path.join(out, n + ".pt2")) for n in gen.PACKAGES) and \
+        os.path.exists(os.path.join(out, EXAMPLE_PACKAGE))
     if not fresh:
         shutil.rmtree(out, ignore_errors=True)
         subprocess.run([models_python(), GENERATORS[0], out], check=True,
                        stdout=subprocess.DEVNULL)
+        subprocess.run([models_python(), GENERATORS[1], os.path.join(out, "examples")],
+                       check=True, stdout=subprocess.DEVNULL)
         with open(stamp, "w") as f:
             f.write(h.hexdigest())
     return out
@@ -354,6 +363,59 @@ def test_recorded_ranges_refuse_sizes_before_the_package(serve, packages, tmp_pa
                                rtol=1e-5, atol=1e-6)
 
 
+def test_example_twin_answers_as_the_torchscript_example(serve, packages, tmp_path):
+    # examples/models/mlp_classifier_aoti with its committed config, beside
+    # its TorchScript twin mlp_classifier (model.pt from examples/gen_models.py,
+    # the same class and weights), and the twin once more with input and
+    # output left out, as its config's comment offers.
+    repo = str(tmp_path / "repo")
+    for name in ("mlp_classifier", "mlp_classifier_aoti"):
+        shutil.copytree(os.path.join(EXAMPLES, name), os.path.join(repo, name))
+    scratch = str(tmp_path / "examples")  # gen_models.py writes every example's model.pt
+    subprocess.run([models_python(), os.path.join(ROOT, "examples", "gen_models.py"), scratch],
+                   check=True, stdout=subprocess.DEVNULL)
+    shutil.copytree(os.path.join(scratch, "mlp_classifier", "1"),
+                    os.path.join(repo, "mlp_classifier", "1"))
+    os.makedirs(os.path.join(repo, "mlp_classifier_aoti", "1"), exist_ok=True)
+    shutil.copyfile(os.path.join(packages, EXAMPLE_PACKAGE),
+                    os.path.join(repo, "mlp_classifier_aoti", "1", "model.pt2"))
+    auto = os.path.join(repo, "mlp_classifier_aoti_auto")
+    shutil.copytree(os.path.join(repo, "mlp_classifier_aoti"), auto)
+    with open(os.path.join(auto, "config.pbtxt")) as f:
+        text = f.read()
+    start, end = text.index("input ["), text.index("instance_group")
+    with open(os.path.join(auto, "config.pbtxt"), "w") as f:
+        f.write(text[:start].replace('"mlp_classifier_aoti"', '"mlp_classifier_aoti_auto"') +
+                text[end:])
+    server = serve(repo)
+    cfg = requests.get(server.url + "/v2/models/mlp_classifier_aoti_auto/config",
+                       timeout=TIMEOUT).json()
+    assert cfg["platform"] == "torch_aoti" and cfg["max_batch_size"] == 8, cfg
+    assert [(i["name"], i["data_type"], i["dims"]) for i in cfg["input"]] == [
+        ("ARGS[0]", "TYPE_FP32", [16])], cfg
+    assert [(o["name"], o["data_type"], o["dims"]) for o in cfg["output"]] == [
+        ("RESULT", "TYPE_FP32", [4])], cfg
+    ts = torch.jit.load(os.path.join(repo, "mlp_classifier", "1", "model.pt")).eval()
+    for batch in (1, 3, 8):
+        x = rand(batch, 16, seed=300 + batch)
+        with torch.inference_mode():
+            want = ts(torch.from_numpy(x)).numpy()
+        answers = {}
+        for model, i, o in (("mlp_classifier", "INPUT__0", "OUTPUT__0"),
+                            ("mlp_classifier_aoti", "INPUT__0", "OUTPUT__0"),
+                            ("mlp_classifier_aoti_auto", "ARGS[0]", "RESULT")):
+            status, got = infer(server, model, [(i, x)], [o])
+            assert status == 200, (model, got)
+            assert got[o].shape == (batch, 4), (model, got[o].shape)
+            answers[model] = got[o]
+        # float32 softmax probabilities: TorchScript's ATen kernels and the
+        # package's generated ones may differ in the last bits.
+        for model, got in answers.items():
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=model)
+        np.testing.assert_allclose(answers["mlp_classifier_aoti"], answers["mlp_classifier"],
+                                   rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------- bad packages
 
 def test_bad_packages_fail_their_model_with_a_reason(serve, packages, tmp_path):
@@ -413,3 +475,108 @@ def test_bad_packages_fail_their_model_with_a_reason(serve, packages, tmp_path):
     assert status == 200, got
     np.testing.assert_allclose(got["OUTPUT__0"], eager("single", torch.from_numpy(x)).numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_non_tensor_leaves_fail_their_model_by_name(serve, packages, tmp_path):
+    # Exported without export_package (which refuses them): none_out returns
+    # (tensor, None), int_arg takes (tensor, int). Their call specifications
+    # show a leaf like any other; the load check's run finds what it is.
+    repo = str(tmp_path / "repo")
+    x_in = [("INPUT__0", "TYPE_FP32", [2, 4])]
+    out0 = [("OUTPUT__0", "TYPE_FP32", [2, 3])]
+    add_model(repo, "good", os.path.join(packages, "single.pt2"), 0, x_in, out0)
+    add_model(repo, "returns_none", os.path.join(packages, "none_out.pt2"), 0, x_in, out0)
+    add_model(repo, "takes_int", os.path.join(packages, "int_arg.pt2"), 0,
+              x_in + [("ARGS[1]", "TYPE_INT64", [1])], out0)
+    server = serve(repo, "--exit-on-error=false", expect_ready=False)
+    models = index(server)
+    assert models["good"]["state"] == "READY", models
+    want = {
+        "returns_none": "unable to load model 'returns_none': output RESULT[1] (<name>__1) of the "
+                        "package is None, not a tensor; only tensors are supported at the "
+                        "leaves: export a forward() that returns tensors only",
+        "takes_int": "unable to load model 'takes_int': the package takes 1 input tensor(s), but "
+                     "its call specification has 2 inputs (ARGS[0], ARGS[1]): 1 of them not a "
+                     "tensor (a number, string or None that torch.export baked into the "
+                     "program); ptserve feeds tensors only: export a forward() whose arguments "
+                     "are all tensors",
+    }
+    for name, text in want.items():
+        assert models[name]["state"] == "UNAVAILABLE", (name, models[name])
+        assert text in models[name]["reason"], (name, models[name]["reason"])
+    x = rand(2, 4, seed=11)
+    status, got = infer(server, "good", [("INPUT__0", x)], ["OUTPUT__0"])
+    assert status == 200, got
+    np.testing.assert_allclose(got["OUTPUT__0"], eager("single", torch.from_numpy(x)).numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_more_outputs_than_the_package_returns_fail_the_model(serve, packages, tmp_path):
+    # The names are resolved against the call specification at load, before
+    # the package runs: an output past the package's last, by position or by
+    # forward name, fails its model with the count of what the package has.
+    repo = str(tmp_path / "repo")
+    single, tup = os.path.join(packages, "single.pt2"), os.path.join(packages, "tuple.pt2")
+    f32 = lambda n: (n, "TYPE_FP32", [2, 3])  # noqa: E731
+    i64 = lambda n: (n, "TYPE_INT64", [3, 4])  # noqa: E731
+    tuple_in = [i64("INPUT__0"), i64("INPUT__1")]
+    add_model(repo, "good", tup, 0, tuple_in, [i64("OUTPUT__0"), i64("OUTPUT__2")])
+    add_model(repo, "one_more", single, 0, [("INPUT__0", "TYPE_FP32", [2, 4])],
+              [f32("OUTPUT__0"), f32("OUTPUT__1")])
+    add_model(repo, "four_of_three", tup, 0, tuple_in,
+              [i64("OUTPUT__%d" % k) for k in range(4)])
+    add_model(repo, "by_name", tup, 0, tuple_in, [i64("RESULT[0]"), i64("RESULT[3]")])
+    server = serve(repo, "--exit-on-error=false", expect_ready=False)
+    models = index(server)
+    assert models["good"]["state"] == "READY", models
+    want = {
+        "one_more": "unable to load model 'one_more': output 'OUTPUT__1' names position 1, but "
+                    "the package has 1 outputs",
+        "four_of_three": "unable to load model 'four_of_three': output 'OUTPUT__3' names "
+                         "position 3, but the package has 3 outputs",
+        "by_name": "unable to load model 'by_name': output 'RESULT[3]' matches no output of the "
+                   "package; its outputs are RESULT[0], RESULT[1], RESULT[2]",
+    }
+    for name, text in want.items():
+        assert models[name]["state"] == "UNAVAILABLE", (name, models[name])
+        assert text in models[name]["reason"], (name, models[name]["reason"])
+    rng = np.random.default_rng(12)
+    a, b = rng.integers(-9, 9, (3, 4)), rng.integers(-9, 9, (3, 4))
+    want_out = eager("tuple", torch.from_numpy(a), torch.from_numpy(b))
+    status, got = infer(server, "good", [("INPUT__0", a), ("INPUT__1", b)],
+                        ["OUTPUT__0", "OUTPUT__2"])
+    assert status == 200, got
+    np.testing.assert_array_equal(got["OUTPUT__0"], want_out[0].numpy())
+    np.testing.assert_array_equal(got["OUTPUT__2"], want_out[2].numpy())
+
+
+def test_default_model_filename_names_the_package(serve, packages, tmp_path):
+    # The package stored as 1/mlp.pt2 and named by default_model_filename,
+    # once with platform torch_aoti and once with only backend pytorch (the
+    # .pt2 name makes it torch_aoti). As in Triton, a file name other than
+    # model.pt2 does not choose the backend by itself.
+    repo = tmp_path / "repo"
+    io = ('max_batch_size: 8\n'
+          'input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 16 ] } ]\n'
+          'output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n')
+    paths = {}
+    for name, which in (("named", 'platform: "torch_aoti"'),
+                        ("named_backend", 'backend: "pytorch"')):
+        (repo / name / "1").mkdir(parents=True)
+        paths[name] = str(repo / name / "1" / "mlp.pt2")
+        shutil.copyfile(os.path.join(packages, "mlp.pt2"), paths[name])
+        (repo / name / "config.pbtxt").write_text(
+            '%s\ndefault_model_filename: "mlp.pt2"\n%s' % (which, io))
+    server = serve(str(repo))
+    for name, path in paths.items():
+        assert "Loaded AOTInductor package from: %s on device: cpu" % path in server.log()
+        cfg = requests.get(server.url + "/v2/models/%s/config" % name, timeout=TIMEOUT).json()
+        assert cfg["platform"] == "torch_aoti" and cfg["backend"] == "pytorch", cfg
+        assert cfg["default_model_filename"] == "mlp.pt2", cfg
+        for batch in (1, 5, 8):
+            x = rand(batch, 16, seed=200 + batch)
+            status, got = infer(server, name, [("INPUT__0", x)], ["OUTPUT__0"])
+            assert status == 200, got
+            np.testing.assert_allclose(got["OUTPUT__0"],
+                                       eager("mlp", torch.from_numpy(x)).numpy(),
+                                       rtol=1e-5, atol=1e-6)

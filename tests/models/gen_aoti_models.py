@@ -4,14 +4,17 @@
     .venv/bin/python tests/models/gen_aoti_models.py OUTDIR [NAME ...]
 
 writes OUTDIR/<name>.pt2 for each package below (or the named ones), with
-examples/export_aoti.py's export_package, on the CPU. The tests build their
-repositories from these files with configs of their own (good and bad ones).
+examples/export_aoti.py's export_package, on the CPU; the RAW ones, whose
+call specifications have non-tensor leaves that export_package refuses, with
+torch.export and aoti_compile_and_package directly (no "ptserve.io" record).
+The tests build their repositories from these files with configs of their
+own (good and bad ones).
 
 build(name) gives the very module a package was exported from (fixed seed,
 so the same weights in every process) and example inputs: the tests run it
 eagerly with torch to get every expected answer. Exporting compiles C++
 (about 15 s a package, more for the first), so tests/e2e caches the files
-by the hash of this script and of export_aoti.py.
+by the hash of this script, export_aoti.py and examples/gen_models.py.
 """
 import os
 import sys
@@ -79,6 +82,31 @@ class Mlp(torch.nn.Module):
         return torch.softmax(self.fc2(torch.relu(self.fc1(x))), dim=1)
 
 
+class NoneOut(torch.nn.Module):
+    """(tanh(Linear(4, 3)(x)), None), static [2, 4]: the call specification
+    has a second output leaf, which the package returns as no tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x)), None
+
+
+class IntArg(torch.nn.Module):
+    """Linear(4, 3)(x) * n with an int n, static [2, 4]: torch.export bakes
+    n (3) into the program, but the call specification keeps its leaf, so
+    the spec names two inputs and the package takes one tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x, n: int):
+        return self.lin(x) * n
+
+
 def _ints(*shape):
     return torch.randint(-50, 50, shape, dtype=torch.int64)
 
@@ -91,7 +119,12 @@ PACKAGES = {
     "kwargs": (4, Kwargs, lambda: (torch.randn(2, 5), {"bias": torch.randn(2, 3)}),
                {"scale": torch.randn(2, 3)}, None),
     "mlp": (5, Mlp, lambda: (torch.randn(2, 16),), {}, 64),
+    "none_out": (6, NoneOut, lambda: (torch.randn(2, 4),), {}, None),
+    "int_arg": (7, IntArg, lambda: (torch.randn(2, 4), 3), {}, None),
 }
+# Exported by torch.export and aoti_compile_and_package directly, without
+# the "ptserve.io" record: export_package refuses their non-tensor leaves.
+RAW = {"none_out", "int_arg"}
 
 
 def build(name):
@@ -110,7 +143,13 @@ def main(argv):
     for name in names:
         module, args, kwargs = build(name)
         path = os.path.join(argv[1], name + ".pt2")
-        export_package(module, args, kwargs, path=path, batch_max=PACKAGES[name][4])
+        if name in RAW:
+            os.makedirs(argv[1], exist_ok=True)
+            with torch.no_grad():
+                ep = torch.export.export(module, args, kwargs)
+                torch._inductor.aoti_compile_and_package(ep, package_path=path)
+        else:
+            export_package(module, args, kwargs, path=path, batch_max=PACKAGES[name][4])
         print("wrote", path, flush=True)
     return 0
 

@@ -844,11 +844,52 @@ static enum pts_status pick_output(const struct pt_model *m, size_t i,
                                    struct pts_torch_outputs *outs, struct pts_torch_output **o,
                                    struct pts_error *err);
 
+/* A call specification leaf that is not a tensor (an int or None in
+ * forward()'s arguments or result) looks like any other leaf (callspec.h);
+ * only running the package shows it. Rewrites the two ways a run reports
+ * one into what is wrong, and returns whether it did:
+ *  - torch.export bakes a non-tensor argument into the program, so the
+ *    package takes fewer tensors than its spec has inputs (its runner:
+ *    "expected inputs vector size to be N, but got M");
+ *  - a None result comes back as an undefined tensor, whose data type
+ *    LibTorch calls UNKNOWN_SCALAR (the bridge: "output <i> of the model has
+ *    data type UNKNOWN_SCALAR, ..."). */
+static bool aoti_explain_leaf(const struct pt_model *m, struct pts_error *err) {
+  const char *p = strstr(err->msg, "expected inputs vector size to be ");
+  size_t n_in = pts_callspec_count(m->callspec, PTS_CALLSPEC_INPUTS);
+  char names[256];
+  if (p) {
+    unsigned long takes = strtoul(p + strlen("expected inputs vector size to be "), NULL, 10);
+    if (takes >= n_in) return false;
+    pts_callspec_list(m->callspec, PTS_CALLSPEC_INPUTS, names, sizeof names);
+    pts_error_set(err, PTS_INVALID_ARG,
+                  "the package takes %lu input tensor(s), but its call specification has %zu "
+                  "inputs (%s): %zu of them not a tensor (a number, string or None that "
+                  "torch.export baked into the program); ptserve feeds tensors only: export a "
+                  "forward() whose arguments are all tensors",
+                  takes, n_in, names, n_in - (size_t)takes);
+    return true;
+  }
+  static const char undefined[] = " of the model has data type UNKNOWN_SCALAR";
+  if (!(p = strstr(err->msg, undefined))) return false;
+  const char *digits = p;
+  while (digits > err->msg && digits[-1] >= '0' && digits[-1] <= '9') digits--;
+  if (digits == p || digits - err->msg < 7 || strncmp(digits - 7, "output ", 7) != 0) return false;
+  unsigned long i = strtoul(digits, NULL, 10);
+  if (i >= pts_callspec_count(m->callspec, PTS_CALLSPEC_OUTPUTS)) return false;
+  pts_error_set(err, PTS_INVALID_ARG,
+                "output %s (<name>__%lu) of the package is None, not a tensor; only tensors "
+                "are supported at the leaves: export a forward() that returns tensors only",
+                pts_callspec_name(m->callspec, PTS_CALLSPEC_OUTPUTS, i), i);
+  return true;
+}
+
 /* One run of the load check at batch size b (0: the model does not batch)
- * on zeros shaped as the config says. */
+ * on zeros shaped as the config says. *leaf: the failure is a non-tensor
+ * leaf of the call specification (aoti_explain_leaf), not the config. */
 static enum pts_status aoti_check_run(struct pt_instance *in, int64_t b,
                                       int64_t (*dims)[PTS_TORCH_MAX_DIMS], void **zeros,
-                                      struct pts_error *err) {
+                                      bool *leaf, struct pts_error *err) {
   const struct pt_model *m = in->model;
   const Inference__ModelConfig *cfg = m->cfg;
   for (size_t i = 0; i < cfg->n_input; i++) {
@@ -878,12 +919,15 @@ static enum pts_status aoti_check_run(struct pt_instance *in, int64_t b,
   struct pts_torch_run_opts opts = run_opts(m);
   struct pts_torch_outputs outs;
   enum pts_status st = pts_torch_forward(in->module, in->inputs, cfg->n_input, &opts, &outs, err);
+  if (st && st != PTS_NOMEM) *leaf = aoti_explain_leaf(m, err);
   size_t n_leaves = pts_callspec_count(m->callspec, PTS_CALLSPEC_OUTPUTS);
-  if (st == PTS_OK && outs.count != n_leaves)
+  if (st == PTS_OK && outs.count != n_leaves) {
+    *leaf = true;
     st = pts_error_set(err, PTS_INVALID_ARG,
                        "the package returned %zu tensors, but its call specification has %zu "
                        "outputs; only tensors are supported at the leaves",
                        outs.count, n_leaves);
+  }
   for (size_t o = 0; st == PTS_OK && o < cfg->n_output; o++) {
     struct pts_torch_output *out = NULL;
     if ((st = pick_output(m, o, &outs, &out, err)) ||
@@ -947,11 +991,14 @@ static enum pts_status aoti_load_check(struct pt_instance *in, struct pts_error 
                                                      "'%s'",
                                                      m->name);
   for (size_t k = 0; k < n_sizes && st == PTS_OK; k++) {
-    if ((st = aoti_check_run(in, sizes[k], dims, zeros, err)) == PTS_OK) continue;
+    bool leaf = false;
+    if ((st = aoti_check_run(in, sizes[k], dims, zeros, &leaf, err)) == PTS_OK) continue;
     char why[PTS_ERROR_MSG_MAX];
     snprintf(why, sizeof why, "%s", err->msg);
     if (st != PTS_NOMEM) st = PTS_INVALID_ARG; /* the config does not fit the package */
-    if (sizes[k] == 0)
+    if (leaf) /* the package, not the config */
+      pts_error_set(err, st, "unable to load model '%s': %s", m->name, why);
+    else if (sizes[k] == 0)
       pts_error_set(err, st,
                     "unable to load model '%s': the package refused inputs shaped as its "
                     "configuration says: %s",

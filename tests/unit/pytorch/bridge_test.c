@@ -1,5 +1,5 @@
 /* tests/unit/pytorch/bridge_test.c — torch_bridge.h against real TorchScript
- * models written by tests/models/gen_models.py (Debian's python3-torch).
+ * models written by tests/models/gen_models.py (the torch whose LibTorch ptserve links).
  * Expected values are computed by hand from each model's definition. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -345,7 +345,7 @@ static void probe_reports_this_cpu_build(void **state) {
   (void)state;
   struct pts_device_caps caps;
   pts_torch_probe(&caps);
-  /* Debian's libtorch is CPU-only. */
+  /* A CPU wheel (CI's); a CUDA build skips. */
   if (caps.built_with_cuda) skip();
   assert_false(caps.cuda_available);
   assert_int_equal(caps.cuda_device_count, 0);
