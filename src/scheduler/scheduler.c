@@ -1118,14 +1118,23 @@ static size_t next_batch(struct pts_scheduler *s, struct instance *inst,
 }
 
 /* next_batch without waiting, for an instance that has a batch in flight
- * (pipeline_main): under the same rules, the batch the batcher hands out
- * at this moment, or 0 when there is none — nothing queued, another thread
- * forming a batch, the delay hook holding the queue, the batcher wanting
- * to wait for more requests, or an idle instance that can take it (it runs
- * it at once on its own stream instead of behind our batch). Expired
- * requests are answered as next_batch would. The instance stays busy (not
- * `idle`), so it is never lent meanwhile. */
+ * (pipeline_main): under the same rules, a batch the batcher would hand
+ * out at this moment, or 0 when there is none — nothing queued, another
+ * thread forming a batch, the delay hook holding the queue, an idle
+ * instance that can take it (it runs it at once on its own stream instead
+ * of behind our batch), or no FULL batch queued. Only a full batch
+ * (max_batch_size, or one that can not grow) is taken early: measured on
+ * an H100 (docs/gpu.md), taking whatever was queued the moment the last
+ * batch began halved the average batch of a saturated ResNet-50 and its
+ * throughput with it, since the requests that would have filled it arrive
+ * while the batch ahead computes. A smaller batch waits for the batch in
+ * flight to end and is formed as next_batch forms it. Expired requests are
+ * answered as next_batch would. The instance stays busy (not `idle`), so
+ * it is never lent meanwhile. */
 static size_t take_next_batch(struct pts_scheduler *s, struct pts_pending **out) {
+  struct pts_batch_limits full = s->limits;
+  full.n_preferred = 0;             /* the target is max_batch_size */
+  full.max_delay_ns = UINT64_MAX / 2; /* never "waited long enough": full or nothing */
   pthread_mutex_lock(&s->lock);
   size_t n = 0;
   while (!s->forming && s->queue.size > 0 && !held_back(s) && !any_free_thread(s)) {
@@ -1139,7 +1148,7 @@ static size_t take_next_batch(struct pts_scheduler *s, struct pts_pending **out)
       continue;
     }
     uint64_t wake = 0;
-    n = pts_sched_queue_choose(&s->queue, &s->limits, now, s->stopping, compatible, s, &wake);
+    n = pts_sched_queue_choose(&s->queue, &full, now, s->stopping, compatible, s, &wake);
     if (n > 0) {
       *out = pts_sched_queue_take(&s->queue, n);
       if (s->queue.size) pthread_cond_broadcast(&s->work); /* another free instance may go */

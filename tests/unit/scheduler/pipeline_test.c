@@ -368,6 +368,14 @@ static const char ordered_cfg[] =
     "         { name: \"OB\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
     "dynamic_batching { preserve_ordering: true }\n";
 
+static const char batch4_cfg[] =
+    "max_batch_size: 4\n"
+    "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 4 ] },"
+    "        { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+    "output [ { name: \"OA\" data_type: TYPE_INT32 dims: [ 4 ] },"
+    "         { name: \"OB\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+    "dynamic_batching { }\n";
+
 struct fixture {
   Inference__ModelConfig *cfg;
   void *model_state;
@@ -457,6 +465,40 @@ static void deep_queue_begins_next_before_ending(void **state) {
   assert_int_equal(st.n_batch_stats, 1);
   assert_int_equal(st.batch_stats[0].batch_size, 2);
   assert_int_equal(st.batch_stats[0].compute_infer.count, 6);
+  pts_model_stats_clear(&st);
+  stop(&f);
+  ans_reset();
+}
+
+/* Six requests queued, batches of up to four: the first batch is full and
+ * begins; the two left are not a full batch, so they are not taken while
+ * it is in flight (that would shrink the batches of a saturated model:
+ * take_next_batch) but formed once it ended: B0 E0 B1 E1. */
+static void only_a_full_batch_is_taken_early(void **state) {
+  (void)state;
+  fake_reset(true, 1000);
+  ans_reset();
+  struct fixture f;
+  start(&f, batch4_cfg, 1, 6, false);
+  for (int r = 0; r < 6; r++) enqueue(f.s, r);
+  assert_int_equal(pts_scheduler_wait_idle(f.s, 0), 0);
+  check_answers(6);
+  check_no_violation();
+  static const enum call want[] = {CALL_BEGIN, CALL_END, CALL_BEGIN, CALL_END};
+  static const long want_id[] = {0, 0, 1, 1};
+  pthread_mutex_lock(&fake.lock);
+  assert_int_equal(fake.n_calls, 4);
+  for (size_t i = 0; i < 4; i++) {
+    assert_int_equal(fake.calls[i], want[i]);
+    assert_int_equal(fake.ids[i], want_id[i]);
+  }
+  assert_int_equal(fake.max_in_flight, 1);
+  pthread_mutex_unlock(&fake.lock);
+  struct pts_model_stats st;
+  struct pts_error err;
+  assert_int_equal(pts_scheduler_stats(f.s, &st, &err), PTS_OK);
+  assert_int_equal(st.execution_count, 2);
+  assert_int_equal(st.inference_count, 6);
   pts_model_stats_clear(&st);
   stop(&f);
   ans_reset();
@@ -644,6 +686,7 @@ int main(void) {
   pts_log_set(&quiet);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(deep_queue_begins_next_before_ending),
+      cmocka_unit_test(only_a_full_batch_is_taken_early),
       cmocka_unit_test(concurrency_one_waits_for_nothing),
       cmocka_unit_test(shutdown_ends_the_batch_in_flight),
       cmocka_unit_test(profiled_batch_runs_alone),
