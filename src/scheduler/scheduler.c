@@ -91,8 +91,8 @@ struct pts_scheduler {
    * short for it to happen. Guarded by `lock`. */
   bool inline_ok;
   uint64_t exec_avg_ns;
-  /* PTSERVE_PIPELINE is not "0": instances whose backend can pipeline do
-   * (fixed at create). */
+  /* PTSERVE_PIPELINE=1: instances whose backend can pipeline do (fixed at
+   * create). */
   bool pipeline_on;
 
   /* preserve_ordering: finished requests wait here for earlier ones */
@@ -1535,11 +1535,14 @@ static size_t delay_hook(const char *model) {
   return (size_t)n;
 }
 
-/* PTSERVE_PIPELINE=0 turns pipelined instances off (A/B measurements,
- * docs/gpu.md); anything else, or unset, leaves them on. */
+/* PTSERVE_PIPELINE=1 turns pipelined instances on; unset or anything
+ * else leaves them off. Off by default because on an H100 it measured
+ * slower, not faster: a saturated ResNet-50 FP16 with one instance served
+ * 0.62-0.64x the throughput with it on (docs/gpu.md, "Pipelined
+ * instances"), for reasons not yet found. */
 static bool pipeline_switch(void) {
   const char *v = getenv("PTSERVE_PIPELINE");
-  return !(v && strcmp(v, "0") == 0);
+  return v && strcmp(v, "1") == 0;
 }
 
 /* PROFILE_EXECUTIONS: "N" records the model's first N executions with the

@@ -17,8 +17,9 @@
  * Pipelined instances (a backend with execute_begin/execute_end, the
  * pytorch backend's CUDA instances): the thread begins the next batch
  * before it ends the one on the device, at most two at once, when the
- * batcher hands one out without waiting. PTSERVE_PIPELINE=0 (read when the
- * scheduler is created) turns that off, for A/B measurements.
+ * batcher hands a full one out without waiting. Only with PTSERVE_PIPELINE=1
+ * (read when the scheduler is created): off by default, as it measured
+ * slower on an H100 (docs/gpu.md).
  *
  * Test hook: the environment variable PTSERVE_DELAY_SCHEDULER=N (read when
  * the scheduler is created) holds every model's queue until N requests are

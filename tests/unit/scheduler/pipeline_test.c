@@ -391,6 +391,10 @@ static void start(struct fixture *f, const char *cfg_text, size_t n_instances, i
   char n[16];
   snprintf(n, sizeof n, "%d", hold);
   if (hold) setenv("PTSERVE_DELAY_SCHEDULER", n, 1);
+  /* Pipelining is opt-in (PTSERVE_PIPELINE=1); a test that wants it off
+   * sets "0" before it starts. */
+  bool pipeline_default = !getenv("PTSERVE_PIPELINE");
+  if (pipeline_default) setenv("PTSERVE_PIPELINE", "1", 1);
   struct pts_error err;
   pts_error_clear(&err);
   assert_int_equal(pts_model_config_parse(cfg_text, strlen(cfg_text), "test", &f->cfg, &err),
@@ -414,6 +418,7 @@ static void start(struct fixture *f, const char *cfg_text, size_t n_instances, i
                                    .instances = inst};
   assert_int_equal(pts_scheduler_create(&p, &f->s, &err), PTS_OK);
   unsetenv("PTSERVE_DELAY_SCHEDULER");
+  if (pipeline_default) unsetenv("PTSERVE_PIPELINE");
 }
 
 static void stop(struct fixture *f) {
@@ -602,8 +607,10 @@ static void profiled_batch_runs_alone(void **state) {
                                    .model_state = f.model_state,
                                    .n_instances = 1,
                                    .instances = &inst};
+  setenv("PTSERVE_PIPELINE", "1", 1);
   assert_int_equal(pts_scheduler_create(&p, &f.s, &err), PTS_OK);
   unsetenv("PTSERVE_DELAY_SCHEDULER");
+  unsetenv("PTSERVE_PIPELINE");
   for (int r = 0; r < 8; r++) enqueue(f.s, r);
   assert_int_equal(pts_scheduler_wait_idle(f.s, 0), 0);
   check_answers(8);
