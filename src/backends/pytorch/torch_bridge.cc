@@ -11,6 +11,12 @@
 // Parallel.h is not pulled in by script.h; it is small (thread-pool sizes).
 #include <ATen/Parallel.h>
 
+// The bridge is written for LibTorch 2.x (the pip wheel's; README says which
+// releases): MPS events, the Kineto profiler and AOTInductor packages have
+// no 1.x counterparts worth keeping code for.
+static_assert(TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1),
+              "ptserve needs LibTorch 2.1 or later");
+
 #ifdef PTS_WITH_CUDA
 // Only in CUDA builds (the pip torch of GPU hosts): these need the CUDA
 // runtime headers, which a CPU LibTorch does not ship.
@@ -20,9 +26,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
-#if TORCH_VERSION_MAJOR >= 2
 #include <ATen/detail/MPSHooksInterface.h>
-#endif
 // AOTInductor's package loader (torch._inductor.aoti_compile_and_package's
 // .pt2 files) is a LibTorch 2.x class; without it, torch_aoti models fail
 // to load with a message saying so.
@@ -683,7 +687,6 @@ void drain_stream(pts_torch_module *m) {
 // same three phases on an MPS device as the CUDA events do on CUDA. Acquired
 // per forward() and released after: MPS keeps a pool of them. Compiled
 // against 2.x headers; not run on the Linux hosts of CI (no MPS there).
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
 class MpsTimer {
  public:
   explicit MpsTimer(const c10::Device &device) {
@@ -721,14 +724,6 @@ class MpsTimer {
   uint32_t ids_[4] = {0, 0, 0, 0};
   bool on_ = false;
 };
-#else
-class MpsTimer {  // no MPS events before LibTorch 2.1
- public:
-  explicit MpsTimer(const c10::Device &) {}
-  void record(int) {}
-  void finish(struct pts_torch_outputs *) {}
-};
-#endif
 
 void release_cached_memory(pts_torch_module *m) {
 #ifdef PTS_WITH_CUDA
@@ -1029,9 +1024,7 @@ void fill_meta(const std::unordered_map<std::string, std::string> &meta, pts_tor
 }
 #endif
 
-#if TORCH_VERSION_MAJOR >= 2
 thread_local bool mps_trace_on = false;  // this thread started the MPS signpost trace
-#endif
 
 }  // namespace
 
@@ -1302,11 +1295,7 @@ enum pts_status pts_torch_set_memory_fraction(const struct pts_device *dev, doub
       fail(PTS_UNSUPPORTED, "MEMORY_FRACTION: this LibTorch has no CUDA");
 #endif
     } else {
-#if TORCH_VERSION_MAJOR >= 2
       at::detail::getMPSHooks().setMemoryFraction(fraction);
-#else
-      fail(PTS_UNSUPPORTED, "MEMORY_FRACTION on MPS needs LibTorch 2.x");
-#endif
     }
     memory_fractions.push_back({device, fraction, model});
     PTS_LOG_INFO("memory fraction of %s set to %g by model '%s' (process-wide for that device)",
@@ -1370,7 +1359,6 @@ enum pts_status pts_torch_profile_start(struct pts_torch_module *m, struct pts_e
 #endif
     prof::prepareProfiler(cfg, acts);
     prof::enableProfiler(cfg, acts);
-#if TORCH_VERSION_MAJOR >= 2
     // Apple's os_signpost intervals (Instruments' Metal System Trace): what
     // torch.mps.profiler.start() switches on. Not run on Linux hosts.
     if (m->device.is_mps()) {
@@ -1382,7 +1370,6 @@ enum pts_status pts_torch_profile_start(struct pts_torch_module *m, struct pts_e
         throw;
       }
     }
-#endif
     return PTS_OK;
   });
 }
@@ -1392,12 +1379,10 @@ enum pts_status pts_torch_profile_stop(struct pts_torch_module *m, struct pts_to
   std::memset(out, 0, sizeof *out);
   return guarded(err, PTS_INTERNAL, "stopping LibTorch's profiler failed: ", [&]() {
     std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
-#if TORCH_VERSION_MAJOR >= 2
     if (mps_trace_on) {
       mps_trace_on = false;
       at::detail::getMPSHooks().profilerStopTrace();
     }
-#endif
     std::vector<ProfOp> ops = collect_events(result->events());
     auto *items = static_cast<pts_torch_op *>(pts_calloc(ops.size() + 1, sizeof(pts_torch_op)));
     if (!items) fail(PTS_NOMEM, "out of memory collecting the profiler's events");

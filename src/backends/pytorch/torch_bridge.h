@@ -138,7 +138,7 @@ struct pts_torch_run_opts {
   size_t n_dests;
 };
 
-/* LibTorch's version, e.g. "1.13.0". Static string. */
+/* LibTorch's version, e.g. "2.13.0". Static string. */
 const char *pts_torch_version(void);
 
 /* Probes what this process can run on. */
@@ -340,9 +340,8 @@ struct pts_torch_profile {
 
 /* Starts LibTorch's profiler on the calling thread (it is thread-local) for
  * the next forward() of `m`: the Kineto API with input shapes — CPU
- * operators always, CUDA kernels on a CUDA device (2.x), and the MPS
- * os_signpost trace on an MPS device (2.x, macOS). On 1.13 without Kineto
- * the same API records the CPU operators through RecordFunction. Errors
+ * operators always, CUDA kernels on a CUDA device, and the MPS os_signpost
+ * trace on an MPS device (macOS). Errors
  * (INTERNAL) carry LibTorch's message; nothing is left running then. */
 enum pts_status pts_torch_profile_start(struct pts_torch_module *m, struct pts_error *err);
 
