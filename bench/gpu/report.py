@@ -169,8 +169,9 @@ def main(raw, out):
               "image is in a registered region that is pinned: a batch of one goes to the GPU "
               "by DMA from it, a larger batch is gathered once into staging. With CUDA shared "
               "memory (`_cudashm` rows) the image is already on the GPU and the model reads it "
-              "where it is, but a request with device inputs is never batched with others: "
-              "each runs as a batch of one (its avg batch column). Outputs come back "
+              "where it is: a batch of one runs on the client's buffer, a larger batch is "
+              "gathered on the device (device-to-device copies on a side stream), and no "
+              "input byte crosses host memory. Outputs come back "
               "by DMA into pinned memory (or into the client's region) and go to the socket by "
               "reference (no copy).\n")
     md.append("| model | input bytes/request | at ptserve's best | host memory traffic (3 copies) |")
