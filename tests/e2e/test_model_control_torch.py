@@ -3,7 +3,6 @@ caught half-written is not loaded broken — the reload fails and the loaded
 version serves on — and once the file is whole the next poll loads it.
 Expected answers come from torch in this test, from the same modules.
 """
-import io
 import os
 import time
 
@@ -12,6 +11,7 @@ import requests
 import torch
 
 from conftest import assert_clean_exit
+from scale_model import Scale, scripted_bytes
 
 TIMEOUT = 60
 
@@ -21,21 +21,6 @@ max_batch_size: 8
 input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 """
-
-
-class Scale(torch.nn.Module):
-    def __init__(self, k):
-        super().__init__()
-        self.k = k
-
-    def forward(self, x):
-        return x * self.k + 0.5
-
-
-def scripted_bytes(k):
-    buf = io.BytesIO()
-    torch.jit.save(torch.jit.script(Scale(k)), buf)
-    return buf.getvalue()
 
 
 def infer(server, rows):

@@ -30,7 +30,6 @@ integer-valued inputs: exact in float32), and versions 1, 2 and 3 each
 answered; the half-written version never takes `a` down; the server stops
 cleanly (this file runs under ASan+UBSan in `make asan`).
 """
-import io
 import json
 import os
 import shutil
@@ -38,9 +37,9 @@ import time
 
 import numpy as np
 import requests
-import torch
 
 from conftest import assert_clean_exit
+from scale_model import scripted_bytes
 from traffic_util import TIMEOUT, Target, run_phase
 
 A_CONFIG = """name: "a"
@@ -58,20 +57,9 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]
 """
 
 
-class Scale(torch.nn.Module):
-    def __init__(self, k):
-        super().__init__()
-        self.k = k
-
-    def forward(self, x):
-        return x * self.k + 0.5
-
-
 def model_bytes(version):
     """Version v of `a`: x * (v + 1) + 0.5, as a TorchScript file."""
-    buf = io.BytesIO()
-    torch.jit.save(torch.jit.script(Scale(float(version + 1))), buf)
-    return buf.getvalue()
+    return scripted_bytes(float(version + 1))
 
 
 def expect(values, version):
