@@ -817,7 +817,7 @@ static void shm_outputs_are_written_to_their_place(void **state) {
 static struct {
   pthread_mutex_t lock;
   bool decline;
-  unsigned char buffer[2][4096];
+  _Alignas(16) unsigned char buffer[2][4096]; /* read as int32_t by stage_execute */
   size_t calls, n[2], total[2];
   unsigned set[2];
   struct pts_device_part parts[2][4];
