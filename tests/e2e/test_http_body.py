@@ -150,6 +150,21 @@ def test_body_lengths_around_one_libevent_read(server):
             assert_echo(read_response(f), x)
 
 
+def test_expect_100_continue_with_a_large_body(server):
+    """The client waits for 100 Continue before it sends the body (curl
+    does so for large bodies): when the head is read, none of the body is
+    there yet."""
+    x = data_of(500_000, 9)
+    head, body = infer_request(x, b"Expect: 100-continue\r\n")
+    s, f = connect(server)
+    with s:
+        s.sendall(head)
+        code, _, _ = read_response(f)
+        assert code == 100
+        s.sendall(body)
+        assert_echo(read_response(f), x)
+
+
 # ---------------------------------------------------------------- keep-alive, pipelining
 
 def test_pipelined_requests_after_a_large_body(server):
