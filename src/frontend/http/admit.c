@@ -15,7 +15,16 @@
  * read from the socket, before evhttp parses it (bufferevent_readcb calls
  * evbuffer callbacks from evbuffer_read, then evhttp's read callback). That
  * is where bytes are charged to the memory budget and where a request's
- * head is checked before its body is read. */
+ * head is checked before its body is read.
+ *
+ * It is also where a large body is read. libevent 2.1 reads a socket at
+ * most 4096 bytes at a time (EVBUFFER_MAX_READ in buffer.c; neither
+ * bufferevent_set_max_single_read nor anything else in 2.1 raises it), one
+ * read per loop iteration: a 300 KB body cost ~77 iterations (epoll_wait,
+ * FIONREAD, readv each). Once the head is admitted, body_read reads the
+ * rest of the declared body straight into the bufferevent's input, in
+ * reads as large as what is left of it, so evhttp's read callback, which
+ * runs right after this one, finds the whole body at once. */
 #include "frontend/http/admit.h"
 
 #include <errno.h>
@@ -41,6 +50,16 @@
  * connection and destroy the answer before the client reads it. */
 #define REFUSE_LINGER_S 2
 #define REFUSE_DISCARD_MAX ((size_t)64 << 20)
+
+/* What libevent 2.1 reads from a socket at once (EVBUFFER_MAX_READ). A
+ * body with no more than this left is left to libevent's next read: it
+ * takes it in one read anyway, and reading it here could only add a read
+ * that finds nothing. */
+#define LIBEVENT_READ_MAX 4096
+/* body_read moves at most this much per call, so that one fast client with
+ * a huge body does not hold the loop (and the other connections on it) for
+ * long; the rest comes with the loop's next read event. */
+#define BODY_READ_PASS_MAX ((size_t)4 << 20)
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -359,6 +378,72 @@ static void uncovered(struct conn *cn, const char *what) {
   if (pts_overload_held() > pts_overload_budget()) refuse_memory(cn, what);
 }
 
+/* The current request's head was admitted with a declared length and
+ * more of its body is missing than libevent's next read would take: read
+ * what the socket holds of it into `in` directly, in large reads.
+ *
+ * It runs inside on_input, i.e. inside evbuffer_read within libevent's
+ * bufferevent_readcb: the only place where a socket bufferevent's input is
+ * not frozen at its end (reserve and commit fail elsewhere, and nothing is
+ * read). Each commit runs the input callbacks again, so on_input counts
+ * these bytes as it counts libevent's — the budget charge stays exact —,
+ * and body_reading keeps that nested call from reading in turn.
+ *
+ * It never reads past the declared length (cn->reserved - cn->arrived):
+ * the bytes of a pipelined next request stay in the socket, for libevent
+ * to read once this request is answered. It stops at EAGAIN or a short
+ * read (the socket is drained; the next read event brings the rest), and
+ * on EOF or an error without consuming anything: libevent's next read on
+ * the socket sees the EOF (or the error again) and evhttp closes the
+ * connection as it would have. */
+static void body_read(struct conn *cn, struct evbuffer *in) {
+  size_t moved = 0;
+  cn->body_reading = true;
+  while (cn->state == CONN_BODY && cn->arrived < cn->reserved && moved < BODY_READ_PASS_MAX) {
+    size_t want = cn->reserved - cn->arrived;
+    if (want > BODY_READ_PASS_MAX - moved) want = BODY_READ_PASS_MAX - moved;
+    /* Two vectors: the space left in the last chain, then one new chain
+     * for the rest (one allocation per pass; later reserves of this body
+     * use what the pass left of it). */
+    struct evbuffer_iovec vec[2];
+    int nvec = evbuffer_reserve_space(in, (ev_ssize_t)want, vec, 2);
+    if (nvec <= 0) break; /* frozen (not within libevent's read) or out of memory */
+    /* The last vector is the whole chain's space: cut the vectors to want. */
+    struct iovec iov[2];
+    int niov = 0;
+    size_t left = want;
+    for (int i = 0; i < nvec && left > 0; i++) {
+      size_t l = vec[i].iov_len < left ? vec[i].iov_len : left;
+      iov[niov].iov_base = vec[i].iov_base;
+      iov[niov].iov_len = l;
+      niov++;
+      left -= l;
+    }
+    ssize_t got;
+    do {
+      got = readv(cn->fd, iov, niov);
+    } while (got < 0 && errno == EINTR);
+    if (got <= 0) break; /* EAGAIN; or EOF / an error, left for libevent to see */
+    size_t rest = (size_t)got;
+    for (int i = 0; i < nvec; i++) {
+      size_t l = vec[i].iov_len < rest ? vec[i].iov_len : rest;
+      vec[i].iov_len = l;
+      rest -= l;
+    }
+    if (evbuffer_commit_space(in, vec, nvec) != 0) {
+      /* Cannot happen (nothing touched the input between reserve and
+       * commit), but the bytes read would be lost and the stream corrupt:
+       * end the connection's input, so evhttp sees EOF and closes it. */
+      PTS_LOG_ERROR("HTTP: could not keep %zd bytes read from a request body; closing", got);
+      (void)shutdown(cn->fd, SHUT_RD);
+      break;
+    }
+    moved += (size_t)got;
+    if ((size_t)got < want) break; /* the socket held less: drained */
+  }
+  cn->body_reading = false;
+}
+
 static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg) {
   struct conn *cn = arg;
   if (info->n_added == 0) return; /* evhttp consuming what it parsed */
@@ -399,6 +484,11 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
         schedule_reap(cn);
       break;
   }
+  /* A head admitted above (or before) with a declared body of which more
+   * is missing than libevent's next read takes. */
+  if (cn->state == CONN_BODY && !cn->chunked && !cn->body_reading &&
+      cn->arrived < cn->reserved && cn->reserved - cn->arrived > LIBEVENT_READ_MAX)
+    body_read(cn, in);
 }
 
 size_t pts_admit_request_read(struct conn *cn, bool *checked) {

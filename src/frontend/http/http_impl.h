@@ -89,6 +89,8 @@ struct conn {
   bool reaping;       /* on lp->reap */
   bool admitted;      /* the current request passed the head check */
   bool chunked;       /* the current request's body has no declared length */
+  bool body_reading;  /* body_read (admit.c) is on the stack: the input callback
+                         its own commits cause only counts bytes */
   size_t arrived;     /* bytes of the current request that arrived */
   size_t reserved;    /* head plus declared body, reserved at the head check */
   size_t charged;     /* what this connection holds of the memory budget */
