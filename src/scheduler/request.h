@@ -120,7 +120,8 @@ struct pts_infer_request {
    * heap; pts_infer_request_free frees only the latter. Pieces are valid
    * until the request is freed: never move one into another object (copy
    * it). Set up by pts_infer_request_new; a zeroed request has none, and
-   * then everything comes from the heap. */
+   * then everything comes from the heap. Only the request's owner of the
+   * moment takes pieces (in practice the frontend, while decoding). */
   struct pts_arena arena;
   _Alignas(16) unsigned char arena_mem[PTS_INFER_REQUEST_ARENA_BYTES];
 };
