@@ -25,7 +25,8 @@ struct pts_buf {
   void *ctx;
 };
 
-/* A new buffer of `size` bytes (uninitialised) with one reference, or NULL. */
+/* A new buffer of `size` bytes (uninitialised) with one reference, or NULL.
+ * The bytes share the header's allocation: `data` must not be replaced. */
 struct pts_buf *pts_buf_new(size_t size);
 /* Wraps memory owned elsewhere: `release(ctx, data)` frees it when the last
  * reference is dropped. Takes ownership of `data` on success only. */

@@ -1,6 +1,8 @@
 /* scheduler/request.c — see request.h. */
 #include "scheduler/request.h"
 
+#include <stddef.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/alloc.h"
@@ -8,32 +10,54 @@
 #include "trace/nvtx.h"
 #include "trace/trace.h"
 
+/* The request's struct is one calloc: most of it is the arena, which is
+ * zeroed again piece by piece as it is handed out, so only the fields
+ * before it are cleared here. */
 struct pts_infer_request *pts_infer_request_new(void) {
-  struct pts_infer_request *req = pts_calloc(1, sizeof *req);
-  if (req) req->model_version = -1;
+  struct pts_infer_request *req = pts_malloc(sizeof *req);
+  if (!req) return NULL;
+  memset(req, 0, offsetof(struct pts_infer_request, arena_mem));
+  req->model_version = -1;
+  pts_arena_init(&req->arena, req->arena_mem, sizeof req->arena_mem);
   return req;
+}
+
+void *pts_infer_request_calloc(struct pts_infer_request *req, size_t count, size_t size) {
+  return pts_arena_calloc(&req->arena, count, size);
+}
+
+char *pts_infer_request_strndup(struct pts_infer_request *req, const char *s, size_t n) {
+  return pts_arena_strndup(&req->arena, s, n);
+}
+
+char *pts_infer_request_strdup(struct pts_infer_request *req, const char *s) {
+  return pts_arena_strdup(&req->arena, s);
 }
 
 void pts_infer_request_free(struct pts_infer_request *req) {
   if (!req) return;
+  const struct pts_arena *a = &req->arena;
   pts_nvtx_request_end(req->nvtx_range);
   pts_trace_end(req->trace);
   for (size_t i = 0; i < req->n_inputs; i++) {
-    pts_tensor_clear(&req->inputs[i]);
-    if (req->input_shm) pts_free(req->input_shm[i].region);
+    struct pts_tensor *t = &req->inputs[i];
+    if (pts_arena_owns(a, t->name)) t->name = NULL; /* not freed alone */
+    pts_tensor_clear(t);
+    if (req->input_shm) pts_arena_free(a, req->input_shm[i].region);
   }
-  pts_free(req->inputs);
-  pts_free(req->input_shm);
+  pts_arena_free(a, req->inputs);
+  pts_arena_free(a, req->input_shm);
   for (size_t i = 0; i < req->n_outputs; i++) {
-    pts_free(req->outputs[i].name);
-    pts_free(req->outputs[i].shm.region);
+    pts_arena_free(a, req->outputs[i].name);
+    pts_arena_free(a, req->outputs[i].shm.region);
     pts_buf_release(req->outputs[i].shm_target);
   }
-  pts_free(req->outputs);
-  pts_free(req->id);
-  pts_free(req->sequence_id_str);
-  pts_free(req->model_name);
+  pts_arena_free(a, req->outputs);
+  pts_arena_free(a, req->id);
+  pts_arena_free(a, req->sequence_id_str);
+  pts_arena_free(a, req->model_name);
   pts_overload_release(req->budget_bytes);
+  pts_arena_done(&req->arena);
   pts_free(req);
 }
 
@@ -71,17 +95,36 @@ struct pts_shm_place *pts_infer_request_input_shm(struct pts_infer_request *req,
 }
 
 struct pts_infer_response *pts_infer_response_new(void) {
-  struct pts_infer_response *resp = pts_calloc(1, sizeof *resp);
-  if (resp) resp->model_version = -1;
+  struct pts_infer_response *resp = pts_malloc(sizeof *resp);
+  if (!resp) return NULL;
+  memset(resp, 0, offsetof(struct pts_infer_response, arena_mem));
+  resp->model_version = -1;
+  pts_arena_init(&resp->arena, resp->arena_mem, sizeof resp->arena_mem);
+  return resp;
+}
+
+struct pts_infer_response *pts_infer_response_new_for(const char *model_name, const char *id,
+                                                      size_t n_outputs) {
+  struct pts_infer_response *resp = pts_infer_response_new();
+  if (!resp) return NULL;
+  resp->model_name = pts_arena_strdup(&resp->arena, model_name);
+  resp->id = pts_arena_strdup(&resp->arena, id);
+  resp->outputs = pts_arena_calloc(&resp->arena, n_outputs ? n_outputs : 1, sizeof *resp->outputs);
+  if (!resp->model_name || (id && !resp->id) || !resp->outputs) {
+    pts_infer_response_free(resp);
+    return NULL;
+  }
   return resp;
 }
 
 void pts_infer_response_free(struct pts_infer_response *resp) {
   if (!resp) return;
+  const struct pts_arena *a = &resp->arena;
   for (size_t i = 0; i < resp->n_outputs; i++) pts_tensor_clear(&resp->outputs[i]);
-  pts_free(resp->outputs);
-  pts_free(resp->model_name);
-  pts_free(resp->id);
+  pts_arena_free(a, resp->outputs);
+  pts_arena_free(a, resp->model_name);
+  pts_arena_free(a, resp->id);
+  pts_arena_done(&resp->arena);
   pts_free(resp);
 }
 

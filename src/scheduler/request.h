@@ -26,12 +26,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/arena.h"
 #include "core/status.h"
 #include "tensor/tensor.h"
 
 struct pts_infer_request;
 struct pts_infer_response;
 struct pts_trace;
+
+/* Bytes inside each request and response for their small pieces (see
+ * `arena` below): a request of two inputs and two requested outputs with
+ * short names, a response of four outputs, fit. */
+#define PTS_INFER_REQUEST_ARENA_BYTES 640
+#define PTS_INFER_RESPONSE_ARENA_BYTES 896
 
 /* Called exactly once per accepted request. `err` is NULL or PTS_OK on
  * success; on failure `resp` may be NULL. Takes ownership of req and resp. */
@@ -105,6 +112,18 @@ struct pts_infer_request {
   /* Bytes of the request memory budget (core/overload.h) this request
    * holds; pts_infer_request_free returns them. Set by the frontend. */
   size_t budget_bytes;
+
+  /* Space inside the request for its own small pieces: a frontend takes
+   * the inputs and outputs arrays, tensor and output names and the id from
+   * here (pts_infer_request_calloc / _strndup) instead of one malloc each
+   * (issue #13). Any "owned" pointer above may point into it or to the
+   * heap; pts_infer_request_free frees only the latter. Pieces are valid
+   * until the request is freed: never move one into another object (copy
+   * it). Set up by pts_infer_request_new; a zeroed request has none, and
+   * then everything comes from the heap. Only the request's owner of the
+   * moment takes pieces (in practice the frontend, while decoding). */
+  struct pts_arena arena;
+  _Alignas(16) unsigned char arena_mem[PTS_INFER_REQUEST_ARENA_BYTES];
 };
 
 struct pts_infer_response {
@@ -114,12 +133,24 @@ struct pts_infer_response {
   size_t n_outputs;
   struct pts_tensor *outputs;  /* owned array; the requested outputs in request
                                   order, or all outputs in config order */
+  /* As the request's: model_name, id and the outputs array may be pieces
+   * of it (pts_infer_response_new_for); tensor names never are, since
+   * output tensors are moved out of responses (ensembles). */
+  struct pts_arena arena;
+  _Alignas(16) unsigned char arena_mem[PTS_INFER_RESPONSE_ARENA_BYTES];
 };
 
 /* A zeroed request (caller fills it), or NULL on allocation failure.
  * model_version starts at -1 (latest), the one field whose zero is not a
  * useful default. */
 struct pts_infer_request *pts_infer_request_new(void);
+/* Zeroed space, or a NUL-terminated copy of `n` bytes of `s`, owned by the
+ * request (in its arena when it fits, else on the heap; either way freed
+ * with it by pts_infer_request_free).
+ * NULL when out of memory (strndup: or when `s` is NULL). */
+void *pts_infer_request_calloc(struct pts_infer_request *req, size_t count, size_t size);
+char *pts_infer_request_strndup(struct pts_infer_request *req, const char *s, size_t n);
+char *pts_infer_request_strdup(struct pts_infer_request *req, const char *s);
 void pts_infer_request_free(struct pts_infer_request *req);  /* NULL-safe */
 /* Bytes the request's inputs hold: each distinct buffer once (binary
  * inputs share the body's). What the memory budget charges it. */
@@ -135,6 +166,12 @@ struct pts_shm_place *pts_infer_request_input_shm(struct pts_infer_request *req,
  * still in use. Idempotent. */
 void pts_infer_request_release_shm(struct pts_infer_request *req);
 struct pts_infer_response *pts_infer_response_new(void);
+/* A response whose model_name (a copy of `model_name`), id (a copy of `id`,
+ * or NULL) and outputs array (`n_outputs` zeroed tensors; n_outputs left
+ * 0 for the caller to count up) are all set, in one allocation when they
+ * fit its arena. NULL when out of memory. */
+struct pts_infer_response *pts_infer_response_new_for(const char *model_name, const char *id,
+                                                      size_t n_outputs);
 void pts_infer_response_free(struct pts_infer_response *resp); /* NULL-safe */
 
 /* Monotonic nanoseconds, for the timestamps above. */

@@ -20,6 +20,7 @@
 
 #include "config/model_config.h"
 #include "core/alloc.h"
+#include "core/arena.h"
 #include "core/copy.h"
 #include "core/log.h"
 #include "core/overload.h"
@@ -323,6 +324,10 @@ struct run {
   struct pts_infer_response **resps;
   struct pts_error *errs; /* per request (response building) */
   struct pts_output_dest *dests; /* output_dests, or NULL */
+  /* The arrays above (but dests) are pieces of one block: one allocation
+   * per batch instead of eight (issue #13). Owned; run_free frees it. */
+  void *block;
+  struct pts_arena arena;
 };
 
 /* Drops the batch's own buffers (gathered inputs, the backend's outputs
@@ -340,16 +345,21 @@ static void run_release_tensors(const struct pts_scheduler *s, struct run *r) {
 
 static void run_free(const struct pts_scheduler *s, struct run *r) {
   run_release_tensors(s, r);
-  pts_free(r->items);
-  pts_free(r->reqs);
-  pts_free(r->rows);
-  pts_free(r->inputs);
-  pts_free(r->gathered);
-  pts_free(r->outputs);
-  pts_free(r->slices);
-  pts_free(r->resps);
-  pts_free(r->errs);
+  /* Pieces the block held are freed with it; pts_arena_free frees only
+   * one that came from the heap instead (none, as the block is sized). */
+  pts_arena_free(&r->arena, r->items);
+  pts_arena_free(&r->arena, r->reqs);
+  pts_arena_free(&r->arena, r->rows);
+  pts_arena_free(&r->arena, r->inputs);
+  pts_arena_free(&r->arena, r->gathered);
+  pts_arena_free(&r->arena, r->outputs);
+  pts_arena_free(&r->arena, r->slices);
+  pts_arena_free(&r->arena, r->resps);
+  pts_arena_free(&r->arena, r->errs);
   pts_free(r->dests);
+  pts_arena_done(&r->arena);
+  pts_free(r->block);
+  r->block = NULL;
 }
 
 static enum pts_status run_init(const struct pts_scheduler *s, struct pts_pending *list, size_t n,
@@ -358,15 +368,25 @@ static enum pts_status run_init(const struct pts_scheduler *s, struct pts_pendin
   size_t ni = cfg->n_input ? cfg->n_input : 1, no = cfg->n_output ? cfg->n_output : 1;
   memset(r, 0, sizeof *r);
   r->n = n;
-  r->items = pts_calloc(n, sizeof *r->items);
-  r->reqs = pts_calloc(n, sizeof *r->reqs);
-  r->rows = pts_calloc(n, sizeof *r->rows);
-  r->inputs = pts_calloc(ni, sizeof *r->inputs);
-  r->gathered = pts_calloc(ni, sizeof *r->gathered);
-  r->outputs = pts_calloc(no, sizeof *r->outputs);
-  r->resps = pts_calloc(n, sizeof *r->resps);
-  r->errs = pts_calloc(n, sizeof *r->errs);
-  if (n > 1) r->slices = pts_calloc(n * no, sizeof *r->slices);
+  size_t cap = pts_arena_piece_size(n, sizeof *r->items) + pts_arena_piece_size(n, sizeof *r->reqs) +
+               pts_arena_piece_size(n, sizeof *r->rows) +
+               pts_arena_piece_size(ni, sizeof *r->inputs) +
+               pts_arena_piece_size(ni, sizeof *r->gathered) +
+               pts_arena_piece_size(no, sizeof *r->outputs) +
+               pts_arena_piece_size(n, sizeof *r->resps) + pts_arena_piece_size(n, sizeof *r->errs) +
+               (n > 1 ? pts_arena_piece_size(n * no, sizeof *r->slices) : 0) + 16;
+  /* Huge batches (cap overflowed) take every array from the heap. */
+  r->block = cap < ((size_t)1 << 30) ? pts_malloc(cap) : NULL;
+  pts_arena_init(&r->arena, r->block, r->block ? cap : 0);
+  r->items = pts_arena_calloc(&r->arena, n, sizeof *r->items);
+  r->reqs = pts_arena_calloc(&r->arena, n, sizeof *r->reqs);
+  r->rows = pts_arena_calloc(&r->arena, n, sizeof *r->rows);
+  r->inputs = pts_arena_calloc(&r->arena, ni, sizeof *r->inputs);
+  r->gathered = pts_arena_calloc(&r->arena, ni, sizeof *r->gathered);
+  r->outputs = pts_arena_calloc(&r->arena, no, sizeof *r->outputs);
+  r->resps = pts_arena_calloc(&r->arena, n, sizeof *r->resps);
+  r->errs = pts_arena_calloc(&r->arena, n, sizeof *r->errs);
+  if (n > 1) r->slices = pts_arena_calloc(&r->arena, n * no, sizeof *r->slices);
   size_t i = 0;
   for (struct pts_pending *p = list; p && i < n; p = p->next, i++) {
     if (r->items) r->items[i] = p;
@@ -637,17 +657,9 @@ static enum pts_status build_response(const struct pts_scheduler *s,
                                       struct pts_infer_response **out, struct pts_error *err) {
   const Inference__ModelConfig *cfg = s->config;
   size_t n = req->n_outputs ? req->n_outputs : s->n_user_outputs;
-  struct pts_infer_response *resp = pts_infer_response_new();
+  struct pts_infer_response *resp = pts_infer_response_new_for(s->model_name, req->id, n);
   if (!resp) goto nomem;
   resp->model_version = s->version;
-  resp->model_name = pts_strdup(s->model_name);
-  if (!resp->model_name) goto nomem;
-  if (req->id) {
-    resp->id = pts_strdup(req->id);
-    if (!resp->id) goto nomem;
-  }
-  resp->outputs = pts_calloc(n ? n : 1, sizeof *resp->outputs);
-  if (!resp->outputs) goto nomem;
   for (size_t i = 0; i < n; i++) {
     int k = req->n_outputs ? config_output_index(cfg, req->outputs[i].name) : (int)i;
     if (k < 0) {

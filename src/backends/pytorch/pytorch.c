@@ -30,6 +30,7 @@
 #include "backends/pytorch/aoti.h"
 #include "backends/pytorch/callspec.h"
 #include "backends/pytorch/device.h"
+#include "backends/pytorch/intra.h"
 #include "backends/pytorch/torch_bridge.h"
 #include "config/model_config.h"
 #include "core/alloc.h"
@@ -53,7 +54,8 @@ struct pt_model {
   char *path;
   bool inference_mode;
   bool optimized_execution;
-  int intra_op_threads;
+  int intra_op_threads; /* INTRA_OP_THREAD_COUNT, 0 = not set */
+  struct pts_intra_choice intra; /* what each instance thread uses (intra.h) */
   int inter_op_threads; /* process-global: applied once the model has loaded */
   bool dict_input;
   bool disable_cudnn;          /* DISABLE_CUDNN (process-global flag, gated in the bridge) */
@@ -191,7 +193,8 @@ static enum pts_status read_params(struct pt_model *m, struct pts_error *err) {
     return st;
   if (intra < 0 || intra > 4096 || inter < 0 || inter > 4096)
     return pts_error_set(err, PTS_INVALID_ARG,
-                         "parameter %s must be between 0 and 4096 (0 = LibTorch's default)",
+                         "parameter %s must be between 0 and 4096 (0 = the default, "
+                         "docs/pytorch-backend.md)",
                          intra < 0 || intra > 4096 ? "INTRA_OP_THREAD_COUNT"
                                                    : "INTER_OP_THREAD_COUNT");
   for (size_t i = 0; i < sizeof noop_bool_params / sizeof noop_bool_params[0]; i++) {
@@ -677,6 +680,20 @@ out:
   return st;
 }
 
+/* Instances the model will have, as the repository plans them (Triton's
+ * layout: `count` per listed GPU of a KIND_GPU group, else `count`): at
+ * most this many forward() calls of the model run at once. */
+static int count_instances(const Inference__ModelConfig *cfg) {
+  long total = 0;
+  for (size_t g = 0; g < cfg->n_instance_group; g++) {
+    const Inference__ModelInstanceGroup *ig = cfg->instance_group[g];
+    size_t per =
+        ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU && ig->n_gpus ? ig->n_gpus : 1;
+    if (ig->count > 0) total += (long)per * ig->count;
+  }
+  return total < 1 ? 1 : total > 4096 ? 4096 : (int)total;
+}
+
 static enum pts_status pt_model_load(const struct pts_backend_model_desc *desc, void **state,
                                      struct pts_error *err) {
   *state = NULL;
@@ -726,6 +743,8 @@ static enum pts_status pt_model_load(const struct pts_backend_model_desc *desc, 
     if ((st = map_inputs(m, m->spare, err)) || (st = map_outputs(m, m->spare, err))) goto fail;
   }
   pts_torch_set_interop_threads(m->inter_op_threads, m->name);
+  pts_intra_choose(m->intra_op_threads, pts_intra_cores(), count_instances(cfg),
+                   pts_torch_default_intra_threads(), &m->intra);
   *state = m;
   return PTS_OK;
 
@@ -770,7 +789,7 @@ static struct pts_torch_run_opts run_opts(const struct pt_model *m) {
   struct pts_torch_run_opts opts = {
       .inference_mode = m->inference_mode,
       .optimized_execution = m->optimized_execution,
-      .intra_op_threads = m->intra_op_threads,
+      .intra_op_threads = m->intra.threads,
       .dict_input = m->dict_input,
       .disable_cudnn = m->disable_cudnn,
       .empty_cache = m->empty_cache,
@@ -1100,6 +1119,14 @@ static enum pts_status pt_instance_create(void *model_state,
   if (!m->aoti) /* a compiled package has no graph executor */
     PTS_LOG_INFO("Optimized execution is %s for model instance '%s'",
                  m->optimized_execution ? "enabled" : "disabled", in->name);
+  if (m->intra.configured)
+    PTS_LOG_INFO("Intra-op threads for model instance '%s': %d (INTRA_OP_THREAD_COUNT)", in->name,
+                 m->intra.threads);
+  else
+    PTS_LOG_INFO("Intra-op threads for model instance '%s': %d (default: %d cores / %d instances, "
+                 "at most LibTorch's %d; set INTRA_OP_THREAD_COUNT to choose)",
+                 in->name, m->intra.threads, m->intra.cores, m->intra.instances,
+                 m->intra.libtorch_default);
   PTS_LOG_INFO("PyTorch instance initialized on device: %s", dev);
   *state = in;
   return PTS_OK;

@@ -1200,6 +1200,14 @@ const struct pts_torch_arg *pts_torch_arg_at(const struct pts_torch_module *m, s
 
 bool pts_torch_returns_dict(const struct pts_torch_module *m) { return m->returns_dict; }
 
+int pts_torch_default_intra_threads(void) {
+  try {
+    return default_intra_threads();
+  } catch (const std::exception &) {
+    return 0;  // the caller falls back to the core count
+  }
+}
+
 void pts_torch_set_interop_threads(int n, const char *model) {
   if (n <= 0) return;
   std::lock_guard<std::mutex> lock(interop_mu);

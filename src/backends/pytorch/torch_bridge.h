@@ -126,7 +126,8 @@ struct pts_torch_outputs {
 struct pts_torch_run_opts {
   bool inference_mode;      /* c10::InferenceMode; else torch::NoGradGuard */
   bool optimized_execution; /* TorchScript graph executor optimization */
-  int intra_op_threads;     /* > 0: this thread's intra-op pool size; 0: process default */
+  int intra_op_threads;     /* > 0: this thread's intra-op pool size; 0: LibTorch's default
+                               (pts_torch_default_intra_threads) */
   bool dict_input;          /* pass all inputs as one Dict[str, Tensor] */
   /* cuDNN is a process-global switch in LibTorch. Executions that want it
    * off never overlap executions that want it on (a gate in the bridge), so
@@ -163,6 +164,10 @@ bool pts_torch_returns_dict(const struct pts_torch_module *m);
  * process: the first value wins, a later different one is ignored with a
  * warning naming `model`. n <= 0 does nothing. Never fails. */
 void pts_torch_set_interop_threads(int n, const char *model);
+
+/* LibTorch's intra-op pool size as this process started, before any model
+ * set its own: OMP_NUM_THREADS when set, else the cores. Never fails. */
+int pts_torch_default_intra_threads(void);
 
 /* Runs forward(). Inputs are in argument order (or keyed, with dict_input).
  * On OK, *out holds every value returned (a Tensor → one output; a Tuple or

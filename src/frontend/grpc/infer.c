@@ -630,14 +630,14 @@ static enum pts_status decode_inputs(const Inference__ModelInferRequest *m, stru
                                      const struct split *sp, struct pts_infer_request *req,
                                      struct pts_error *err) {
   if (m->n_inputs == 0) return PTS_OK;
-  req->inputs = pts_calloc(m->n_inputs, sizeof *req->inputs);
+  req->inputs = pts_infer_request_calloc(req, m->n_inputs, sizeof *req->inputs);
   if (!req->inputs) return pts_error_set(err, PTS_NOMEM, "out of memory decoding inputs");
   req->n_inputs = m->n_inputs;
   size_t next_raw = 0;
   for (size_t i = 0; i < m->n_inputs; i++) {
     const Inference__ModelInferRequest__InferInputTensor *in = m->inputs[i];
     struct pts_tensor *t = &req->inputs[i];
-    t->name = pts_strdup(in->name);
+    t->name = pts_infer_request_strdup(req, in->name);
     if (!t->name) return pts_error_set(err, PTS_NOMEM, "out of memory decoding input %zu", i);
     t->dtype = pts_dtype_from_name(in->datatype);
     if (t->dtype == PTS_DTYPE_INVALID)
@@ -697,8 +697,8 @@ static enum pts_status decode_inputs(const Inference__ModelInferRequest *m, stru
 
 static enum pts_status decode_output(
     const Inference__ModelInferRequest__InferRequestedOutputTensor *o,
-    struct pts_requested_output *ro, struct pts_error *err) {
-  ro->name = pts_strdup(o->name);
+    struct pts_infer_request *req, struct pts_requested_output *ro, struct pts_error *err) {
+  ro->name = pts_infer_request_strdup(req, o->name);
   if (!ro->name) return pts_error_set(err, PTS_NOMEM, "out of memory decoding outputs");
   for (size_t i = 0; i < o->n_parameters; i++) {
     const char *key = o->parameters[i]->key;
@@ -732,11 +732,11 @@ static enum pts_status decode_output(
 static enum pts_status decode_outputs(const Inference__ModelInferRequest *m,
                                       struct pts_infer_request *req, struct pts_error *err) {
   if (m->n_outputs == 0) return PTS_OK;
-  req->outputs = pts_calloc(m->n_outputs, sizeof *req->outputs);
+  req->outputs = pts_infer_request_calloc(req, m->n_outputs, sizeof *req->outputs);
   if (!req->outputs) return pts_error_set(err, PTS_NOMEM, "out of memory decoding outputs");
   req->n_outputs = m->n_outputs;
   for (size_t i = 0; i < m->n_outputs; i++) {
-    enum pts_status st = decode_output(m->outputs[i], &req->outputs[i], err);
+    enum pts_status st = decode_output(m->outputs[i], req, &req->outputs[i], err);
     if (st != PTS_OK) return st;
   }
   return PTS_OK;
@@ -747,13 +747,13 @@ static enum pts_status decode_header(const Inference__ModelInferRequest *m,
                                      struct pts_grpc_infer_opts *opts, struct pts_error *err) {
   if (!m->model_name[0])
     return pts_error_set(err, PTS_INVALID_ARG, "ModelInferRequest has an empty model_name");
-  req->model_name = pts_strdup(m->model_name);
+  req->model_name = pts_infer_request_strdup(req, m->model_name);
   if (!req->model_name) return pts_error_set(err, PTS_NOMEM, "out of memory decoding a request");
   enum pts_status st =
       pts_grpc_parse_version(m->model_version, m->model_name, &req->model_version, err);
   if (st != PTS_OK) return st;
   if (m->id[0]) {
-    req->id = pts_strdup(m->id);
+    req->id = pts_infer_request_strdup(req, m->id);
     if (!req->id) return pts_error_set(err, PTS_NOMEM, "out of memory decoding a request");
   }
   for (size_t i = 0; i < m->n_parameters; i++) {

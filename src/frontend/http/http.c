@@ -27,6 +27,7 @@
 
 #include "config/model_config.h"
 #include "core/alloc.h"
+#include "core/asan.h"
 #include "core/log.h"
 #include "core/name.h"
 #include "core/overload.h"
@@ -366,6 +367,58 @@ static void ctx_free(struct infer_ctx *c) {
   hub_release(h);
 }
 
+static void on_infer_ready(evutil_socket_t fd, short what, void *arg);
+
+/* Loop thread: a zeroed context with its event on this loop (fired with
+ * the context as argument), from the loop's spares when it has one; NULL
+ * when out of memory. Holds no reference to the hub yet. */
+static struct infer_ctx *ctx_take(struct loop *lp) {
+  if (lp->n_spare > 0) {
+    struct infer_ctx *c = lp->spare[--lp->n_spare];
+    PTS_ASAN_UNPOISON(c, sizeof *c);
+    return c;
+  }
+  struct infer_ctx *c = pts_calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->loop = lp;
+  c->ev = event_new(lp->base, -1, 0, on_infer_ready, c);
+  if (!c->ev) {
+    pts_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* Loop thread: gives back a context that holds nothing (no request,
+ * response, body or hub reference) and whose event is not pending. */
+static void ctx_put(struct infer_ctx *c) {
+  struct loop *lp = c->loop;
+  struct event *ev = c->ev;
+  if (!ev || lp->n_spare == PTS_HTTP_CTX_POOL) {
+    if (ev) event_free(ev);
+    pts_free(c);
+    return;
+  }
+  memset(c, 0, sizeof *c);
+  c->loop = lp;
+  c->ev = ev;
+  lp->spare[lp->n_spare++] = c;
+  PTS_ASAN_POISON(c, sizeof *c);
+}
+
+/* Loop thread: ctx_free, keeping the context for the next request. */
+static void ctx_recycle(struct infer_ctx *c) {
+  struct pts_http *h = c->loop->h;
+  pts_free(c->body);
+  pts_infer_request_free(c->ireq);
+  pts_infer_response_free(c->resp);
+  c->body = NULL;
+  c->ireq = NULL;
+  c->resp = NULL;
+  ctx_put(c);
+  hub_release(h);
+}
+
 void pts_http_ctx_orphan_conn(struct infer_ctx *c) {
   /* libevent frees the request with its connection: forget it, the reply
    * has nowhere to go. */
@@ -516,7 +569,7 @@ static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
       send_infer_reply(c);
     pts_trace_record(trace, PTS_TRACE_HTTP_SEND_END, pts_now_ns());
   }
-  ctx_free(c); /* frees the request, which ends its trace */
+  ctx_recycle(c); /* frees the request, which ends its trace */
 }
 
 /* Instance thread (or the caller's, for requests answered at once). */
@@ -597,11 +650,11 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
     return;
   }
   struct pts_infer_request *ireq = pts_infer_request_new();
-  struct infer_ctx *c = pts_calloc(1, sizeof *c);
+  struct infer_ctx *c = ctx_take(lp);
   if (!ireq || !c || !cn) {
     pts_overload_release(carried);
     pts_infer_request_free(ireq);
-    pts_free(c);
+    if (c) ctx_put(c);
     send_error_msg(req, PTS_NOMEM, "out of memory accepting an inference request");
     return;
   }
@@ -616,7 +669,7 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
   pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_END, pts_now_ns());
   if (decoded != PTS_OK) {
     pts_infer_request_free(ireq);
-    pts_free(c);
+    ctx_put(c);
     send_error(req, &err);
     return;
   }
@@ -631,13 +684,6 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
   c->req = req;
   c->cn = cn;
   c->accept = pts_http_accept_encoding(in_header(req, "Accept-Encoding"));
-  c->ev = event_new(lp->base, -1, 0, on_infer_ready, c);
-  if (!c->ev) {
-    pts_infer_request_free(ireq);
-    pts_free(c);
-    send_error_msg(req, PTS_NOMEM, "out of memory accepting an inference request");
-    return;
-  }
   ireq->done = on_infer_done;
   ireq->done_ctx = c;
   atomic_fetch_add(&h->refs, 1);
@@ -672,7 +718,7 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
     pts_trace_record(ireq->trace, PTS_TRACE_HTTP_SEND_START, pts_now_ns());
     send_error(req, &err);
     pts_trace_record(ireq->trace, PTS_TRACE_HTTP_SEND_END, pts_now_ns());
-    ctx_free(c);
+    ctx_recycle(c);
   }
 }
 
@@ -1015,6 +1061,12 @@ static enum pts_status loop_init(struct loop *lp, struct pts_http *h, evutil_soc
 }
 
 static void loop_destroy(struct loop *lp) {
+  while (lp->n_spare > 0) { /* their events are on lp->base */
+    struct infer_ctx *c = lp->spare[--lp->n_spare];
+    PTS_ASAN_UNPOISON(c, sizeof *c);
+    event_free(c->ev);
+    pts_free(c);
+  }
   if (lp->stop_ev) event_free(lp->stop_ev);
   pts_accept_pause_free(lp->pause); /* before evhttp_free frees the listener */
   lp->pause = NULL;

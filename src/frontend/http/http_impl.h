@@ -24,6 +24,10 @@
 #include "frontend/http/restrict.h"
 #include "server/server.h"
 
+/* Spare request contexts a loop keeps (struct loop's `spare`): about one
+ * per connection it serves at once is enough. */
+#define PTS_HTTP_CTX_POOL 32
+
 struct infer_ctx;
 struct conn;
 struct pts_accept_pause;
@@ -45,6 +49,12 @@ struct loop {
   pthread_t thread;
   bool thread_started;
   struct infer_ctx *pending; /* requests in the core; guarded by h->mu */
+  /* Contexts of answered requests kept for the next ones, each with its
+   * event (one calloc and one event_new less per request: issue #13).
+   * Owned; loop thread only; freed by loop_destroy. Poisoned for ASan
+   * while here (core/asan.h). */
+  struct infer_ctx *spare[PTS_HTTP_CTX_POOL];
+  size_t n_spare;
 };
 
 struct pts_http {

@@ -506,7 +506,7 @@ static enum pts_status decode_input(const json_t *in, size_t index, struct pts_b
   if (!name)
     return pts_error_set(err, PTS_INVALID_ARG,
                          "element %zu of 'inputs' has no 'name' string (without NUL bytes)", index);
-  t->name = pts_strdup(name);
+  t->name = pts_infer_request_strdup(req, name);
   if (!t->name) return pts_error_set(err, PTS_NOMEM, "out of memory decoding input %zu", index);
 
   const json_t *dt = json_object_get(in, "datatype");
@@ -577,7 +577,7 @@ static enum pts_status decode_inputs(const json_t *root, struct pts_buf *body, s
     return pts_error_set(err, PTS_INVALID_ARG, "request JSON must contain an 'inputs' array%s",
                          inputs ? "" : " (it has none)");
   size_t n = json_array_size(inputs);
-  req->inputs = pts_calloc(n, sizeof *req->inputs);
+  req->inputs = pts_infer_request_calloc(req, n, sizeof *req->inputs);
   if (!req->inputs) return pts_error_set(err, PTS_NOMEM, "out of memory decoding inputs");
   req->n_inputs = n;
   size_t offset = header_len;
@@ -601,8 +601,8 @@ static enum pts_status decode_inputs(const json_t *root, struct pts_buf *body, s
 /* ------------------------------------------------------------------ */
 /* requested outputs                                                   */
 
-static enum pts_status decode_output(const json_t *o, size_t index, struct pts_requested_output *ro,
-                                     struct pts_error *err) {
+static enum pts_status decode_output(const json_t *o, size_t index, struct pts_infer_request *req,
+                                     struct pts_requested_output *ro, struct pts_error *err) {
   if (!json_is_object(o))
     return pts_error_set(err, PTS_INVALID_ARG, "element %zu of 'outputs' must be an object, got %s",
                          index, json_kind(o));
@@ -611,7 +611,7 @@ static enum pts_status decode_output(const json_t *o, size_t index, struct pts_r
     return pts_error_set(err, PTS_INVALID_ARG,
                          "element %zu of 'outputs' has no 'name' string (without NUL bytes)",
                          index);
-  ro->name = pts_strdup(name);
+  ro->name = pts_infer_request_strdup(req, name);
   if (!ro->name) return pts_error_set(err, PTS_NOMEM, "out of memory decoding output %zu", index);
   const json_t *params = json_object_get(o, "parameters");
   if (!params) return PTS_OK;
@@ -663,11 +663,11 @@ static enum pts_status decode_outputs(const json_t *root, struct pts_infer_reque
                          json_kind(outputs));
   size_t n = json_array_size(outputs);
   if (n == 0) return PTS_OK;
-  req->outputs = pts_calloc(n, sizeof *req->outputs);
+  req->outputs = pts_infer_request_calloc(req, n, sizeof *req->outputs);
   if (!req->outputs) return pts_error_set(err, PTS_NOMEM, "out of memory decoding outputs");
   req->n_outputs = n;
   for (size_t i = 0; i < n; i++) {
-    enum pts_status st = decode_output(json_array_get(outputs, i), i, &req->outputs[i], err);
+    enum pts_status st = decode_output(json_array_get(outputs, i), i, req, &req->outputs[i], err);
     if (st != PTS_OK) return st;
     for (size_t j = 0; j < i; j++)
       if (strcmp(req->outputs[j].name, req->outputs[i].name) == 0)
@@ -798,7 +798,7 @@ enum pts_status pts_v2_decode_infer(struct pts_buf *body, size_t header_len,
                          json_kind(id));
       goto done;
     }
-    req->id = pts_strdup(s);
+    req->id = pts_infer_request_strdup(req, s);
     if (!req->id) {
       st = pts_error_set(err, PTS_NOMEM, "out of memory decoding the request id");
       goto done;
