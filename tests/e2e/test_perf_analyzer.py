@@ -12,6 +12,7 @@ the server's own statistics must show every request successful.
 Times are printed by perf_analyzer and never asserted.
 """
 import csv
+import json
 import os
 import platform
 import re
@@ -89,6 +90,24 @@ def count(label, text):
     return int(m.group(1))
 
 
+def run_perf_analyzer(server, cmd):
+    """Runs perf_analyzer; when it does not end in time (it has no deadline
+    of its own), fails with what the server says about the model at that
+    moment — queued and answered requests — so that a lost request can be
+    told apart from a stuck client."""
+    try:
+        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=120)
+    except subprocess.TimeoutExpired as e:
+        try:
+            stats = json.dumps(server_stats(server))
+        except Exception as err:  # the report must not hide the timeout
+            stats = "statistics unavailable: %r" % err
+        pytest.fail("perf_analyzer did not finish in 120 s: %s\nits output:\n%s\n"
+                    "the server's statistics of '%s' now: %s"
+                    % (" ".join(cmd), e.output, MODEL, stats))
+
+
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
 def test_perf_analyzer(perf_analyzer, server, tmp_path, protocol):
     before = server_stats(server)
@@ -98,8 +117,7 @@ def test_perf_analyzer(perf_analyzer, server, tmp_path, protocol):
         cmd = [perf_analyzer, "-m", MODEL, "--concurrency-range", str(concurrency),
                "--request-count", str(REQUESTS), "-f", str(report)] + PROTOCOLS[protocol](server)
         cmd += EXTRA.get((protocol, concurrency), lambda s: [])(server)
-        run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             timeout=300)
+        run = run_perf_analyzer(server, cmd)
         out = run.stdout
         assert run.returncode == 0, "%s\n%s" % (" ".join(cmd), out)
         lines = [ln.strip() for ln in out.splitlines()]
@@ -111,11 +129,14 @@ def test_perf_analyzer(perf_analyzer, server, tmp_path, protocol):
         requests_sent = count("Request count", client)
         assert requests_sent >= REQUESTS
         # perf_analyzer takes its first statistics snapshot once its
-        # workers are started, so up to `concurrency` requests may fall
-        # before it; the rest must all be there, successful.
+        # workers are started, and a worker that finishes a request before
+        # it is counted on the client's side only: on a busy machine more
+        # than `concurrency` requests can fall there, so the window's counts
+        # are checked for being read back and in range; that every request
+        # succeeded is checked on the server's own statistics below.
         server_part = out.split("Server:")[1]
-        assert count("Successful request count", server_part) >= requests_sent - concurrency
-        assert count("Inference count", server_part) >= requests_sent - concurrency
+        for label in ("Successful request count", "Inference count"):
+            assert 0 < count(label, server_part) <= requests_sent + concurrency, out
         sent += requests_sent
         rows = list(csv.DictReader(open(report)))
         assert len(rows) == 1, rows
