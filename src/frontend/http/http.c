@@ -402,6 +402,7 @@ static void ctx_put(struct infer_ctx *c) {
   memset(c, 0, sizeof *c);
   c->loop = lp;
   c->ev = ev;
+  lp->spare_ev[lp->n_spare] = ev;
   lp->spare[lp->n_spare++] = c;
   PTS_ASAN_POISON(c, sizeof *c);
 }

@@ -54,6 +54,11 @@ struct loop {
    * Owned; loop thread only; freed by loop_destroy. Poisoned for ASan
    * while here (core/asan.h). */
   struct infer_ctx *spare[PTS_HTTP_CTX_POOL];
+  /* spare_ev[i] is spare[i]'s event, also kept here: LeakSanitizer does not
+   * look for pointers inside poisoned memory, so a check while a spare is
+   * pooled (libFuzzer runs one whenever an input allocates more than it
+   * frees) would take the event for a leak. Borrowed from the spare. */
+  struct event *spare_ev[PTS_HTTP_CTX_POOL];
   size_t n_spare;
 };
 
