@@ -161,6 +161,35 @@ def port_taken(server):
         "address already in use" in log or "address in use" in log)
 
 
+def read_http_response(sock_file):
+    """(status, headers with lower-case names, body) of one HTTP/1.1
+    response read from a socket's file, for tests that speak raw HTTP."""
+    status = sock_file.readline()
+    assert status.startswith(b"HTTP/1.1 "), status
+    headers = {}
+    while True:
+        line = sock_file.readline()
+        if line in (b"\r\n", b""):
+            break
+        k, v = line.decode().split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    body = sock_file.read(int(headers.get("content-length", "0")))
+    return int(status.split()[1]), headers, body
+
+
+def wait_for(what, predicate, timeout=30.0):
+    """Polls predicate() until it returns something true and returns that;
+    after `timeout` seconds fails naming `what` and the last value seen."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
+
 def wait_until_answering(server, expect_ready, timeout):
     path = "/v2/health/ready" if expect_ready else "/v2/health/live"
     deadline = time.time() + timeout

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import free_port, launch_server, module_server
+from conftest import free_port, launch_server, module_server, read_http_response, wait_for
 
 TIMEOUT = 20
 MODEL = "dt_uint8"  # identity, UINT8, dims [-1], max_batch_size 8
@@ -52,21 +52,6 @@ def infer_request(x, extra_headers=b""):
     return head, body
 
 
-def read_response(f):
-    """(status, headers with lower-case names, body) of one response."""
-    status = f.readline()
-    assert status.startswith(b"HTTP/1.1 "), status
-    headers = {}
-    while True:
-        line = f.readline()
-        if line in (b"\r\n", b""):
-            break
-        k, v = line.decode().split(":", 1)
-        headers[k.strip().lower()] = v.strip()
-    body = f.read(int(headers.get("content-length", "0")))
-    return int(status.split()[1]), headers, body
-
-
 def assert_echo(response, x):
     code, headers, body = response
     assert code == 200, body[:500]
@@ -92,15 +77,6 @@ def memory_held(server):
     raise AssertionError("no ptserve_request_memory_bytes in /metrics")
 
 
-def wait_for(what, predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
-
-
 # ---------------------------------------------------------------- whole bodies
 
 @pytest.mark.parametrize("n", [300_000, 6 << 20])
@@ -112,7 +88,7 @@ def test_large_body_in_one_send(server, n):
     s, f = connect(server)
     with s:
         s.sendall(head + body)
-        assert_echo(read_response(f), x)
+        assert_echo(read_http_response(f), x)
 
 
 def test_large_body_in_slow_pieces(server):
@@ -131,7 +107,7 @@ def test_large_body_in_slow_pieces(server):
         for a, b in zip(cuts, cuts[1:]):
             time.sleep(0.05)
             s.sendall(body[a:b])
-        assert_echo(read_response(f), x)
+        assert_echo(read_http_response(f), x)
 
 
 def test_body_lengths_around_one_libevent_read(server):
@@ -147,7 +123,7 @@ def test_body_lengths_around_one_libevent_read(server):
             s.sendall(head)
             time.sleep(0.02)
             s.sendall(body)
-            assert_echo(read_response(f), x)
+            assert_echo(read_http_response(f), x)
 
 
 def test_expect_100_continue_with_a_large_body(server):
@@ -159,10 +135,10 @@ def test_expect_100_continue_with_a_large_body(server):
     s, f = connect(server)
     with s:
         s.sendall(head)
-        code, _, _ = read_response(f)
+        code, _, _ = read_http_response(f)
         assert code == 100
         s.sendall(body)
-        assert_echo(read_response(f), x)
+        assert_echo(read_http_response(f), x)
 
 
 # ---------------------------------------------------------------- keep-alive, pipelining
@@ -182,12 +158,12 @@ def test_pipelined_requests_after_a_large_body(server):
     s, f = connect(server)
     with s:
         s.sendall(h1 + b1 + req2 + h3 + b3)
-        assert_echo(read_response(f), x1)
-        code, _, payload = read_response(f)
+        assert_echo(read_http_response(f), x1)
+        code, _, payload = read_http_response(f)
         assert code == 200, payload
         out = json.loads(payload)["outputs"][0]
         assert out["shape"] == [1, 3] and out["data"] == [1, 2, 250], out
-        assert_echo(read_response(f), x3)
+        assert_echo(read_http_response(f), x3)
 
 
 def test_large_body_then_get_in_the_same_segment(server):
@@ -200,8 +176,8 @@ def test_large_body_then_get_in_the_same_segment(server):
         s.sendall(head + body[:-10])
         time.sleep(0.05)
         s.sendall(body[-10:] + b"GET /v2/health/ready HTTP/1.1\r\nHost: t\r\n\r\n")
-        assert_echo(read_response(f), x)
-        code, _, _ = read_response(f)
+        assert_echo(read_http_response(f), x)
+        code, _, _ = read_http_response(f)
         assert code == 200
 
 
@@ -230,7 +206,8 @@ def test_client_closing_mid_body(server, reset):
     s, f = connect(server)
     with s:
         s.sendall(h2 + b2)
-        assert_echo(read_response(f), y)
+        assert_echo(read_http_response(f), y)
     r = requests.get(server.url + "/v2/health/ready", timeout=TIMEOUT)
     assert r.status_code == 200
-    wait_for("the abandoned bodies' budget to return", lambda: memory_held(server) == 0)
+    wait_for("the abandoned bodies' budget to return", lambda: memory_held(server) == 0,
+             timeout=15.0)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import bf16_bytes, bytes_encode, launch_server, module_server
+from conftest import bf16_bytes, bytes_encode, launch_server, module_server, read_http_response
 
 TIMEOUT = 10
 
@@ -448,20 +448,6 @@ def test_binary_data_per_output(server):
 
 
 # ---------------------------------------------------------------- connection, compression
-
-def read_http_response(sock_file):
-    status = sock_file.readline()
-    assert status.startswith(b"HTTP/1.1 "), status
-    headers = {}
-    while True:
-        line = sock_file.readline()
-        if line in (b"\r\n", b""):
-            break
-        k, v = line.decode().split(":", 1)
-        headers[k.strip().lower()] = v.strip()
-    body = sock_file.read(int(headers.get("content-length", "0")))
-    return int(status.split()[1]), headers, body
-
 
 def test_keep_alive_one_connection(server):
     """Several requests on one TCP connection, each answered in full."""

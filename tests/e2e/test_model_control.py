@@ -23,13 +23,13 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 
 import numpy as np
 import pytest
 import requests
 
-from conftest import Server, assert_clean_exit, free_port, need_module, wait_until_answering
+from conftest import (Server, assert_clean_exit, free_port, need_module, wait_for,
+                      wait_until_answering)
 from sched_util import DELAY_ENV, wait_pending
 
 grpc = need_module("grpc")
@@ -46,6 +46,9 @@ input [ {{ name: "INPUT0" data_type: TYPE_INT32 dims: [ 2 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2 ] }} ]
 {extra}
 """
+
+
+WAIT_S = 60  # how long a state change may take here
 
 
 def write_model(repo, name, versions=(1,), max_batch=8, extra=""):
@@ -101,15 +104,6 @@ def load(server, model, parameters=None):
 def unload(server, model, dependents=None):
     body = None if dependents is None else {"parameters": {"unload_dependents": dependents}}
     return post(server, "/v2/repository/models/%s/unload" % model, body)
-
-
-def wait_for(pred, what, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def grpc_stub(server):
@@ -222,8 +216,9 @@ def test_model_load_thread_count_loads_models_in_parallel(ptserve_bin, tmp_path)
         write_model(repo, m, extra=gate_extra(gate))
     s = launch_unready(ptserve_bin, repo, tmp_path / "log", "--model-load-thread-count", "2")
     try:
-        wait_for(lambda: "loading: g1:1" in s.log() and "loading: g2:1" in s.log(),
-                 "both models loading at once")
+        wait_for("both models loading at once",
+                 lambda: "loading: g1:1" in s.log() and "loading: g2:1" in s.log(),
+                 timeout=WAIT_S)
         assert "successfully loaded" not in s.log()
         gate.write_text("")
         wait_until_answering(s, True, TIMEOUT)
@@ -414,8 +409,9 @@ def test_first_load_is_loading_until_ready(start_server, tmp_path):
     t = threading.Thread(target=lambda: result.update(r=load(s, "g")))
     t.start()
     try:
-        wait_for(lambda: index(s).get("g") == [{"name": "g", "version": "1",
-                                                "state": "LOADING"}], "g LOADING")
+        wait_for("g LOADING", lambda: index(s).get("g") == [{"name": "g", "version": "1",
+                                                             "state": "LOADING"}],
+                 timeout=WAIT_S)
         r = infer(s, "g", version=1)
         assert r.status_code == 404, r.text
         assert "(version 1 is LOADING)" in r.json()["error"]
@@ -488,33 +484,37 @@ def test_poll_mode_picks_up_changes(start_server, tmp_path):
 
     # A model added.
     write_model(tmp_path, "b")
-    wait_for(lambda: index(s).get("b", [{}])[0].get("state") == "READY", "b loaded")
+    wait_for("b loaded", lambda: index(s).get("b", [{}])[0].get("state") == "READY",
+             timeout=WAIT_S)
     infer_ok(s, "b")
 
     # A changed config.
     write_model(tmp_path, "a", max_batch=4)
-    wait_for(lambda: requests.get(s.url + "/v2/models/a/config", timeout=TIMEOUT).json()[
-        "max_batch_size"] == 4, "a reloaded")
+    wait_for("a reloaded", lambda: requests.get(s.url + "/v2/models/a/config",
+                                                timeout=TIMEOUT).json()["max_batch_size"] == 4,
+             timeout=WAIT_S)
 
     # An added version (the default policy serves the highest).
     os.makedirs(tmp_path / "a" / "2")
-    wait_for(lambda: infer(s, "a").json().get("model_version") == "2", "a version 2")
+    wait_for("a version 2", lambda: infer(s, "a").json().get("model_version") == "2",
+             timeout=WAIT_S)
 
     # A half-written config: the reload fails, version 2 serves on.
     with open(tmp_path / "b" / "config.pbtxt", "w") as f:
         f.write('name: "b"\nbackend: "identi')
-    wait_for(lambda: index(s)["b"][0].get("reason", "").startswith("the last load failed"),
-             "b's failed reload in the index")
+    wait_for("b's failed reload in the index",
+             lambda: index(s)["b"][0].get("reason", "").startswith("the last load failed"),
+             timeout=WAIT_S)
     infer_ok(s, "b")
     # Completed: picked up.
     write_model(tmp_path, "b", max_batch=2)
-    wait_for(lambda: index(s)["b"][0].get("reason", "") == "", "b reloaded")
+    wait_for("b reloaded", lambda: index(s)["b"][0].get("reason", "") == "", timeout=WAIT_S)
     assert requests.get(s.url + "/v2/models/b/config", timeout=TIMEOUT).json()[
         "max_batch_size"] == 2
 
     # A removed model.
     shutil.rmtree(tmp_path / "a")
-    wait_for(lambda: "a" not in index(s), "a gone")
+    wait_for("a gone", lambda: "a" not in index(s), timeout=WAIT_S)
     r = infer(s, "a")
     assert r.status_code == 404, r.text
     assert "'a'" in r.json()["error"]
@@ -642,7 +642,8 @@ def test_grpc_index_shows_loading_during_a_slow_load(start_server, tmp_path):
         pending = stub.RepositoryModelLoad.future(
             service_pb2.RepositoryModelLoadRequest(model_name="g"), timeout=TIMEOUT * 2)
         try:
-            wait_for(lambda: entries() == [("g", "1", "LOADING", "")], "g LOADING over gRPC")
+            wait_for("g LOADING over gRPC", lambda: entries() == [("g", "1", "LOADING", "")],
+                     timeout=WAIT_S)
             assert not pending.done()  # the load answers once the model serves
             assert not stub.ModelReady(service_pb2.ModelReadyRequest(name="g"),
                                        timeout=TIMEOUT).ready
@@ -703,7 +704,7 @@ def test_unloading_shows_while_a_request_runs(start_server, tmp_path, proto):
             u = threading.Thread(target=lambda: done.update(r=stub.RepositoryModelUnload(
                 service_pb2.RepositoryModelUnloadRequest(model_name="slow"), timeout=TIMEOUT)))
         u.start()
-        wait_for(lambda: states() == [("1", "UNLOADING", "")], "slow UNLOADING")
+        wait_for("slow UNLOADING", lambda: states() == [("1", "UNLOADING", "")], timeout=WAIT_S)
         # Seen while the request still runs, and the unload waits for it.
         assert in_flight()
         assert u.is_alive()

@@ -4,13 +4,12 @@ version serves on — and once the file is whole the next poll loads it.
 Expected answers come from torch in this test, from the same modules.
 """
 import os
-import time
 
 import pytest
 import requests
 import torch
 
-from conftest import assert_clean_exit
+from conftest import assert_clean_exit, wait_for
 from scale_model import Scale, scripted_bytes
 
 TIMEOUT = 60
@@ -21,6 +20,9 @@ max_batch_size: 8
 input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 """
+
+
+WAIT_S = 120  # how long a state change may take here
 
 
 def infer(server, rows):
@@ -40,15 +42,6 @@ def reason(server):
     return e.get("reason", "")
 
 
-def wait_for(pred, what, timeout=120):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
-
-
 def test_half_written_model_file_keeps_the_old_version(start_server, tmp_path):
     os.makedirs(tmp_path / "scale" / "1")
     (tmp_path / "scale" / "config.pbtxt").write_text(CONFIG)
@@ -60,10 +53,11 @@ def test_half_written_model_file_keeps_the_old_version(start_server, tmp_path):
 
     new = scripted_bytes(3.0)
     path.write_bytes(new[: len(new) // 2])  # the writer is half-way
-    wait_for(lambda: reason(s).startswith("the last load failed"), "the failed reload")
+    wait_for("the failed reload", lambda: reason(s).startswith("the last load failed"),
+             timeout=WAIT_S)
     assert infer(s, rows) == pytest.approx(expected(2.0, rows))  # the old version serves
 
     path.write_bytes(new)  # the writer is done
-    wait_for(lambda: reason(s) == "", "the reload")
+    wait_for("the reload", lambda: reason(s) == "", timeout=WAIT_S)
     assert infer(s, rows) == pytest.approx(expected(3.0, rows))
     assert_clean_exit(s)

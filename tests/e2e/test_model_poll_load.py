@@ -38,7 +38,7 @@ import time
 import numpy as np
 import requests
 
-from conftest import assert_clean_exit
+from conftest import assert_clean_exit, wait_for
 from scale_model import scripted_bytes
 from traffic_util import TIMEOUT, Target, run_phase
 
@@ -55,6 +55,9 @@ max_batch_size: 4
 input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]
 """
+
+
+WAIT_S = TIMEOUT  # how long a state change may take here
 
 
 def model_bytes(version):
@@ -86,19 +89,6 @@ def states(server, name):
     return got or None
 
 
-def wait_for(pred, what, timeout=TIMEOUT):
-    """Waits for pred() (polling) and returns its value; fails with `what`
-    and the last value seen."""
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
-
-
 def move_in(stage, path):
     """Moves a directory written under `stage` to `path` in one rename, so
     a poll sees it whole or not at all."""
@@ -123,7 +113,7 @@ def test_poll_mode_under_traffic_drops_nothing(start_server, tmp_path):
     def control(tally):
         # 1. A changed config: version 1 reloaded in place.
         (repo / "a" / "config.pbtxt").write_text(A_CONFIG % 4)
-        wait_for(lambda: a_config()["max_batch_size"] == 4, "a's new config")
+        wait_for("a's new config", lambda: a_config()["max_batch_size"] == 4, timeout=WAIT_S)
         assert states(s, "a") == [("1", "READY", "")]
         tally.wait_for_more(8)
 
@@ -131,8 +121,9 @@ def test_poll_mode_under_traffic_drops_nothing(start_server, tmp_path):
         os.makedirs(stage / "2")
         (stage / "2" / "model.pt").write_bytes(model_bytes(2))
         move_in(stage / "2", repo / "a" / "2")
-        wait_for(lambda: states(s, "a") == [("1", "UNAVAILABLE", "unloaded"),
-                                             ("2", "READY", "")], "a version 2")
+        wait_for("a version 2", lambda: states(s, "a") == [("1", "UNAVAILABLE", "unloaded"),
+                                                           ("2", "READY", "")],
+                 timeout=WAIT_S)
         tally.wait_for_more(8)
 
         # 3. Version 3, its model file half-written: the reload fails, and
@@ -148,21 +139,22 @@ def test_poll_mode_under_traffic_drops_nothing(start_server, tmp_path):
                 st[1][1] == "READY" and \
                 st[1][2].startswith("the last load failed, the previously loaded versions "
                                     "still serve: ") and st
-        seen["failed"] = wait_for(failed, "the failed reload of a version 3")
+        seen["failed"] = wait_for("the failed reload of a version 3", failed, timeout=WAIT_S)
         tally.wait_for_more(8)
 
         # 4. The writer is done: the next poll loads version 3.
         (repo / "a" / "3" / "model.pt").write_bytes(full)
-        wait_for(lambda: states(s, "a") == [("1", "UNAVAILABLE", "unloaded"),
-                                             ("2", "UNAVAILABLE", "unloaded"),
-                                             ("3", "READY", "")], "a version 3")
+        wait_for("a version 3", lambda: states(s, "a") == [("1", "UNAVAILABLE", "unloaded"),
+                                                           ("2", "UNAVAILABLE", "unloaded"),
+                                                           ("3", "READY", "")],
+                 timeout=WAIT_S)
         tally.wait_for_more(8)
 
         # 5. A model added beside it, moved in whole.
         os.makedirs(stage / "b" / "1")
         (stage / "b" / "config.pbtxt").write_text(B_CONFIG)
         move_in(stage / "b", repo / "b")
-        wait_for(lambda: states(s, "b") == [("1", "READY", "")], "b loaded")
+        wait_for("b loaded", lambda: states(s, "b") == [("1", "READY", "")], timeout=WAIT_S)
         body = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 2],
                             "data": [7, -7]}]}
         r = requests.post(s.url + "/v2/models/b/infer", data=json.dumps(body), timeout=TIMEOUT)
@@ -172,7 +164,7 @@ def test_poll_mode_under_traffic_drops_nothing(start_server, tmp_path):
 
         # 6. ... and removed.
         shutil.rmtree(repo / "b")
-        wait_for(lambda: states(s, "b") is None, "b gone from the index")
+        wait_for("b gone from the index", lambda: states(s, "b") is None, timeout=WAIT_S)
         tally.wait_for_more(8)
 
     started = time.time()

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import ROOT, Server, assert_clean_exit, free_port, wait_until_answering
+from conftest import ROOT, Server, assert_clean_exit, free_port, wait_for, wait_until_answering
 
 REPO = os.path.join(ROOT, "tests", "e2e", "repos", "identity")
 MODEL = "dt_fp32"  # identity, FP32, dims [-1], max_batch_size 8
@@ -91,16 +91,6 @@ def metrics(server):
             key, value = line.rsplit(" ", 1)
             out[key] = float(value)
     return out
-
-
-def wait_for(what, predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def idle_connections(port, n):
