@@ -37,13 +37,8 @@ ROUNDS="${BENCH_ROUNDS:-3}"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 [ -x "$PY" ] || PY=python3
 SERVER_PID=
-log() { printf '== %s\n' "$*" >&2; }
-stop_server() {
-  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=; fi
-}
+source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
 trap stop_server EXIT
-free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
 if [ -d "$ROOT/.bundle/debs" ] && ! pkg-config --exists libevent 2>/dev/null; then
   source "$ROOT/scripts/use-bundle.sh"
 fi

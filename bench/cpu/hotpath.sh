@@ -49,21 +49,9 @@ INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 PERF_SECONDS="${PERF_SECONDS:-3}"
 CALLGRIND_MS="${CALLGRIND_MS:-1000}"
 SERVER_PID=
+source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
 
-log() { printf '== %s\n' "$*" >&2; }
-
-stop_server() {
-  if [ -n "$SERVER_PID" ]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=
-  fi
-}
 trap stop_server EXIT
-
-free_port() {
-  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 start_server() { # COMMAND... (a ptserve, possibly behind valgrind)
   PORT="$(free_port)"

@@ -43,20 +43,7 @@ INTERVAL_MS="${BENCH_INTERVAL_MS:-2000}"
 PY=${PYTHON:-$ROOT/.venv/bin/python}  # the project venv (scripts/setup.sh)
 PERF_ANALYZER="${PERF_ANALYZER:-${PTS_VENV:-$ROOT/.venv}/bin/perf_analyzer}"
 SERVER_PID=
-
-log() { printf '== %s\n' "$*" >&2; }
-
-# Percent of all CPU time that was busy over the next second (/proc/stat).
-cpu_busy_pct() {
-  local a b
-  read -r -a a < <(grep '^cpu ' /proc/stat)
-  sleep 1
-  read -r -a b < <(grep '^cpu ' /proc/stat)
-  local total=0 idle i
-  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
-  idle=$((b[4] - a[4] + b[5] - a[5]))
-  echo $(((total - idle) * 100 / (total > 0 ? total : 1)))
-}
+source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
 
 wait_quiet() {
   local deadline=$((SECONDS + ${BENCH_QUIET_WAIT:-180})) busy
@@ -66,18 +53,6 @@ wait_quiet() {
     log "machine ${busy}% busy; waiting for it to be quiet"
   done
   echo "$busy"
-}
-
-free_port() {
-  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-stop_server() {
-  if [ -n "$SERVER_PID" ]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=
-  fi
 }
 trap stop_server EXIT
 

@@ -29,13 +29,8 @@ MODELS="${BENCH_MODELS:-/tmp/pts-bench-gpu-models}"
 INTERVAL_MS="${BENCH_INTERVAL_MS:-2000}"
 PY="${PYTHON:-python3}"
 SERVER_PID=
-log() { printf '== %s\n' "$*" >&2; }
-stop_server() {
-  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=; fi
-}
+source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
 trap stop_server EXIT
-free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
 [ -d "$ROOT/.bundle/debs" ] && source "$ROOT/scripts/use-bundle.sh"
 mkdir -p "$RAW"
 log "build (Release) in $BUILD"

@@ -44,32 +44,9 @@ REPO="$ROOT/tests/e2e/repos/identity"
 N=301056
 CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release -DPTS_WITH_TORCH=OFF -DPTS_BUILD_TESTS=OFF)
 SERVER_PID=
+source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
 
-log() { printf '== %s\n' "$*" >&2; }
-
-stop_server() {
-  if [ -n "$SERVER_PID" ]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=
-  fi
-}
 trap stop_server EXIT
-
-# Percent of all CPU time that was busy over the next second (/proc/stat).
-cpu_busy_pct() {
-  local a b total=0 idle i
-  read -r -a a < <(grep '^cpu ' /proc/stat)
-  sleep 1
-  read -r -a b < <(grep '^cpu ' /proc/stat)
-  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
-  idle=$((b[4] - a[4] + b[5] - a[5]))
-  echo $(((total - idle) * 100 / (total > 0 ? total : 1)))
-}
-
-free_port() {
-  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 start_server() { # $1 = ptserve binary; sets SERVER_PID and PORT
   PORT="$(free_port)"

@@ -34,25 +34,13 @@ PY=${PYTHON:-$ROOT/.venv/bin/python}  # the project venv (scripts/setup.sh)
 WORK="$(mktemp -d /tmp/pts_bench_trace.XXXXXX)"
 RAW="$WORK/raw"
 SERVER_PID=
+source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
 
-log() { printf '== %s\n' "$*" >&2; }
-
-stop_server() {
-  if [ -n "$SERVER_PID" ]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=
-  fi
-}
 cleanup() {
   stop_server
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-free_port() {
-  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 log "building in $BUILD"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_WITH_TORCH=ON \

@@ -1,0 +1,31 @@
+# bench/lib.sh — shell helpers every benchmark script shares. Sourced, not
+# run: `source "$ROOT/bench/lib.sh"` after the script has set PY (the
+# interpreter free_port uses) and SERVER_PID (empty, or the server it runs).
+# The caller sets its own EXIT trap (most use `trap stop_server EXIT`).
+
+log() { printf '== %s\n' "$*" >&2; }
+
+# Stops the server the script started, if any, and waits for it to exit.
+stop_server() {
+  if [ -n "$SERVER_PID" ]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=
+  fi
+}
+
+# A TCP port free on 127.0.0.1 at this moment.
+free_port() {
+  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Percent of all CPU time that was busy over the next second (/proc/stat).
+cpu_busy_pct() {
+  local a b total=0 idle i
+  read -r -a a < <(grep '^cpu ' /proc/stat)
+  sleep 1
+  read -r -a b < <(grep '^cpu ' /proc/stat)
+  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
+  idle=$((b[4] - a[4] + b[5] - a[5]))
+  echo $(((total - idle) * 100 / (total > 0 ? total : 1)))
+}
