@@ -10,7 +10,7 @@
 #include "trace/nvtx.h"
 #include "trace/trace.h"
 
-/* The request's struct is one calloc: most of it is the arena, which is
+/* The request's struct is one allocation: most of it is the arena, which is
  * zeroed again piece by piece as it is handed out, so only the fields
  * before it are cleared here. */
 struct pts_infer_request *pts_infer_request_new(void) {
