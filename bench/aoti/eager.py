@@ -4,7 +4,7 @@ back to back from Python under inference mode, one thread on the CPU.
 
     .venv/bin/python bench/aoti/eager.py NAME BATCH --device cpu|cuda --csv FILE
 
-Appends label,calls,per_sec,mean_us,p50_us,p99_us (bench_inproc's columns):
+Appends label,calls,per_sec,mean_us,p50_us,p99_us (bench_inproc's columns but its last, cpu_us):
 the time from the call to the result on the host (on CUDA: .cpu(), as a
 server must), inputs staged from the host as a server's are.
 """

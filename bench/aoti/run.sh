@@ -74,7 +74,7 @@ wire() { grep -q TYPE_FP16 "$MODELS/$1/config.pbtxt" && echo FP16 || echo FP32; 
   echo "load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$RAW/meta.txt"
 
-echo "label,calls,per_sec,mean_us,p50_us,p99_us" >"$RAW/inproc.csv"
+echo "label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us" >"$RAW/inproc.csv"
 inproc_round() {
   for n in "${NAMES[@]}"; do
     for b in "${BATCHES[@]}"; do

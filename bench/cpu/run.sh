@@ -110,7 +110,7 @@ BUSY_BEFORE="$(wait_quiet)"
 } >"$RAW/meta.txt"
 
 log "in-process LibTorch, batch 1 (one thread, forward() back to back)"
-echo "label,calls,per_sec,mean_us,p50_us,p99_us" >"$RAW/inproc.csv"
+echo "label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us" >"$RAW/inproc.csv"
 inproc() {
   local label="$1" model="$2"
   shift 2

@@ -20,7 +20,7 @@ for t in base new; do
     -DCMAKE_PREFIX_PATH="$TP" >/dev/null
   cmake --build /tmp/qb-$t --target ptserve ptperf bench_inproc -j"$(nproc)" >/dev/null || exit 1
 done
-echo "label,calls,per_sec,mean_us,p50_us,p99_us" >"$RAW/inproc.csv"
+echo "label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us" >"$RAW/inproc.csv"
 for b in 128 32; do
   /tmp/qb-new/bench_inproc --device cuda:0 --model $M/resnet50_fp16/1/model.pt \
     --input FP16:$b,3,224,224 --label inproc_fp16_b$b --seconds 3 --warmup 30 \

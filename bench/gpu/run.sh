@@ -18,7 +18,8 @@
 #        of the pip torch; skipped, with a line saying why, when ptperf's
 #        CUDA mode does not work here), and over gRPC (ptperf -i grpc,
 #        ModelInfer calls on 4 channels);
-#    (c) ptserve with the CUDA-graph model at concurrency 1;
+#    (c) ptserve with the CUDA-graph model at concurrency 1 (binary tensors,
+#        system and CUDA shared memory);
 #    (d) first-request latency of a fresh server with and without warmup;
 # 4. bench/gpu/report.py turns RAW_DIR into results.md, results.csv, plot.png.
 set -euo pipefail
@@ -82,7 +83,7 @@ CUDART="$(find_cudart)"
 echo "cudart=${CUDART:-none}" >>"$RAW/meta.txt"
 
 log "(a) in-process LibTorch on cuda:0"
-echo "label,calls,per_sec,mean_us,p50_us,p99_us" >"$RAW/inproc.csv"
+echo "label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us" >"$RAW/inproc.csv"
 inproc() {
   local label="$1" model="$2"; shift 2
   "$BUILD/bench_inproc" --device cuda:0 --model "$MODELS/$model/1/model.pt" "$@" \
@@ -152,8 +153,12 @@ for m in resnet50_fp32 resnet50_fp16; do
   ptperf -m "$m" -i grpc --grpc-url "127.0.0.1:$GRPC_PORT" --grpc-channels 4 \
     --concurrency 1,16,64,128,256,512 -f "$RAW/ptperf_${m}_grpc.csv"
 done
-log "ptperf resnet50_fp16_graph, concurrency 1"
+log "ptperf resnet50_fp16_graph, concurrency 1: binary tensors, system and CUDA shared memory"
 ptperf -m resnet50_fp16_graph --concurrency 1 -f "$RAW/ptperf_resnet50_fp16_graph.csv"
+ptperf -m resnet50_fp16_graph --concurrency 1 --shared-memory system \
+  -f "$RAW/ptperf_resnet50_fp16_graph_shm.csv"
+[ -z "$CUDA_SHM" ] || ptperf -m resnet50_fp16_graph --concurrency 1 --shared-memory cuda \
+  -f "$RAW/ptperf_resnet50_fp16_graph_cudashm.csv"
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv >"$RAW/nvidia-smi.txt" || true
 stop_server
 

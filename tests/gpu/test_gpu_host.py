@@ -149,11 +149,12 @@ def record(line):
 
 def test_waiting_for_the_gpu_does_not_spin(start_server, tmp_path):
     """Requests one after the other to a model that keeps the GPU busy
-    about 40-60 ms each, the same server binary waiting both ways in the same
-    run: with the blocking-sync event (the default) the server's CPU time is
-    a small share of the wall time and well under that of the polling wait
-    (PTSERVE_CUDA_SPIN_WAIT=1, the old behaviour). Records CPU per request
-    and the threads that used it."""
+    about 40-60 ms each, the same server binary waiting each way in the
+    same run (PTSERVE_CUDA_WAIT): with the default timed wait (sleep
+    through the expected time, then poll) and with the blocking-sync wait,
+    the server's CPU time is a small share of the wall time and well under
+    that of the polling wait (spin). Records CPU per request and the
+    threads that used it."""
     repo = busy_repo(tmp_path)
     x = np.random.RandomState(3).randn(1, 4096).astype(np.float32)
     with torch.inference_mode():
@@ -161,7 +162,8 @@ def test_waiting_for_the_gpu_does_not_spin(start_server, tmp_path):
         want = m(torch.from_numpy(x).cuda()).cpu().numpy()
     n = 20
     got = {}
-    for mode, env in (("spin", {"PTSERVE_CUDA_SPIN_WAIT": "1"}), ("blocking", None)):
+    for mode, env in (("spin", {"PTSERVE_CUDA_WAIT": "spin"}),
+                      ("blocking", {"PTSERVE_CUDA_WAIT": "block"}), ("timed (default)", None)):
         s = start_server(repo, env=env)
         r = infer_busy(s, x)  # the first runs settle the profiling executor
         out = np.array(r.json()["outputs"][0]["data"], np.float32).reshape(1, 4096)
@@ -175,7 +177,8 @@ def test_waiting_for_the_gpu_does_not_spin(start_server, tmp_path):
                                 ", ".join("%s %.1f ms" % (k, v / n * 1e3) for k, v in top)))
         got[mode] = (wall, cpu)
         s.stop()
-    wall, cpu = got["blocking"]
-    assert wall / n > 0.005, "the model was meant to keep the GPU busy for a while"
-    assert cpu < 0.5 * wall, got
-    assert cpu < 0.5 * got["spin"][1], got
+    for mode in ("blocking", "timed (default)"):
+        wall, cpu = got[mode]
+        assert wall / n > 0.005, "the model was meant to keep the GPU busy for a while"
+        assert cpu < 0.5 * wall, (mode, got)
+        assert cpu < 0.5 * got["spin"][1], (mode, got)

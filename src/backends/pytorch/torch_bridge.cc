@@ -25,6 +25,7 @@ static_assert(TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERS
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <sys/prctl.h>  // the timed wait's timer slack
 #endif
 #include <ATen/detail/MPSHooksInterface.h>
 // AOTInductor's package loader (torch._inductor.aoti_compile_and_package's
@@ -36,10 +37,14 @@ static_assert(TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERS
 #endif
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <set>
 #include <unordered_map>
 #include <memory>
@@ -78,6 +83,10 @@ struct ForwardSet {
   // The four phase events of this set's batch (make_events); [3] is the
   // one end waits on.
   std::unique_ptr<at::cuda::CUDAEvent> events[4];
+  // For the timed wait (wait_end): the host clock when event 0 was
+  // recorded, and the batch's input bytes, which pick the estimate.
+  uint64_t begin_ns = 0;
+  size_t input_bytes = 0;
   // Pinned staging per input slot (pts_torch_staging): the scheduler
   // gathers into it, forward() copies it to the device by DMA. Reused; the
   // scheduler gathers into a set only after the batch that last used it
@@ -114,6 +123,11 @@ struct pts_torch_module {
   // `stream`, where waiting for the copies would also wait for the batch
   // in flight ahead of them.
   c10::optional<c10::cuda::CUDAStream> copy_stream;
+  // The device time (events 0 to 3) of the last batch that had
+  // `est_bytes` of input: what wait_end expects the next such batch to
+  // take. SIZE_MAX: no estimate yet.
+  size_t est_bytes = SIZE_MAX;
+  uint64_t est_ns = 0;
 #endif
   // Per-batch state, by the set pts_torch_forward_begin names.
   ForwardSet sets[PTS_TORCH_SETS];
@@ -604,22 +618,85 @@ c10::IValue run_forward(pts_torch_module *m, std::vector<c10::IValue> args,
 #endif
 
 #ifdef PTS_WITH_CUDA
+// How the instance thread waits for a batch's end event:
+//  - block: cudaEventSynchronize on an event made with
+//    cudaEventBlockingSync; the thread sleeps in the driver until the GPU
+//    signals (no CPU while waiting), and the interrupt's wake-up is
+//    latency added to every batch;
+//  - spin: the same on a default event, which polls: a core busy for the
+//    whole batch (with a few instances per GPU, one core each, taken from
+//    HTTP parsing and gathers), but the end is seen at once;
+//  - timed (the default): the thread sleeps through most of the time the
+//    last batch of the same input size took on the device, then polls the
+//    event every few microseconds; with no estimate yet, or when the batch
+//    runs late, it blocks. Little CPU and little latency.
+// PTSERVE_CUDA_WAIT=block|spin|timed picks one for A/B measurements
+// (PTSERVE_CUDA_SPIN_WAIT=1, the older switch, means spin); read once.
+enum class WaitMode { block, spin, timed };
+WaitMode wait_mode() {
+  static const WaitMode mode = [] {
+    const char *v = std::getenv("PTSERVE_CUDA_WAIT");
+    const char *spin = std::getenv("PTSERVE_CUDA_SPIN_WAIT");
+    if (v && std::strcmp(v, "block") == 0) return WaitMode::block;
+    if ((v && std::strcmp(v, "spin") == 0) || (spin && std::strcmp(spin, "1") == 0))
+      return WaitMode::spin;
+    return WaitMode::timed;
+  }();
+  return mode;
+}
+
+uint64_t steady_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+void sleep_ns(uint64_t ns) {
+  struct timespec ts = {static_cast<time_t>(ns / 1000000000u),
+                        static_cast<long>(ns % 1000000000u)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
 // The four phase events. Timing needs events created with timing enabled
 // (CUDAEvent's default flags disable it). The last one is what the instance
-// thread waits on: with cudaEventBlockingSync the wait sleeps in the driver
-// until the GPU signals, instead of spinning a core for the whole batch
-// (cudaEventSynchronize on a default event polls; with a few instances per
-// GPU that was a busy core each, taken from HTTP parsing and gathers).
-// PTSERVE_CUDA_SPIN_WAIT=1 restores the polling wait: an A/B switch for
-// measurements (tests/gpu/test_gpu_host.py), read once.
+// thread waits on (wait_end); it blocks in the driver unless the mode is
+// spin.
 void make_events(pts_torch_module *m) {
-  static const bool spin = [] {
-    const char *v = std::getenv("PTSERVE_CUDA_SPIN_WAIT");
-    return v && std::strcmp(v, "1") == 0;
-  }();
+  const bool spin = wait_mode() == WaitMode::spin;
   for (ForwardSet &fs : m->sets) {
     for (int k = 0; k < 3; k++) fs.events[k].reset(new at::cuda::CUDAEvent(cudaEventDefault));
     fs.events[3].reset(new at::cuda::CUDAEvent(spin ? cudaEventDefault : cudaEventBlockingSync));
+  }
+}
+
+// Waits for the set's end event as wait_mode says. The timed wait sleeps
+// through 7/8 of the estimate less kLead (a batch may run faster than the
+// last one did: the other instances' work on the GPU comes and goes), then
+// polls every kPoll; past twice the estimate (plus kLate) it stops polling
+// and blocks. The instance thread's timer slack is cut to 1 us first: the
+// kernel's default of 50 us would stretch every poll's sleep by that much.
+void wait_end(pts_torch_module *m, ForwardSet &fs) {
+  constexpr uint64_t kLead = 100000, kPoll = 10000, kLate = 1000000;
+  at::cuda::CUDAEvent &end = *fs.events[3];
+  if (wait_mode() != WaitMode::timed || m->est_bytes != fs.input_bytes) {
+    end.synchronize();
+    return;
+  }
+  static thread_local bool slack_set = false;
+  if (!slack_set) {
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    slack_set = true;
+  }
+  uint64_t wake = fs.begin_ns + m->est_ns / 8 * 7, now = steady_ns();
+  if (now + kLead < wake) sleep_ns(wake - kLead - now);
+  uint64_t give_up = fs.begin_ns + 2 * m->est_ns + kLate;
+  while (!end.query()) {
+    if (steady_ns() > give_up) {
+      end.synchronize();
+      return;
+    }
+    sleep_ns(kPoll);
   }
 }
 #endif
@@ -653,10 +730,12 @@ void record_event(pts_torch_module *m, ForwardSet &fs, int k) {
 void finish_device_work(pts_torch_module *m, ForwardSet &fs, struct pts_torch_outputs *out) {
 #ifdef PTS_WITH_CUDA
   if (!m->stream) return;
-  fs.events[3]->synchronize();
+  wait_end(m, fs);
   auto ns = [&](int a, int b) {
     return static_cast<uint64_t>(fs.events[a]->elapsed_time(*fs.events[b]) * 1e6);
   };
+  m->est_bytes = fs.input_bytes;
+  m->est_ns = ns(0, 3);
   out->device_timed = true;
   out->input_ns = ns(0, 1);
   out->infer_ns = ns(1, 2);
@@ -773,6 +852,11 @@ void begin_forward(pts_torch_module *m, const pts_torch_input *inputs, size_t n_
     if (m->stream) stream_guard.emplace(*m->stream);
 #endif
     record_event(m, fs, 0);
+#ifdef PTS_WITH_CUDA
+    fs.begin_ns = steady_ns();
+    fs.input_bytes = 0;
+    for (size_t i = 0; i < n_inputs; i++) fs.input_bytes += inputs[i].byte_size;
+#endif
 
     MpsTimer mps_timer(m->device);
     mps_timer.record(0);
