@@ -8,17 +8,22 @@
  * the whole input is the body and the header is absent. Seeds are readable.
  *
  * Properties: every error has a message; an accepted request's tensors lie
- * inside the body and their byte sizes match their shapes. */
+ * inside the body and their byte sizes match their shapes; the one-pass
+ * decoder of the common header (v2_fast.h) either declines and leaves the
+ * request untouched, or fills it exactly as the full (jansson) decoder does,
+ * which must then accept it too. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "config/model_config.h"
 #include "core/alloc.h"
+#include "frontend/http/v2_fast.h"
 #include "frontend/http/v2_json.h"
 #include "fuzz_common.h"
 #include "fuzz_infer.h"
 #include "scheduler/validate.h"
+#include "v2_same.h"
 
 static const char CONFIG[] =
     "name: \"m\"\nbackend: \"identity\"\nmax_batch_size: 8\n"
@@ -54,6 +59,26 @@ static void check_tensors(const struct pts_infer_request *req, const struct pts_
       fuzz_check(p >= lo && p + t->byte_size <= lo + body->size, "binary input outside the body");
     }
   }
+}
+
+/* The fast decoder against the full one on the same body. */
+static void compare_decoders(struct pts_buf *body, size_t header_len) {
+  struct pts_infer_request *fast = pts_infer_request_new(), *tree = pts_infer_request_new();
+  if (fast && tree) {
+    enum pts_v2_fast f = pts_v2_fast_decode(body, header_len, fast);
+    if (f == PTS_V2_FAST_DECLINED) {
+      fuzz_check(!fast->id && fast->n_inputs == 0 && !fast->inputs && fast->n_outputs == 0,
+                 "a declined header left something in the request");
+    } else if (f == PTS_V2_FAST_DONE) {
+      struct pts_error err;
+      pts_error_clear(&err);
+      fuzz_check(pts_v2_decode_infer_tree(body, header_len, tree, &err) == PTS_OK,
+                 "the fast decoder accepted a header the full decoder refuses");
+      fuzz_check(v2_same_request(fast, tree), "the two decoders filled the request differently");
+    }
+  }
+  pts_infer_request_free(fast);
+  pts_infer_request_free(tree);
 }
 
 static void encode(const struct pts_infer_request *req) {
@@ -96,6 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pts_error_clear(&err);
   size_t header_len = 0;
   enum pts_status st = pts_v2_header_length(value, body->size, &header_len, &err);
+  if (st == PTS_OK) compare_decoders(body, header_len);
   if (st == PTS_OK) st = pts_v2_decode_infer(body, header_len, req, &err);
   if (st == PTS_OK) {
     check_tensors(req, body);

@@ -10,6 +10,7 @@
 #include "config/json_arena.h"
 #include "core/alloc.h"
 #include "frontend/http/jsonw.h"
+#include "frontend/http/v2_fast.h"
 #include "tensor/bytes.h"
 
 /* ------------------------------------------------------------------ */
@@ -770,6 +771,17 @@ static enum pts_status parse_request(const char *text, size_t n, struct big_ints
 
 enum pts_status pts_v2_decode_infer(struct pts_buf *body, size_t header_len,
                                     struct pts_infer_request *req, struct pts_error *err) {
+  if (header_len <= body->size) {
+    enum pts_v2_fast f = pts_v2_fast_decode(body, header_len, req);
+    if (f == PTS_V2_FAST_DONE) return PTS_OK;
+    if (f == PTS_V2_FAST_NOMEM)
+      return pts_error_set(err, PTS_NOMEM, "out of memory decoding the request");
+  }
+  return pts_v2_decode_infer_tree(body, header_len, req, err);
+}
+
+enum pts_status pts_v2_decode_infer_tree(struct pts_buf *body, size_t header_len,
+                                         struct pts_infer_request *req, struct pts_error *err) {
   if (header_len > body->size)
     return pts_error_set(err, PTS_INVALID_ARG,
                          "inference header length %zu is larger than the %zu-byte request body",

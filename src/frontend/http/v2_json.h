@@ -45,6 +45,12 @@ enum pts_status pts_v2_header_length(const char *value, size_t body_len, size_t 
  * (pts_infer_request_free). `body` is borrowed. */
 enum pts_status pts_v2_decode_infer(struct pts_buf *body, size_t header_len,
                                     struct pts_infer_request *req, struct pts_error *err);
+/* The same through jansson's tree alone. pts_v2_decode_infer tries the
+ * one-pass decoder of the common header first (v2_fast.h) and comes here
+ * for everything it declines; tests and the fuzzer call this one to check
+ * that both fill a request alike. */
+enum pts_status pts_v2_decode_infer_tree(struct pts_buf *body, size_t header_len,
+                                         struct pts_infer_request *req, struct pts_error *err);
 
 /* One binary chunk of a response, in output order. */
 struct pts_v2_chunk {
