@@ -31,13 +31,11 @@ INTERVAL_MS="${BENCH_INTERVAL_MS:-2000}"
 PY="${PYTHON:-python3}"
 SERVER_PID=
 source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
+source "$ROOT/bench/gpu/lib.sh"  # gpu_build, find_cudart, start_server, ptperf
 trap stop_server EXIT
 [ -d "$ROOT/.bundle/debs" ] && source "$ROOT/scripts/use-bundle.sh"
 mkdir -p "$RAW"
-log "build (Release) in $BUILD"
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF \
-  -DCMAKE_PREFIX_PATH="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" >/dev/null
-cmake --build "$BUILD" --target ptserve ptperf bench_inproc -j"$(nproc)" >/dev/null
+gpu_build
 
 log "models in $MODELS"
 rm -rf "$MODELS"
@@ -52,33 +50,6 @@ rm -rf "$MODELS"
   echo "interval_ms=$INTERVAL_MS"
 } >"$RAW/meta.txt"
 
-# ptperf --shared-memory cuda loads the CUDA runtime at run time
-# ($PTPERF_CUDART). The host's runtime comes with the pip torch: under
-# site-packages/nvidia (cuda_runtime/lib/libcudart.so.12 in CUDA 12 wheels,
-# cu13/lib/libcudart.so.13 in CUDA 13 ones) or torch/lib. The one of
-# torch's CUDA major version first.
-find_cudart() {
-  if [ -n "${PTPERF_CUDART:-}" ]; then echo "$PTPERF_CUDART"; return; fi
-  "$PY" - <<'PY' 2>/dev/null || true
-import glob, os
-dirs, major = [], ""
-try:
-    import nvidia  # a namespace package: site-packages/nvidia
-    dirs += list(nvidia.__path__)
-except ImportError:
-    pass
-try:
-    import torch
-    dirs.append(os.path.join(os.path.dirname(torch.__file__), "lib"))
-    major = (torch.version.cuda or "").split(".")[0]
-except ImportError:
-    pass
-found = sorted({f for d in dirs
-                for f in glob.glob(os.path.join(d, "**", "libcudart.so*"), recursive=True)})
-found.sort(key=lambda f: not f.endswith(".so." + major))
-print(found[0] if found else "")
-PY
-}
 CUDART="$(find_cudart)"
 echo "cudart=${CUDART:-none}" >>"$RAW/meta.txt"
 
@@ -96,28 +67,6 @@ for b in 1 8 32 128; do
 done
 inproc "resnet50_fp16_graph/b1" resnet50_fp16 --input "FP16:1,3,224,224" --graph
 inproc "mlp_graph/b1" mlp --input "FP32:1,64" --graph
-
-start_server() {
-  PORT="$(free_port)"
-  GRPC_PORT="$(free_port)"
-  "$BUILD/ptserve" --model-repository "$1" --http-port "$PORT" --http-address 127.0.0.1 \
-    --grpc-port "$GRPC_PORT" --metrics-port "$(free_port)" --http-thread-count 16 \
-    --allow-client-shm=true \
-    >"$RAW/server-$2.log" 2>&1 &
-  SERVER_PID=$!
-  for _ in $(seq 1 600); do
-    curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/health/ready" && return 0
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$RAW/server-$2.log" >&2; return 1; }
-    sleep 0.1
-  done
-  return 1
-}
-ptperf() {
-  local rc=0
-  "$BUILD/ptperf" -u "127.0.0.1:$PORT" -p "$INTERVAL_MS" -r "${BENCH_MAX_TRIALS:-10}" -q \
-    --server-pid "$SERVER_PID" "$@" || rc=$?
-  [ "$rc" -eq 0 ] || [ "$rc" -eq 2 ]
-}
 
 log "(b, c) ptserve over HTTP"
 start_server "$MODELS" serve

@@ -17,13 +17,11 @@ INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 PY="${PYTHON:-python3}"
 SERVER_PID=
 source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
+source "$ROOT/bench/gpu/lib.sh"  # gpu_build, find_cudart, start_server, ptperf
 trap stop_server EXIT
 [ -d "$ROOT/.bundle/debs" ] && source "$ROOT/scripts/use-bundle.sh"
 mkdir -p "$RAW"
-log "build (Release) in $BUILD"
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF \
-  -DCMAKE_PREFIX_PATH="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" >/dev/null
-cmake --build "$BUILD" --target ptserve ptperf bench_inproc -j"$(nproc)" >/dev/null
+gpu_build
 [ -d "$MODELS/resnet50_fp16_graph" ] || "$PY" "$ROOT/bench/gpu/gen_models.py" "$MODELS"
 {
   echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -32,30 +30,22 @@ cmake --build "$BUILD" --target ptserve ptperf bench_inproc -j"$(nproc)" >/dev/n
   echo "torch=$("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)')"
   echo "interval_ms=$INTERVAL_MS"
 } >"$RAW/meta.txt"
-CUDART="$("$PY" -c 'import glob,os,nvidia;print((sorted(glob.glob(os.path.join(list(nvidia.__path__)[0],"**","libcudart.so*"),recursive=True))+[""])[0])' 2>/dev/null || true)"
+CUDART="$(find_cudart)"
 
 echo "label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us" >"$RAW/inproc.csv"
 "$BUILD/bench_inproc" --device cuda:0 --model "$MODELS/resnet50_fp16/1/model.pt" \
   --input FP16:1,3,224,224 --graph --label graph_b1 --seconds 3 --warmup 50 \
   --csv "$RAW/inproc.csv" >/dev/null
 
+export BENCH_MAX_TRIALS="${BENCH_MAX_TRIALS:-4}"
 for mode in block spin timed; do
-  PORT="$(free_port)"
-  PTSERVE_CUDA_WAIT=$mode "$BUILD/ptserve" --model-repository "$MODELS" --http-port "$PORT" \
-    --http-address 127.0.0.1 --grpc-port "$(free_port)" --metrics-port "$(free_port)" \
-    --http-thread-count 16 --allow-client-shm=true >"$RAW/server-$mode.log" 2>&1 &
-  SERVER_PID=$!
-  for _ in $(seq 1 600); do
-    curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/health/ready" && break
-    sleep 0.1
-  done
-  p() { "$BUILD/ptperf" -u "127.0.0.1:$PORT" -p "$INTERVAL_MS" -r 4 -q --server-pid "$SERVER_PID" "$@" || [ $? -eq 2 ]; }
+  PTSERVE_CUDA_WAIT=$mode start_server "$MODELS" "$mode"
   log "mode $mode"
-  p -m resnet50_fp16_graph --concurrency 1 -f "$RAW/$mode-graph-http.csv"
-  p -m resnet50_fp16_graph --concurrency 1 --shared-memory system -f "$RAW/$mode-graph-shm.csv"
-  [ -n "$CUDART" ] && PTPERF_CUDART="$CUDART" p -m resnet50_fp16_graph --concurrency 1 \
+  ptperf -m resnet50_fp16_graph --concurrency 1 -f "$RAW/$mode-graph-http.csv"
+  ptperf -m resnet50_fp16_graph --concurrency 1 --shared-memory system -f "$RAW/$mode-graph-shm.csv"
+  [ -z "$CUDART" ] || PTPERF_CUDART="$CUDART" ptperf -m resnet50_fp16_graph --concurrency 1 \
     --shared-memory cuda -f "$RAW/$mode-graph-cudashm.csv"
-  p -m resnet50_fp16 --concurrency 1,512 -f "$RAW/$mode-fp16-http.csv"
+  ptperf -m resnet50_fp16 --concurrency 1,512 -f "$RAW/$mode-fp16-http.csv"
   stop_server
 done
 log "done: $RAW"
