@@ -265,7 +265,7 @@ static const char usage_text[] =
     "  --grpc-port <int>            gRPC port (default 8001; 0 = any free port).\n"
     "  --reuse-grpc-port <bool>     Let several servers share the gRPC port (default false).\n"
     "  --grpc-infer-thread-count <int>\n"
-    "                               gRPC completion-queue threads (default 2).\n"
+    "                               gRPC completion-queue threads (default 1).\n"
     "  --grpc-infer-response-compression-level <none|low|medium|high>\n"
     "                               Compression of inference responses (default none).\n"
     "  --grpc-keepalive-time <ms>   Keepalive ping period (default 7200000).\n"

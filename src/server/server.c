@@ -46,7 +46,12 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->allow_grpc = true;
   o->grpc_address = "0.0.0.0";
   o->grpc_port = 8001;
-  o->grpc_infer_thread_count = 2;
+  /* One completion-queue thread: gRPC 1.51's pollers hand each event to
+   * the queue of its call, so a second queue adds a thread switch to most
+   * requests. bench/threads measured one thread cheapest per request at
+   * every concurrency and fastest or near it on 2 and 16 cores
+   * (docs/benchmarks.md#http-loops-and-grpc-threads). */
+  o->grpc_infer_thread_count = 1;
   o->grpc_keepalive_time_ms = 7200000;
   o->grpc_keepalive_timeout_ms = 20000;
   o->grpc_http2_max_pings_without_data = 2;

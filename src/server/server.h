@@ -80,7 +80,7 @@ struct pts_server_options {
                                        "<api>[,<api>...]:<key>=<value>"; borrowed */
   size_t n_grpc_restricted_protocol;
   bool reuse_grpc_port;             /* --reuse-grpc-port (default false) */
-  int grpc_infer_thread_count;      /* --grpc-infer-thread-count (default 2) */
+  int grpc_infer_thread_count;      /* --grpc-infer-thread-count (default 1) */
   int grpc_compression_level;       /* --grpc-infer-response-compression-level:
                                        0 none (default), 1 low, 2 medium, 3 high */
   int grpc_keepalive_time_ms;       /* --grpc-keepalive-time (default 7200000) */
