@@ -91,6 +91,7 @@ struct pts_scheduler {
    * batches (exponential average, ns; 0 until one has run), which must be
    * short for it to happen. Guarded by `lock`. */
   bool inline_ok;
+  uint64_t inline_max_ns; /* run to completion below this batch time (fixed at create) */
   uint64_t exec_avg_ns;
   /* PTSERVE_PIPELINE=1: instances whose backend can pipeline do (fixed at
    * create). */
@@ -1276,7 +1277,8 @@ static void trace_enqueue(struct pts_scheduler *s, struct pts_infer_request *req
 /* Batches at most this long (on average) may run on the enqueuing thread:
  * that thread is a frontend's event loop or completion-queue thread, and
  * everything else it serves waits meanwhile. 1 ms is about what one
- * request's network and protocol work costs on a loaded machine. */
+ * request's network and protocol work costs on a loaded machine.
+ * PTSERVE_INLINE_MAX_US overrides it (inline_max_from_env). */
 #define INLINE_MAX_NS 1000000u
 
 /* An instance the enqueuing thread may run the queue's next batch on (lock
@@ -1285,7 +1287,7 @@ static void trace_enqueue(struct pts_scheduler *s, struct pts_infer_request *req
  * waiting for a batch to fill, and an instance's thread is idle. */
 static struct instance *lendable(struct pts_scheduler *s) {
   if (!s->inline_ok || s->stopping || s->forming || s->hold || s->exec_avg_ns == 0 ||
-      s->exec_avg_ns > INLINE_MAX_NS)
+      s->exec_avg_ns > s->inline_max_ns)
     return NULL;
   for (size_t i = 0; i < s->n_instances; i++)
     if (s->instances[i].idle && !s->instances[i].lent) return &s->instances[i];
@@ -1547,6 +1549,20 @@ static size_t delay_hook(const char *model) {
   return (size_t)n;
 }
 
+/* PTSERVE_INLINE_MAX_US=N: run to completion for batches of at most N µs
+ * on average (0 turns it off); unset or not a number keeps INLINE_MAX_NS.
+ * For measuring under valgrind, where everything runs some 50 times slower
+ * and a small model would otherwise leave the inline path it takes
+ * natively (bench/cpu/hotpath.sh), and for tuning a loop's stall limit. */
+static uint64_t inline_max_from_env(void) {
+  const char *v = getenv("PTSERVE_INLINE_MAX_US");
+  if (!v || !*v) return INLINE_MAX_NS;
+  char *end;
+  unsigned long long us = strtoull(v, &end, 10);
+  if (*end || us > UINT64_MAX / 1000u) return INLINE_MAX_NS;
+  return (uint64_t)us * 1000u;
+}
+
 /* PTSERVE_PIPELINE=1 turns pipelined instances on; unset or anything
  * else leaves them off. Off by default because on an H100 it measured
  * slower, not faster: a saturated ResNet-50 FP16 with one instance served
@@ -1652,6 +1668,7 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
    * always goes through the instance threads, as do sequences (their slots
    * belong to instances, and the queue run_inline reads is not theirs). */
   s->inline_ok = !s->preserve_ordering && !s->seq && p->n_instances > 0;
+  s->inline_max_ns = inline_max_from_env();
   for (size_t i = 0; i < p->n_instances; i++)
     if (p->instances[i].kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU)
       s->inline_ok = false;

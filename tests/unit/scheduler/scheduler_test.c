@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "config/model_config.h"
 #include "core/alloc.h"
@@ -454,6 +455,37 @@ static void idle_instance_runs_on_the_enqueuing_thread(void **state) {
   pts_model_stats_clear(&st);
   box_clear(&w.box);
   stop(&f);
+}
+
+/* PTSERVE_INLINE_MAX_US, read when the scheduler is created: 0 keeps every
+ * request on the instance threads, even once the instance thread is idle
+ * (each request waits for its answer, then 1 ms, the pause after which the
+ * test above sees it run here); a value that is not a number keeps the
+ * 1 ms default, so requests run here again. */
+static void inline_limit_from_the_environment(void **state) {
+  (void)state;
+  static const char *const values[] = {"0", "12x"};
+  for (size_t v = 0; v < 2; v++) {
+    setenv("PTSERVE_INLINE_MAX_US", values[v], 1);
+    struct sched_fixture f;
+    start(&f, &pts_identity_backend, reshape_cfg, 1);
+    unsetenv("PTSERVE_INLINE_MAX_US");
+    struct where_box w;
+    memset(&w, 0, sizeof w);
+    box_init(&w.box);
+    bool seen = false;
+    for (int i = 0; i < 50 && !seen; i++) {
+      seen = one_request_ran_here(&f, &w);
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
+    if (v == 0) assert_false(seen);
+    for (uint64_t until = deadline_in(10000); !seen && v == 1 && pts_now_ns() < until;)
+      seen = one_request_ran_here(&f, &w);
+    if (v == 1) assert_true(seen);
+    box_clear(&w.box);
+    stop(&f);
+  }
 }
 
 /* Where the instance threads must keep the request: preserve_ordering (a
@@ -1099,6 +1131,7 @@ int main(void) {
       cmocka_unit_test(many_requests_many_instances),
       cmocka_unit_test(destroy_answers_queued_requests),
       cmocka_unit_test(idle_instance_runs_on_the_enqueuing_thread),
+      cmocka_unit_test(inline_limit_from_the_environment),
       cmocka_unit_test(ordering_and_queue_delay_stay_on_instance_threads),
       cmocka_unit_test(dynamic_batch_gathers_and_splits),
       cmocka_unit_test(batch_gathers_into_backend_staging),
