@@ -27,6 +27,7 @@
 
 #include "config/model_config.h"
 #include "core/alloc.h"
+#include "core/fmt.h"
 #include "core/asan.h"
 #include "core/log.h"
 #include "core/name.h"
@@ -499,8 +500,8 @@ static void send_infer_reply(struct infer_ctx *c) {
   }
   struct evkeyvalq *hdr = evhttp_request_get_output_headers(c->req);
   if (r.binary) {
-    char n[24];
-    snprintf(n, sizeof n, "%zu", r.json_len);
+    char n[PTS_FMT_INT_MAX];
+    pts_fmt_u64(n, r.json_len);
     evhttp_add_header(hdr, "Content-Type", "application/octet-stream");
     evhttp_add_header(hdr, "Inference-Header-Content-Length", n);
   } else {
@@ -515,6 +516,13 @@ static void send_infer_reply(struct infer_ctx *c) {
   size_t n = evbuffer_get_length(evhttp_request_get_output_buffer(c->req));
   pts_overload_charge(n);
   c->cn->reply_charged = n;
+  /* Date and Content-Length are evhttp's to add when missing, through
+   * snprintf and gmtime for every reply; the same values from core/fmt.h
+   * cost a tenth of that, and this is the path every inference takes. */
+  char len[PTS_FMT_INT_MAX];
+  pts_fmt_u64(len, n);
+  evhttp_add_header(hdr, "Content-Length", len);
+  evhttp_add_header(hdr, "Date", pts_fmt_http_date_now());
   evhttp_send_reply(c->req, 200, "OK", NULL);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/fmt.h"
 
 void pts_jsonw_init(struct pts_jsonw *w) { memset(w, 0, sizeof *w); }
 
@@ -179,15 +180,13 @@ void pts_jsonw_key(struct pts_jsonw *w, const char *key) {
 }
 
 void pts_jsonw_int(struct pts_jsonw *w, int64_t v) {
-  char tmp[24];
-  int n = snprintf(tmp, sizeof tmp, "%" PRId64, v);
-  pts_jsonw_raw(w, tmp, (size_t)n);
+  char tmp[PTS_FMT_INT_MAX];
+  pts_jsonw_raw(w, tmp, pts_fmt_i64(tmp, v));
 }
 
 void pts_jsonw_uint(struct pts_jsonw *w, uint64_t v) {
-  char tmp[24];
-  int n = snprintf(tmp, sizeof tmp, "%" PRIu64, v);
-  pts_jsonw_raw(w, tmp, (size_t)n);
+  char tmp[PTS_FMT_INT_MAX];
+  pts_jsonw_raw(w, tmp, pts_fmt_u64(tmp, v));
 }
 
 void pts_jsonw_bool(struct pts_jsonw *w, bool v) {

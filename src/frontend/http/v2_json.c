@@ -9,6 +9,7 @@
 
 #include "config/json_arena.h"
 #include "core/alloc.h"
+#include "core/fmt.h"
 #include "frontend/http/jsonw.h"
 #include "frontend/http/v2_fast.h"
 #include "tensor/bytes.h"
@@ -977,11 +978,11 @@ enum pts_status pts_v2_encode_infer(const struct pts_infer_request *req,
   pts_jsonw_raw(&w, "{", 1);
   pts_jsonw_key(&w, "model_name");
   pts_jsonw_str(&w, model ? model : "", model ? strlen(model) : 0);
-  char ver[24];
-  snprintf(ver, sizeof ver, "%" PRId64, resp->model_version);
+  char ver[PTS_FMT_INT_MAX];
+  size_t ver_len = pts_fmt_i64(ver, resp->model_version);
   pts_jsonw_raw(&w, ",", 1);
   pts_jsonw_key(&w, "model_version");
-  pts_jsonw_str(&w, ver, strlen(ver));
+  pts_jsonw_str(&w, ver, ver_len);
   if (id && id[0]) {
     pts_jsonw_raw(&w, ",", 1);
     pts_jsonw_key(&w, "id");
