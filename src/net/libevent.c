@@ -43,6 +43,15 @@ static void init_once(void) {
   event_set_fatal_callback(on_event_fatal);
 }
 
+struct event_base *pts_libevent_loop_base(void) {
+  struct event_config *cfg = event_config_new();
+  if (!cfg) return NULL;
+  event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+  struct event_base *base = event_base_new_with_config(cfg);
+  event_config_free(cfg);
+  return base;
+}
+
 void pts_libevent_init(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, init_once);

@@ -16,4 +16,17 @@
  * before creating an event base. */
 void pts_libevent_init(void);
 
+struct event_base;
+
+/* A new event base for a connection-serving loop (HTTP), with epoll's
+ * changelist on: evhttp turns a connection's read and write interest off
+ * and on around every request, and the changelist folds what one loop turn
+ * changes into one epoll_ctl instead of one per change (4 to 2 per request
+ * over HTTP). libevent leaves it off by default because it misreports
+ * events for descriptors made with dup() and closed while registered; the
+ * HTTP loops register accepted sockets (never duplicated) and their own
+ * dup of the listening socket, which lives as long as the base. NULL on
+ * failure. Call pts_libevent_init first. */
+struct event_base *pts_libevent_loop_base(void);
+
 #endif

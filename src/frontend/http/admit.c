@@ -28,6 +28,8 @@
 #include "frontend/http/admit.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <stdio.h>
@@ -547,6 +549,11 @@ static bool adopt_one(struct conn *cn) {
   }
   cn->evcon = evcon;
   cn->fd = bufferevent_getfd(cn->bev);
+  /* Small replies must not wait for Nagle's timer; set once per
+   * connection (it was once per request). A failure (a non-TCP socket)
+   * costs only latency. */
+  int one = 1;
+  if (cn->fd >= 0) (void)setsockopt(cn->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   evhttp_connection_set_closecb(evcon, on_closed, cn);
   bufferevent_decref(cn->bev); /* evcon owns it; on_closed comes first */
   if (!table_put(lp, cn->fd, cn)) {

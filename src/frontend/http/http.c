@@ -14,8 +14,6 @@
 #include <event2/http.h>
 #include <event2/listener.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -189,16 +187,6 @@ static enum pts_status read_body(struct pts_http *h, struct evhttp_request *req,
   evbuffer_drain(in, len);
   *out = b;
   return PTS_OK;
-}
-
-static void set_nodelay(struct evhttp_request *req) {
-  struct evhttp_connection *conn = evhttp_request_get_connection(req);
-  struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
-  evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-  int one = 1;
-  /* Small JSON replies must not wait for Nagle's timer. A failure (a
-   * non-TCP socket) costs only latency. */
-  if (fd >= 0) (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 /* ------------------------------------------------------------------ */
@@ -913,7 +901,6 @@ static bool refuse_bad_names(struct evhttp_request *req, const struct pts_http_r
 static void on_request(struct evhttp_request *req, void *arg) {
   struct loop *lp = arg;
   struct pts_http *h = lp->h;
-  set_nodelay(req);
   /* Once a stop was asked for, each reply ends its connection (libevent
    * closes after a response that says so): a keep-alive client, or a load
    * balancer's pooled connection, moves to a replica that stays. */
@@ -1021,7 +1008,7 @@ static size_t hard_body_cap(size_t max_input) {
 static enum pts_status loop_init(struct loop *lp, struct pts_http *h, evutil_socket_t listen_fd,
                                  struct pts_error *err) {
   lp->h = h;
-  lp->base = event_base_new();
+  lp->base = pts_libevent_loop_base();
   if (!lp->base) return pts_error_set(err, PTS_INTERNAL, "failed to create an event loop");
   lp->http = evhttp_new(lp->base);
   lp->stop_ev = event_new(lp->base, -1, 0, on_stop, lp);
