@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/fmt.h"
 #include "grpc_service.pb-c.h"
 #include "tensor/bytes.h"
 
@@ -645,8 +646,10 @@ static enum pts_status decode_inputs(const Inference__ModelInferRequest *m, stru
                            in->datatype);
     enum pts_status st = decode_shape(in, t, err);
     if (st != PTS_OK) return st;
-    char what[PTS_ERROR_MSG_MAX / 4];
-    snprintf(what, sizeof what, "input '%s'", in->name);
+    /* Named only when it can be needed: without parameters there is no
+     * shared-memory key to complain about (snprintf is 700 instructions). */
+    char what[PTS_ERROR_MSG_MAX / 4] = "";
+    if (in->n_parameters) snprintf(what, sizeof what, "input '%s'", in->name);
     struct shm_keys keys = {0};
     for (size_t k = 0; st == PTS_OK && k < in->n_parameters; k++)
       st = shm_key(in->parameters[k]->key, in->parameters[k]->value, what, &keys, err);
@@ -712,8 +715,8 @@ static enum pts_status decode_output(
       ro->classification = (uint32_t)k;
     }
   }
-  char what[PTS_ERROR_MSG_MAX / 4];
-  snprintf(what, sizeof what, "output '%s'", o->name);
+  char what[PTS_ERROR_MSG_MAX / 4] = ""; /* as for inputs: only with parameters */
+  if (o->n_parameters) snprintf(what, sizeof what, "output '%s'", o->name);
   struct shm_keys keys = {0};
   enum pts_status st = PTS_OK;
   for (size_t k = 0; st == PTS_OK && k < o->n_parameters; k++)
@@ -814,7 +817,7 @@ struct header {
   Inference__ModelInferResponse__InferOutputTensor **tensor_ptrs;
   Inference__ModelInferResponse__ParametersEntry final_entry, *entries[1];
   Inference__InferParameter final_value;
-  char version[24];
+  char version[PTS_FMT_INT_MAX];
 };
 
 static enum pts_status build_header(const struct pts_infer_request *req,
@@ -829,7 +832,7 @@ static enum pts_status build_header(const struct pts_infer_request *req,
   const char *name = resp->model_name ? resp->model_name : req->model_name;
   const char *id = resp->id ? resp->id : req->id;
   h->msg.model_name = (char *)(name ? name : "");
-  snprintf(h->version, sizeof h->version, "%" PRId64, resp->model_version);
+  pts_fmt_i64(h->version, resp->model_version);
   h->msg.model_version = h->version;
   h->msg.id = (char *)(id ? id : "");
   for (size_t i = 0; i < n; i++) {
