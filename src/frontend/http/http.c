@@ -12,6 +12,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -596,13 +597,49 @@ static void on_infer_done(struct pts_infer_request *ireq, struct pts_infer_respo
   pthread_mutex_unlock(&h->mu);
 }
 
+/* The request headers an inference reads. */
+struct infer_headers {
+  const char *encoding;      /* Content-Encoding */
+  const char *header_length; /* Inference-Header-Content-Length */
+  const char *accept;        /* Accept-Encoding */
+};
+
+/* Finds them in one pass over the request's headers, the first of each
+ * name in any case, as evhttp_find_header would; that walks the whole list
+ * once per name, comparing every key (0.8% of a small request's
+ * instructions for the three). Keys are compared only when the length
+ * matches. */
+static void infer_headers(struct evhttp_request *req, struct infer_headers *out) {
+  memset(out, 0, sizeof *out);
+  /* The list is a <sys/queue.h> TAILQ (event2/keyvalq_struct.h). */
+  for (struct evkeyval *kv = evhttp_request_get_input_headers(req)->tqh_first; kv;
+       kv = kv->next.tqe_next) {
+    const char **slot = NULL, *name = NULL;
+    switch (strlen(kv->key)) {
+      case 16:
+        slot = &out->encoding, name = "Content-Encoding";
+        break;
+      case 31:
+        slot = &out->header_length, name = "Inference-Header-Content-Length";
+        break;
+      case 15:
+        slot = &out->accept, name = "Accept-Encoding";
+        break;
+      default:
+        continue;
+    }
+    if (!*slot && evutil_ascii_strcasecmp(kv->key, name) == 0) *slot = kv->value;
+  }
+}
+
 static enum pts_status decode_request(struct pts_http *h, struct evhttp_request *req,
+                                      const struct infer_headers *hd,
                                       struct pts_infer_request *ireq, struct pts_error *err) {
-  enum pts_http_encoding enc = pts_http_content_encoding(in_header(req, "Content-Encoding"));
+  enum pts_http_encoding enc = pts_http_content_encoding(hd->encoding);
   if (enc == PTS_HTTP_ENC_UNKNOWN) {
     evhttp_add_header(evhttp_request_get_output_headers(req), "Accept-Encoding", "gzip, deflate");
     return pts_error_set(err, PTS_UNSUPPORTED, "Unsupported compression type '%.40s'",
-                         in_header(req, "Content-Encoding"));
+                         hd->encoding);
   }
   struct pts_buf *body = NULL;
   enum pts_status st = read_body(h, req, &body, err);
@@ -615,8 +652,7 @@ static enum pts_status decode_request(struct pts_http *h, struct evhttp_request 
     body = plain;
   }
   size_t header_len;
-  st = pts_v2_header_length(in_header(req, "Inference-Header-Content-Length"), body->size,
-                            &header_len, err);
+  st = pts_v2_header_length(hd->header_length, body->size, &header_len, err);
   if (st == PTS_OK) st = pts_v2_decode_infer(body, header_len, ireq, err);
   pts_buf_release(body); /* binary inputs keep their own references */
   return st;
@@ -662,7 +698,9 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
   ireq->model_version = r->version;
   ireq->trace = pts_trace_sample(ireq->model_name);
   pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_START, ireq->receive_ns);
-  enum pts_status decoded = decode_request(h, req, ireq, &err);
+  struct infer_headers hd;
+  infer_headers(req, &hd);
+  enum pts_status decoded = decode_request(h, req, &hd, ireq, &err);
   pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_END, pts_now_ns());
   if (decoded != PTS_OK) {
     pts_infer_request_free(ireq);
@@ -680,7 +718,7 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
   c->loop = lp;
   c->req = req;
   c->cn = cn;
-  c->accept = pts_http_accept_encoding(in_header(req, "Accept-Encoding"));
+  c->accept = pts_http_accept_encoding(hd.accept);
   ireq->done = on_infer_done;
   ireq->done_ctx = c;
   atomic_fetch_add(&h->refs, 1);
