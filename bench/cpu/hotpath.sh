@@ -13,7 +13,8 @@
 # 2. writes the mlp model (bench/cpu/gen_models.py; only mlp is served);
 # 3. ROUNDS times (default 2), alternating which server goes first so that a
 #    change in the machine's load touches both alike: for each server, for
-#    HTTP and gRPC (ModelInfer), at concurrency 1 and 4:
+#    HTTP, gRPC ModelInfer and gRPC ModelStreamInfer (one stream per request
+#    in flight), at concurrency 1 and 4:
 #    - ptperf (windows until stable): infer/s, p50, server CPU per request
 #      (/proc of the server);
 #    - `perf stat -p` on the server over a further fixed window of requests:
@@ -76,7 +77,10 @@ answered() {
 }
 
 proto_args() { # PROTO
-  if [ "$1" = grpc ]; then echo "-i grpc --grpc-url 127.0.0.1:$GRPC_PORT"; fi
+  case "$1" in
+    grpc) echo "-i grpc --grpc-url 127.0.0.1:$GRPC_PORT" ;;
+    stream) echo "-i grpc --grpc-url 127.0.0.1:$GRPC_PORT --streaming" ;;
+  esac
 }
 
 measure() { # LABEL ROUND PROTO C
@@ -128,7 +132,7 @@ for round in $(seq 1 "$ROUNDS"); do
     bin="$BUILD/ptserve"
     [ "$label" = baseline ] && bin="$BASE_BIN"
     start_server "$bin"
-    for proto in http grpc; do
+    for proto in http grpc stream; do
       for c in 1 4; do
         log "round $round: $label, $proto, concurrency $c"
         measure "$label" "$round" "$proto" "$c"
@@ -161,7 +165,7 @@ for label in baseline new; do
     "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" $(proto_args "$proto") -q --no-server-stats \
       -p 1000 -r 3 -s 100 --concurrency 4 >/dev/null 2>&1 || true
   done
-  for proto in http grpc; do
+  for proto in http grpc stream; do
     for c in 1 4; do
       rm -f "$RAW"/callgrind_"$label".*
       before="$(answered)"

@@ -18,8 +18,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import read_meta  # noqa: E402  (bench/cpu/report.py: the same meta.txt)
 
-TAG = re.compile(r"^ptperf_(baseline|new)_r(\d+)_(http|grpc)_c(\d+)\.csv$")
-LABEL = {"http": "HTTP", "grpc": "gRPC"}
+TAG = re.compile(r"^ptperf_(baseline|new)_r(\d+)_(http|grpc|stream)_c(\d+)\.csv$")
+LABEL = {"http": "HTTP", "grpc": "gRPC", "stream": "gRPC stream"}
 # Issue #13's targets for the 16 -> 4 MLP on the 2-core machine.
 TARGET_CPU_US = 30.0
 TARGET_P50_US = 60.0
@@ -134,7 +134,7 @@ def main(argv):
              "ctx switches/req base | new |")
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     verdict = []
-    for proto in ("http", "grpc"):
+    for proto in ("http", "grpc", "stream"):
         for c in (1, 4):
             b = [r for r in rs if r["server"] == "baseline" and r["protocol"] == proto
                  and r["concurrency"] == c]
@@ -179,6 +179,29 @@ def main(argv):
     L.append("")
     L.extend(verdict)
     L.append("")
+    # Part 4: gRPC, unary and streaming, at least as fast as HTTP at every
+    # concurrency (this tree's servers, same run).
+    parity = []
+    for proto in ("grpc", "stream"):
+        for c in (1, 4):
+            h = [r for r in rs if r["server"] == "new" and r["protocol"] == "http"
+                 and r["concurrency"] == c]
+            g = [r for r in rs if r["server"] == "new" and r["protocol"] == proto
+                 and r["concurrency"] == c]
+            if not h or not g:
+                continue
+            th, tg = med(h, "infer_per_sec"), med(g, "infer_per_sec")
+            x = tg / th if th else None
+            parity.append(f"- {LABEL[proto]} c={c}: {fmt(tg)} infer/s, {fmt(x, 2)}× HTTP's "
+                          f"{fmt(th)} ({'met' if x and x >= 1.0 else 'not met'}); server CPU "
+                          f"{fmt(med(g, 'server_cpu_us'), 1)} µs/request against "
+                          f"{fmt(med(h, 'server_cpu_us'), 1)}")
+    if parity:
+        L.append("gRPC against HTTP, this tree (target: at least as fast at every "
+                 "concurrency):")
+        L.append("")
+        L.extend(parity)
+        L.append("")
     L.append("Where this tree's server spends its instructions at HTTP c=1 (callgrind, same "
              "window as the instr/req cell): self cost per symbol in "
              "[top_symbols.txt](top_symbols.txt), inclusive cost of ptserve's and libevent's "
