@@ -26,8 +26,8 @@
 
 #include "config/model_config.h"
 #include "core/alloc.h"
-#include "core/fmt.h"
 #include "core/asan.h"
+#include "core/fmt.h"
 #include "core/log.h"
 #include "core/name.h"
 #include "core/overload.h"
