@@ -452,3 +452,25 @@ def test_kind_gpu_falls_back_to_cpu(serve, torch_models, tmp_path):
         r = infer_json(server.url, name, [("INPUT0", "FP32", [1, 4], [1.0] * 4),
                                           ("INPUT1", "FP32", [1, 4], [0.5] * 4)])
         assert outputs_by_name(r)["OUTPUT0"]["data"] == [1.5] * 4
+
+
+@pytest.mark.parametrize("inference_mode", ["true", "false"])
+def test_a_model_that_changes_its_own_tensors(serve, torch_models, tmp_path, inference_mode):
+    """`stateful` updates a buffer and a weight it shares with a submodule in
+    place on each call. Under InferenceMode ptserve makes the module's tensors
+    inference tensors (torch_bridge.h); the answers must still be torch's own,
+    call after call, in both modes."""
+    repo = tmp_path / "repo"
+    shutil.copytree(os.path.join(torch_models, "stateful"), str(repo / "stateful"))
+    with open(str(repo / "stateful" / "config.pbtxt"), "a") as f:
+        f.write('parameters: { key: "INFERENCE_MODE" value: { string_value: "%s" } }\n'
+                % inference_mode)
+    server = serve(repo)
+    model = load_model(torch_models, "stateful")
+    x = [1.0, -2.0]
+    for _ in range(3):
+        with torch.inference_mode():
+            want = model(torch.tensor([x])).flatten().tolist()
+        r = infer_json(server.url, "stateful", [("INPUT__0", "FP32", [1, 2], x)])
+        assert r.status_code == 200, r.text
+        assert outputs_by_name(r)["OUTPUT__0"]["data"] == want

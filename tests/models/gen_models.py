@@ -124,6 +124,27 @@ class Scalar(torch.nn.Module):
         return x.sum()
 
 
+class Stateful(torch.nn.Module):
+    """A parameter in a submodule, the same parameter under a second name,
+    and a buffer that forward() changes in place: whatever ptserve does to
+    a module's tensors must keep them shared and writable. Call k (from 1)
+    returns (W + k) x + b + k, W = [[1, 2], [3, 4]], b = [0.5, -0.5]."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+        with torch.no_grad():
+            self.lin.weight.copy_(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+            self.lin.bias.copy_(torch.tensor([0.5, -0.5]))
+        self.tied = self.lin.weight
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        self.tied.add_(1)
+        return self.lin(x) + self.calls
+
+
 class Cast(torch.nn.Module):
     def forward(self, x):
         return x * 2
@@ -217,6 +238,8 @@ def models():
                                        [("OUTPUT__0", "TYPE_FP32", [4])]), OptionalIn(), None)
     out["scalar_out"] = (config_pbtxt("scalar_out", 0, [("INPUT__0", "TYPE_FP32", [-1])],
                                       [("OUTPUT__0", "TYPE_FP32", [1])]), Scalar(), None)
+    out["stateful"] = (config_pbtxt("stateful", 8, [("INPUT__0", "TYPE_FP32", [2])],
+                                    [("OUTPUT__0", "TYPE_FP32", [2])]), Stateful(), None)
     # The config says INT32, the model returns FP32: an error at inference.
     out["wrong_dtype"] = (config_pbtxt("wrong_dtype", 8, [("INPUT__0", "TYPE_FP32", [4])],
                                        [("OUTPUT__0", "TYPE_INT32", [4])]), Cast(), None)

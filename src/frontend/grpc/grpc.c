@@ -77,6 +77,12 @@ struct pts_grpc {
   /* --grpc-restricted-protocol; read-only while the queues run */
   struct pts_restrictions restrictions;
   grpc_resource_quota *quota; /* gRPC's own buffers, sized by the memory budget */
+  /* ModelInfer registered with gRPC core, its message read with the call:
+   * a unary inference then costs one completion-queue event and one batch
+   * fewer (no RECV_MESSAGE of ours). Calls that do not match it (a client
+   * without :authority) still arrive through grpc_server_request_call. */
+  void *infer_method;                   /* gRPC core's handle; NULL if not registered */
+  const struct pts_grpc_rpc *infer_rpc; /* the rpc table's ModelInfer */
   struct pts_grpc_listen *listen; /* accepts connections for gs */
 };
 
@@ -95,7 +101,9 @@ struct call {
   struct queue *q;
   const struct pts_grpc_rpc *rpc;
   grpc_call *call;
-  grpc_call_details details;
+  grpc_call_details details; /* unregistered calls: the method's path */
+  gpr_timespec deadline;     /* registered calls: unused, gRPC core wants it */
+  bool registered;           /* requested as g->infer_method, its message in recv_bb */
   grpc_metadata_array md;
   struct tag new_tag, recv_tag, send_tag, finish_tag;
   grpc_byte_buffer *recv_bb;   /* RECV_MESSAGE's output */
@@ -652,14 +660,21 @@ static bool metadata_is_true(const grpc_metadata_array *md, const char *key) {
 /* ------------------------------------------------------------------ */
 /* events                                                              */
 
-static void request_call(struct pts_grpc *g, struct queue *q) {
+/* Asks gRPC core for the next call on `q`: a ModelInfer call with its
+ * message when `registered`, else any other call. */
+static void request_call(struct pts_grpc *g, struct queue *q, bool registered) {
   struct call *c = call_new(g, q);
   if (!c) {
     PTS_LOG_ERROR("gRPC: out of memory waiting for a new call");
     return;
   }
+  c->registered = registered;
   grpc_call_error e =
-      grpc_server_request_call(g->gs, &c->call, &c->details, &c->md, q->cq, q->cq, &c->new_tag);
+      registered ? grpc_server_request_registered_call(g->gs, g->infer_method, &c->call,
+                                                       &c->deadline, &c->md, &c->recv_bb, q->cq,
+                                                       q->cq, &c->new_tag)
+                 : grpc_server_request_call(g->gs, &c->call, &c->details, &c->md, q->cq, q->cq,
+                                            &c->new_tag);
   if (e != GRPC_CALL_OK) {
     PTS_LOG_ERROR("gRPC: grpc_server_request_call failed (grpc_call_error %d)", (int)e);
     call_free(c);
@@ -672,11 +687,16 @@ static void on_new_call(struct call *c, bool ok) {
     call_free(c);
     return;
   }
-  if (!atomic_load(&g->stopping)) request_call(g, c->q);
+  if (!atomic_load(&g->stopping)) request_call(g, c->q, c->registered);
   c->refs = 1; /* held across this function so no batch completion frees it */
   const char *path = (const char *)GRPC_SLICE_START_PTR(c->details.method);
   size_t len = GRPC_SLICE_LENGTH(c->details.method);
-  c->rpc = pts_grpc_rpc_find(path, len);
+  if (c->registered) {
+    path = g->infer_rpc->path;
+    len = strlen(path);
+  }
+  c->rpc = c->registered ? g->infer_rpc : pts_grpc_rpc_find(path, len);
+  bool received = false; /* the registered call's message is here: handle it below */
   PTS_LOG_VERBOSE(1, "gRPC: %.*s", (int)len, path);
   struct pts_error rerr;
   pthread_mutex_lock(&c->mu);
@@ -692,10 +712,21 @@ static void on_new_call(struct call *c, bool ok) {
   } else {
     if (c->rpc->kind == PTS_GRPC_STREAM)
       c->status_errors = metadata_is_true(&c->md, "triton_grpc_error");
-    if (!start_recv_locked(c))
+    if (c->registered)
+      received = true;
+    else if (!start_recv_locked(c))
       finish_locked(c, NULL, PTS_INTERNAL, "failed to read the request", false);
   }
   pthread_mutex_unlock(&c->mu);
+  if (received) {
+    grpc_byte_buffer *bb = c->recv_bb;
+    c->recv_bb = NULL;
+    if (bb)
+      unary_received(c, bb);
+    else
+      finish(c, NULL, PTS_INVALID_ARG, "the call carried no request message");
+    if (bb) grpc_byte_buffer_destroy(bb);
+  }
   call_unref(c);
 }
 
@@ -916,6 +947,9 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
   grpc_arg args[16];
   grpc_channel_args ca = {channel_args(o, g->quota, args), args};
   g->gs = grpc_server_create(&ca, NULL);
+  g->infer_rpc = pts_grpc_rpc_find(PTS_GRPC_INFER_PATH, strlen(PTS_GRPC_INFER_PATH));
+  g->infer_method = grpc_server_register_method(g->gs, PTS_GRPC_INFER_PATH, NULL,
+                                                GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
   for (size_t i = 0; i < nq; i++) {
     g->queues[i].g = g;
     g->queues[i].cq = grpc_completion_queue_create_for_next(NULL);
@@ -924,7 +958,10 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
   grpc_server_start(g->gs);
   for (size_t i = 0; i < nq; i++) {
     struct queue *q = &g->queues[i];
-    for (int k = 0; k < CALLS_PER_QUEUE; k++) request_call(g, q);
+    for (int k = 0; k < CALLS_PER_QUEUE; k++) {
+      request_call(g, q, false);
+      if (g->infer_method) request_call(g, q, true);
+    }
     if (pthread_create(&q->thread, NULL, queue_main, q) == 0)
       q->thread_started = true;
     else

@@ -811,7 +811,7 @@ static const struct pts_grpc_rpc RPCS[] = {
     {SVC "ModelReady", PTS_GRPC_UNARY, model_ready, NULL},
     {SVC "ServerMetadata", PTS_GRPC_UNARY, server_metadata, NULL},
     {SVC "ModelMetadata", PTS_GRPC_UNARY, model_metadata, NULL},
-    {SVC "ModelInfer", PTS_GRPC_INFER, NULL, NULL},
+    {PTS_GRPC_INFER_PATH, PTS_GRPC_INFER, NULL, NULL},
     {SVC "ModelStreamInfer", PTS_GRPC_STREAM, NULL, NULL},
     {SVC "ModelConfig", PTS_GRPC_UNARY, model_config, NULL},
     {SVC "ModelStatistics", PTS_GRPC_UNARY, model_statistics, NULL},

@@ -55,6 +55,9 @@ struct pts_grpc_rpc {
   pts_grpc_async_fn start; /* PTS_GRPC_ASYNC only */
 };
 
+/* ModelInfer's path, which the frontend registers with gRPC core. */
+#define PTS_GRPC_INFER_PATH "/inference.GRPCInferenceService/ModelInfer"
+
 /* The row for a method path of `len` bytes (not NUL-terminated), or NULL
  * for a method ptserve does not serve (the transport answers UNIMPLEMENTED). */
 const struct pts_grpc_rpc *pts_grpc_rpc_find(const char *path, size_t len);

@@ -25,7 +25,7 @@ static int generate(void **state) {
   char cmd[1024];
   snprintf(cmd, sizeof cmd,
            "%s %s/tests/models/gen_models.py %s add_sub_fp32 add_sub_bf16 strings "
-           "dict_out list_out dict_in identity scalar_out bad_file threads >/dev/null 2>&1",
+           "dict_out list_out dict_in identity scalar_out bad_file threads stateful >/dev/null 2>&1",
            getenv("PTS_MODELS_PYTHON") ? getenv("PTS_MODELS_PYTHON") : "/usr/bin/python3", src,
            repo);
   have_models = system(cmd) == 0;
@@ -341,6 +341,61 @@ static void bad_files_fail_to_load(void **state) {
   assert_non_null(strstr(err.msg, "/nonexistent/model.pt"));
 }
 
+/* One forward of `stateful` on x = [1, 1]: *y gets its two outputs. */
+static enum pts_status stateful_call(struct pts_torch_module *m, bool inference_mode, float y[2],
+                                     struct pts_error *err) {
+  const int64_t dims[] = {1, 2};
+  const float x[2] = {1, 1};
+  struct pts_torch_input in = tensor("INPUT__0", PTS_DTYPE_FP32, 2, dims, x, sizeof x);
+  struct pts_torch_run_opts opts = DEFAULT_OPTS;
+  opts.inference_mode = inference_mode;
+  struct pts_torch_outputs out;
+  enum pts_status st = pts_torch_forward(m, &in, 1, &opts, &out, err);
+  if (st != PTS_OK) return st;
+  assert_int_equal(out.count, 1);
+  assert_int_equal(out.items[0].byte_size, 2 * sizeof(float));
+  memcpy(y, out.items[0].data, 2 * sizeof(float));
+  pts_torch_outputs_free(&out);
+  return PTS_OK;
+}
+
+/* The module's tensors made inference tensors: each counted once, none
+ * left over (a second pass finds nothing), and the model still sees one
+ * shared weight and a buffer it updates in place. By hand, call k gives
+ * (W + k) x + b + k = [3.5 + 3k, 6.5 + 3k]; with the tied weight copied
+ * instead of shared it would be [3.5 + k, 6.5 + k]. */
+static void inference_tensors_keep_state_and_sharing(void **state) {
+  (void)state;
+  struct pts_torch_module *m = load("stateful");
+  struct pts_error err = {0};
+  size_t converted = 0;
+  assert_int_equal(pts_torch_inference_tensors(m, &converted, &err), PTS_OK);
+  /* lin.weight (also `tied`), lin.bias, calls */
+  assert_in_range(converted, 3, 4);
+  assert_int_equal(pts_torch_inference_tensors(m, &converted, &err), PTS_OK);
+  assert_int_equal(converted, 0);
+  for (int k = 1; k <= 3; k++) {
+    float y[2];
+    assert_int_equal(stateful_call(m, true, y, &err), PTS_OK);
+    assert_true(y[0] == 3.5f + 3 * k);
+    assert_true(y[1] == 6.5f + 3 * k);
+  }
+  /* Outside InferenceMode LibTorch refuses in-place updates of inference
+   * tensors: why the backend converts only with INFERENCE_MODE on. */
+  float y[2];
+  assert_int_not_equal(stateful_call(m, false, y, &err), PTS_OK);
+  assert_non_null(strstr(err.msg, "nference tensor"));
+  pts_torch_free(m);
+
+  /* Not converted, the same model runs either way. */
+  m = load("stateful");
+  assert_int_equal(stateful_call(m, false, y, &err), PTS_OK);
+  assert_true(y[0] == 6.5f && y[1] == 9.5f);
+  assert_int_equal(stateful_call(m, true, y, &err), PTS_OK);
+  assert_true(y[0] == 9.5f && y[1] == 12.5f);
+  pts_torch_free(m);
+}
+
 static void probe_reports_this_cpu_build(void **state) {
   (void)state;
   struct pts_device_caps caps;
@@ -381,6 +436,7 @@ int main(void) {
       cmocka_unit_test(model_errors_become_statuses),
       cmocka_unit_test(thread_and_grad_options),
       cmocka_unit_test(bad_files_fail_to_load),
+      cmocka_unit_test(inference_tensors_keep_state_and_sharing),
       cmocka_unit_test(probe_reports_this_cpu_build),
       cmocka_unit_test(gather_device_refuses_a_cpu_module),
   };
