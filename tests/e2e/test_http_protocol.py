@@ -470,6 +470,55 @@ def test_keep_alive_one_connection(server):
                 assert json.loads(payload)["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
 
 
+@pytest.mark.parametrize("binary,accept", [(False, None), (True, None), (True, "gzip")])
+def test_infer_reply_headers_on_the_wire(server, binary, accept):
+    """An inference reply's header block, byte by byte: every header on a
+    line of its own, each exactly once, lengths that match the body (the
+    server writes some of them in one evhttp entry, http.c)."""
+    outputs = [{"name": "OUTPUT0", "parameters": {"binary_data": binary}}]
+    body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                                   "data": [1, 2, 3, 4]}], "outputs": outputs}).encode()
+    extra = b"Accept-Encoding: %s\r\n" % accept.encode() if accept else b""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as s:
+        s.sendall(b"POST /v2/models/id_fp32/infer HTTP/1.1\r\nHost: x\r\n" + extra +
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) +
+                  body)
+        raw = b""
+        while b"\r\n\r\n" not in raw:
+            chunk = s.recv(65536)
+            assert chunk, raw
+            raw += chunk
+        head, rest = raw.split(b"\r\n\r\n", 1)
+        lines = head.decode("ascii").split("\r\n")
+        assert lines[0] == "HTTP/1.1 200 OK", lines
+        names = [ln.split(":", 1)[0].lower() for ln in lines[1:]]
+        assert all(":" in ln and "\r" not in ln and "\n" not in ln for ln in lines[1:]), lines
+        headers = {ln.split(":", 1)[0].lower(): ln.split(":", 1)[1].strip() for ln in lines[1:]}
+        want = {"content-length", "content-type", "date"}
+        if binary:
+            want.add("inference-header-content-length")
+        if accept:
+            want.add("content-encoding")
+        assert sorted(names) == sorted(want), lines
+        n = int(headers["content-length"])
+        while len(rest) < n:
+            rest += s.recv(65536)
+        assert len(rest) == n
+    if accept:
+        assert headers["content-encoding"] == "gzip"
+        rest = gzip.decompress(rest)
+    json_len = int(headers.get("inference-header-content-length", len(rest)))
+    assert headers["content-type"] == ("application/octet-stream" if binary else "application/json")
+    reply = json.loads(rest[:json_len])
+    assert reply["model_name"] == "id_fp32"
+    if binary:
+        assert np.frombuffer(rest[json_len:], dtype=np.float32).tolist() == [1, 2, 3, 4]
+    else:
+        assert len(rest) == json_len and reply["outputs"][0]["data"] == [1, 2, 3, 4]
+    # RFC 7231 IMF-fixdate, e.g. "Thu, 26 Nov 2026 23:40:00 GMT"
+    assert len(headers["date"]) == 29 and headers["date"].endswith(" GMT"), headers
+
+
 def test_keep_alive_session(server):
     with requests.Session() as sess:
         for i in range(10):
