@@ -130,6 +130,7 @@ static void reset_request(struct conn *cn) {
 static void conn_free(struct conn *cn) {
   struct pts_http *h = cn->lp->h;
   drop_head(cn);
+  if (cn->written_ev) event_free(cn->written_ev); /* also when still active */
   pts_overload_release(cn->charged);
   if (cn->has_slot) atomic_fetch_sub(&h->admitted, 1);
   pts_overload_count(PTS_OVERLOAD_HTTP_CONNECTIONS, -1);

@@ -578,6 +578,39 @@ void pts_http_reply_end(struct conn *cn) {
   pts_http_reply_finished(cn->lp->h);
 }
 
+/* The reply was written by write_now: evhttp's write callback, as libevent
+ * would have called it had it written the bytes itself. */
+static void on_written_now(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  struct conn *cn = arg;
+  bufferevent_trigger(cn->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
+}
+
+/* Writes the reply evhttp has just queued on `cn` now, instead of when
+ * the loop next finds the socket writable. evhttp enables the write event
+ * and writes on its callback: a second epoll_wait for every request, and
+ * an epoll_ctl each to switch the write event on and off. A reply that goes
+ * out whole here needs neither (the loop's change list cancels the
+ * enabling and disabling of events within one pass); evhttp is then told
+ * through its write callback, from an event activated here, so that it
+ * runs at the top of the loop and not inside the code that sent the reply.
+ * A reply the socket does not take whole is left to libevent, which writes
+ * the rest and calls evhttp itself. bufferevents keep their output frozen
+ * at the front against anyone else draining it: unfrozen for the write. */
+static void write_now(struct conn *cn) {
+  if (cn->fd < 0) return;
+  struct evbuffer *out = bufferevent_get_output(cn->bev);
+  size_t len = evbuffer_get_length(out);
+  if (len == 0) return;
+  if (!cn->written_ev && !(cn->written_ev = event_new(cn->lp->base, -1, 0, on_written_now, cn)))
+    return;
+  evbuffer_unfreeze(out, 1);
+  int n = evbuffer_write(out, cn->fd);
+  evbuffer_freeze(out, 1);
+  if (n > 0 && (size_t)n == len) event_active(cn->written_ev, EV_WRITE, 0);
+}
+
 static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
   (void)fd;
   (void)what;
@@ -604,6 +637,7 @@ static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
       send_error_msg(c->req, PTS_INTERNAL, "the inference finished without a response");
     else
       send_infer_reply(c);
+    write_now(c->cn);
     pts_trace_record(trace, PTS_TRACE_HTTP_SEND_END, pts_now_ns());
   }
   ctx_recycle(c); /* frees the request, which ends its trace */

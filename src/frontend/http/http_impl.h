@@ -119,7 +119,9 @@ struct conn {
   size_t reply_charged;  /* bytes of that reply charged to the memory budget until written:
                             a client that never reads holds them, and the budget refuses
                             new work rather than let such clients pin unbounded memory */
-  struct conn *next;     /* on lp->fresh or lp->reap */
+  struct event *written_ev; /* http.c write_now: tells evhttp its reply is out (owned;
+                               made on first use, freed with the connection) */
+  struct conn *next;        /* on lp->fresh or lp->reap */
 };
 
 /* http.c: an accepted inference's reply has been written, or its
