@@ -1106,14 +1106,15 @@ static enum pts_status pt_instance_create(void *model_state,
     goto fail;
   }
   /* Under InferenceMode only: torch_bridge.h says why and why not else. */
-  size_t converted = 0;
-  if (m->inference_mode && !m->aoti &&
-      (st = pts_torch_inference_tensors(in->module, &converted, err))) {
-    pts_error_prefix(err, "model '%s'", m->name);
-    goto fail;
+  if (m->inference_mode && !m->aoti) {
+    size_t converted = 0;
+    if ((st = pts_torch_inference_tensors(in->module, &converted, err))) {
+      pts_error_prefix(err, "model '%s'", m->name);
+      goto fail;
+    }
+    PTS_LOG_VERBOSE(1, "model instance '%s': %zu parameters and buffers made inference tensors",
+                    in->name, converted);
   }
-  PTS_LOG_VERBOSE(1, "model instance '%s': %zu parameters and buffers made inference tensors",
-                  in->name, converted);
   PTS_LOG_INFO("Loaded %s from: %s on device: %s",
                m->aoti ? "AOTInductor package" : "PyTorch model", m->path,
                in->device.keep_placement ? "model" : dev);

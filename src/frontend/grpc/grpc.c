@@ -507,6 +507,15 @@ static void unary_received(struct call *c, grpc_byte_buffer *bb) {
   finish(c, &reply, err.code, err.msg);
 }
 
+/* A unary call's request message (NULL: the client sent none), taken. */
+static void unary_arrived(struct call *c, grpc_byte_buffer *bb) {
+  if (bb)
+    unary_received(c, bb);
+  else
+    finish(c, NULL, PTS_INVALID_ARG, "the call carried no request message");
+  if (bb) grpc_byte_buffer_destroy(bb);
+}
+
 /* ------------------------------------------------------------------ */
 /* streams                                                             */
 
@@ -689,13 +698,17 @@ static void on_new_call(struct call *c, bool ok) {
   }
   if (!atomic_load(&g->stopping)) request_call(g, c->q, c->registered);
   c->refs = 1; /* held across this function so no batch completion frees it */
-  const char *path = (const char *)GRPC_SLICE_START_PTR(c->details.method);
-  size_t len = GRPC_SLICE_LENGTH(c->details.method);
-  if (c->registered) {
-    path = g->infer_rpc->path;
-    len = strlen(path);
+  const char *path;
+  size_t len;
+  if (c->registered) { /* gRPC core leaves details empty for these */
+    c->rpc = g->infer_rpc;
+    path = PTS_GRPC_INFER_PATH;
+    len = sizeof PTS_GRPC_INFER_PATH - 1;
+  } else {
+    path = (const char *)GRPC_SLICE_START_PTR(c->details.method);
+    len = GRPC_SLICE_LENGTH(c->details.method);
+    c->rpc = pts_grpc_rpc_find(path, len);
   }
-  c->rpc = c->registered ? g->infer_rpc : pts_grpc_rpc_find(path, len);
   bool received = false; /* the registered call's message is here: handle it below */
   PTS_LOG_VERBOSE(1, "gRPC: %.*s", (int)len, path);
   struct pts_error rerr;
@@ -721,11 +734,7 @@ static void on_new_call(struct call *c, bool ok) {
   if (received) {
     grpc_byte_buffer *bb = c->recv_bb;
     c->recv_bb = NULL;
-    if (bb)
-      unary_received(c, bb);
-    else
-      finish(c, NULL, PTS_INVALID_ARG, "the call carried no request message");
-    if (bb) grpc_byte_buffer_destroy(bb);
+    unary_arrived(c, bb);
   }
   call_unref(c);
 }
@@ -735,10 +744,8 @@ static void on_recv(struct call *c, bool ok) {
   if (!ok && c->recv_bb) grpc_byte_buffer_destroy(c->recv_bb);
   c->recv_bb = NULL;
   if (c->rpc->kind != PTS_GRPC_STREAM) {
-    if (bb)
-      unary_received(c, bb);
-    else
-      finish(c, NULL, PTS_INVALID_ARG, "the call carried no request message");
+    unary_arrived(c, bb);
+    bb = NULL; /* destroyed there */
   } else {
     pthread_mutex_lock(&c->mu);
     bool closing = c->closing;

@@ -491,34 +491,34 @@ static bool send_compressed(struct evhttp_request *req, struct pts_v2_reply *r,
  * lines of their own. evhttp_add_header refuses a value with a line break
  * (rightly: it may come from a client), so that entry goes into the list
  * directly; every byte of it is ptserve's. libevent frees entries with
- * free() (ptserve does not replace its allocator), hence malloc here.
- * Returns false when out of memory; the caller adds them one by one. */
-static bool add_reply_headers(struct evkeyvalq *hdr, bool binary, size_t json_len,
+ * free() (ptserve does not replace its allocator), hence strdup here.
+ * Out of memory, the headers are added one entry each. */
+static void add_reply_headers(struct evkeyvalq *hdr, bool binary, size_t json_len,
                               size_t body_len) {
-  static const char date_key[] = "Date";
   const char *type = binary ? "application/octet-stream" : "application/json";
-  char ihcl[PTS_FMT_INT_MAX], len[PTS_FMT_INT_MAX];
-  pts_fmt_u64(ihcl, json_len);
-  pts_fmt_u64(len, body_len);
+  char num[PTS_FMT_INT_MAX];
+  pts_fmt_u64(num, body_len);
+  evhttp_add_header(hdr, "Content-Length", num);
+  pts_fmt_u64(num, json_len);
   char value[160];
   int n = snprintf(value, sizeof value, "%s\r\nContent-Type: %s%s%s", pts_fmt_http_date_now(),
                    type, binary ? "\r\nInference-Header-Content-Length: " : "",
-                   binary ? ihcl : "");
+                   binary ? num : "");
   struct evkeyval *kv = malloc(sizeof *kv);
-  char *k = malloc(sizeof date_key);
-  char *v = n > 0 && (size_t)n < sizeof value ? malloc((size_t)n + 1) : NULL;
-  if (!kv || !k || !v || evhttp_add_header(hdr, "Content-Length", len) != 0) {
-    free(kv);
-    free(k);
-    free(v);
-    return false;
+  char *k = strdup("Date");
+  char *v = n > 0 && (size_t)n < sizeof value ? strdup(value) : NULL;
+  if (kv && k && v) {
+    kv->key = k;
+    kv->value = v;
+    TAILQ_INSERT_TAIL(hdr, kv, next);
+    return;
   }
-  memcpy(k, date_key, sizeof date_key);
-  memcpy(v, value, (size_t)n + 1);
-  kv->key = k;
-  kv->value = v;
-  TAILQ_INSERT_TAIL(hdr, kv, next);
-  return true;
+  free(kv);
+  free(k);
+  free(v);
+  evhttp_add_header(hdr, "Content-Type", type);
+  if (binary) evhttp_add_header(hdr, "Inference-Header-Content-Length", num);
+  evhttp_add_header(hdr, "Date", pts_fmt_http_date_now());
 }
 
 static void send_infer_reply(struct infer_ctx *c) {
@@ -540,17 +540,7 @@ static void send_infer_reply(struct infer_ctx *c) {
   size_t n = evbuffer_get_length(evhttp_request_get_output_buffer(c->req));
   pts_overload_charge(n);
   c->cn->reply_charged = n;
-  if (!add_reply_headers(hdr, binary, json_len, n)) {
-    char len[PTS_FMT_INT_MAX];
-    evhttp_add_header(hdr, "Content-Type", binary ? "application/octet-stream" : "application/json");
-    if (binary) {
-      pts_fmt_u64(len, json_len);
-      evhttp_add_header(hdr, "Inference-Header-Content-Length", len);
-    }
-    pts_fmt_u64(len, n);
-    evhttp_add_header(hdr, "Content-Length", len);
-    evhttp_add_header(hdr, "Date", pts_fmt_http_date_now());
-  }
+  add_reply_headers(hdr, binary, json_len, n);
   evhttp_send_reply(c->req, 200, "OK", NULL);
 }
 
