@@ -29,6 +29,10 @@
 #include "server/server.h"
 #include "trace/trace.h"
 
+#ifdef PTS_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
 enum {
   OPT_HELP = 1000,
   OPT_VERSION,
@@ -752,6 +756,20 @@ static void raise_fd_limit(void) {
                     (unsigned long long)rl.rlim_max);
 }
 
+/* Which malloc serves the process: a performance report names it, and a
+ * build that did not find jemalloc should not pass unnoticed. */
+static void log_allocator(void) {
+#ifdef PTS_HAVE_JEMALLOC
+  const char *version = NULL;
+  size_t len = sizeof version;
+  if (mallctl("version", (void *)&version, &len, NULL, 0) == 0 && version) {
+    PTS_LOG_INFO("Memory allocator: jemalloc %s", version);
+    return;
+  }
+#endif
+  PTS_LOG_INFO("Memory allocator: the C library's malloc");
+}
+
 static int serve(struct cli *c) {
   struct pts_error err;
   pts_error_clear(&err);
@@ -796,6 +814,7 @@ int main(int argc, char **argv) {
   }
   install_signals();
   raise_fd_limit();
+  log_allocator();
   rc = serve(&c);
   pts_free(c.repos);
   pts_free(c.load_models);

@@ -1,24 +1,28 @@
 """bench/overload/allocators.py — does resident memory come back after
 bursts? The options the overload issue names, on one ptserve build.
 
-    allocators.py --bin BUILD/ptserve --out DIR [--scale 0.5] [--rounds 5]
+    allocators.py --bin BUILD/ptserve --glibc-bin OTHER/ptserve --out DIR
+                  [--scale 0.5] [--rounds 5]
 
 attack.py's "rounds" attack (connections each send most of a large body,
-stall, and are closed in the middle; `rounds` times) against the same binary
-started five ways:
+stall, and are closed in the middle; `rounds` times) against two builds of
+one tree, --bin linking jemalloc (the default, CMakeLists.txt PTS_JEMALLOC)
+and --glibc-bin without it (-DPTS_JEMALLOC=OFF, or the build before
+jemalloc), started six ways:
 
-  glibc, no trim        PTSERVE_MALLOC_TRIM=0: glibc's malloc as it is
-  glibc + malloc_trim   the server's default: once the bytes held fell after
-                        a burst, malloc_trim(0) (src/core/overload.c)
-  glibc, 2 arenas       MALLOC_ARENA_MAX=2 (capped arenas), no trim
-  jemalloc              LD_PRELOAD=libjemalloc.so.2 (Debian's libjemalloc2),
-                        no trim: its own decay returns pages
-  mimalloc              LD_PRELOAD=libmimalloc.so.2 (libmimalloc2.0), no trim
+  jemalloc, no purge    --bin, PTSERVE_MALLOC_TRIM=0: its own decay only
+  jemalloc + purge      --bin as it runs: once the bytes held fell after a
+                        burst, every arena is purged (src/core/overload.c)
+  glibc, no trim        --glibc-bin, PTSERVE_MALLOC_TRIM=0
+  glibc + malloc_trim   --glibc-bin as it runs: malloc_trim(0) instead
+  glibc, 2 arenas       --glibc-bin, MALLOC_ARENA_MAX=2, no trim
+  mimalloc              --glibc-bin, LD_PRELOAD=libmimalloc.so.2
+                        (libmimalloc2.0), no trim
 
 and records the resident size after each round, its peak while the bodies
 are held, and the resident size at start. Writes DIR/allocators.md and
-DIR/allocators.json. The two libraries are installed with apt-get when
-missing (bench only: the server links neither).
+DIR/allocators.json. mimalloc is installed with apt-get when missing
+(bench only).
 """
 import argparse
 import glob
@@ -30,8 +34,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack  # noqa: E402
 
-LIBS = {"jemalloc": ("libjemalloc2", "/usr/lib/*/libjemalloc.so.2"),
-        "mimalloc": ("libmimalloc2.0", "/usr/lib/*/libmimalloc.so.2*")}
+LIBS = {"mimalloc": ("libmimalloc2.0", "/usr/lib/*/libmimalloc.so.2*")}
 
 
 def library(name):
@@ -48,7 +51,8 @@ def library(name):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
+    ap.add_argument("--bin", required=True, help="a build that links jemalloc")
+    ap.add_argument("--glibc-bin", required=True, help="a build with glibc's malloc")
     ap.add_argument("--out", required=True)
     ap.add_argument("--scale", type=float, default=0.5)
     ap.add_argument("--rounds", type=int, default=5)
@@ -59,25 +63,27 @@ def main():
     declared, sent = int(60 * attack.MB * a.scale), int(50 * attack.MB * a.scale)
     no_trim = {"PTSERVE_MALLOC_TRIM": "0"}
     variants = [
-        ("glibc, no trim", no_trim),
-        ("glibc + malloc_trim (default)", {}),
-        ("glibc, 2 arenas, no trim", dict(no_trim, MALLOC_ARENA_MAX="2")),
-        ("jemalloc, no trim", dict(no_trim, LD_PRELOAD=library("jemalloc"))),
-        ("mimalloc, no trim", dict(no_trim, LD_PRELOAD=library("mimalloc"))),
+        ("jemalloc, no purge", a.bin, no_trim),
+        ("jemalloc + arena purge (default)", a.bin, {}),
+        ("glibc, no trim", a.glibc_bin, no_trim),
+        ("glibc + malloc_trim", a.glibc_bin, {}),
+        ("glibc, 2 arenas, no trim", a.glibc_bin, dict(no_trim, MALLOC_ARENA_MAX="2")),
+        ("mimalloc, no trim", a.glibc_bin, dict(no_trim, LD_PRELOAD=library("mimalloc"))),
     ]
     res = {"scale": a.scale, "conns": conns, "sent_mb": sent // attack.MB, "variants": {}}
-    for i, (name, env) in enumerate(variants):
+    for i, (name, binary, env) in enumerate(variants):
         print("== %s" % name, file=sys.stderr)
-        r = attack.attack_rounds(a.bin, work, "alloc-%d" % i, [], conns, declared, sent,
+        r = attack.attack_rounds(binary, work, "alloc-%d" % i, [], conns, declared, sent,
                                  a.rounds, env=env)
         rss = [mb for _, mb in r["samples"]]
-        res["variants"][name] = {"env": env, "rss_start_mb": round(rss[0]) if rss else None,
+        res["variants"][name] = {"bin": binary, "env": env, "rss_start_mb": round(rss[0]) if rss else None,
                                  "rss_peak_mb": round(max(rss)) if rss else None,
                                  "rss_after_rounds_mb": r["rss_after_rounds_mb"]}
     with open(os.path.join(a.out, "allocators.json"), "w") as f:
         json.dump(res, f, indent=1)
     out = ["# Memory after bursts, by allocator option\n",
-           "Produced by `bench/overload/allocators.py --scale %g` on one build: %d "
+           "Produced by `bench/overload/allocators.py --scale %g` on two builds of one "
+           "tree (jemalloc linked, and glibc's malloc): %d "
            "connections each send %d MB of a larger body, stall, and are closed in the "
            "middle; %d rounds. Resident size (MB) at start, at its peak, and 2.5 s after "
            "each round was closed.\n" % (a.scale, conns, sent // attack.MB, a.rounds),

@@ -2,6 +2,7 @@
  * counter compared with one atomic limit. */
 #include "core/overload.h"
 
+#include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,25 @@ static bool trim_wanted(void) {
   return wanted;
 }
 
+/* The bytes of a burst (request bodies read in small evbuffer chains,
+ * decoded tensors) were freed into malloc's arenas, where they stay
+ * resident. jemalloc (the build links it; it may also be preloaded) gives
+ * free pages back on its own clock, driven by later allocations, so an idle
+ * server would keep them: "arena.<all>.purge" returns every arena's now
+ * (4096 is MALLCTL_ARENAS_ALL, jemalloc 5). It is found with dlsym so that
+ * this file needs no jemalloc header. glibc: malloc_trim. */
+static bool return_free_memory(void) {
+  int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
+  *(void **)&mallctl_fn = dlsym(RTLD_DEFAULT, "mallctl");
+  if (mallctl_fn) return mallctl_fn("arena.4096.purge", NULL, NULL, NULL, 0) == 0;
+#if defined(__GLIBC__)
+  malloc_trim(0);
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool pts_overload_tick(void) {
   if (!trim_wanted()) return false;
   size_t held = pts_overload_held();
@@ -106,17 +126,10 @@ bool pts_overload_tick(void) {
   if (!again && (peak < PTS_OVERLOAD_TRIM_MIN || held > peak / 4)) return false;
   if (!again) atomic_store(&trim_again, true);
   atomic_store(&peak_bytes, held);
-#if defined(__GLIBC__)
-  /* The bytes of a burst (request bodies read in small evbuffer chains,
-   * decoded tensors) were freed into malloc's arenas, where they stay
-   * resident; malloc_trim gives every free page of every arena back. */
-  malloc_trim(0);
+  if (!return_free_memory()) return false;
   PTS_LOG_VERBOSE(1, "memory budget: returned free memory to the system after a burst of %zu "
                   "bytes (%zu held now)", peak, held);
   return true;
-#else
-  return false;
-#endif
 }
 
 size_t pts_overload_default_budget(uint64_t total_memory) {

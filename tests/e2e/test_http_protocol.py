@@ -551,6 +551,46 @@ def test_compressed_request_binary(server, encoding, compress):
     assert chunks["OUTPUT0"] == raw
 
 
+@pytest.mark.parametrize("length_name,encoding_name,accept_name", [
+    ("inference-header-content-length", "content-encoding", "accept-encoding"),
+    ("INFERENCE-HEADER-CONTENT-LENGTH", "CONTENT-ENCODING", "ACCEPT-ENCODING"),
+    ("iNfErEnCe-HeAdEr-CoNtEnT-lEnGtH", "cOnTeNt-EnCoDiNg", "AcCePt-EnCoDiNg"),
+])
+def test_inference_headers_any_case(server, length_name, encoding_name, accept_name):
+    """HTTP header names are case-insensitive (RFC 9110 §5.1): the three an
+    inference reads count in any case."""
+    raw = np.array([1.5, -2.5, 3.25, 0.0], dtype="<f4").tobytes()
+    header = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                          "parameters": {"binary_data_size": len(raw)}}],
+              "parameters": {"binary_data_output": True}}
+    body, _ = binary_request(header, [raw])
+    n = len(json.dumps(header).encode())
+    r = infer(server, "id_fp32", gzip.compress(body),
+              headers={length_name: str(n), encoding_name: "gzip", accept_name: "gzip"})
+    # requests sends our header in place of its own Accept-Encoding, and
+    # undoes the gzip (r.content is the plain body).
+    assert r.headers.get("Content-Encoding") == "gzip", r.headers
+    plain = r.content
+    m = int(r.headers["Inference-Header-Content-Length"])
+    assert json.loads(plain[:m])["outputs"][0]["parameters"]["binary_data_size"] == len(raw)
+    assert plain[m:] == raw
+
+
+@pytest.mark.parametrize("name", ["Inference-Header-Content-Lenxth",
+                                  "Inference_Header_Content_Length"])
+def test_a_near_miss_header_name_is_not_the_header(server, name):
+    """A header of the same length but another name is not
+    Inference-Header-Content-Length: the body is then JSON, and this one is
+    not."""
+    raw = np.array([1.0, 2.0, 3.0, 4.0], dtype="<f4").tobytes()
+    header = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                          "parameters": {"binary_data_size": len(raw)}}]}
+    body, _ = binary_request(header, [raw])
+    r = infer(server, "id_fp32", body, headers={name: str(len(json.dumps(header)))})
+    assert r.status_code == 400, (r.status_code, r.text)
+    assert "error" in r.json()
+
+
 @pytest.mark.parametrize("accept,expected,decompress", [
     ("gzip", "gzip", gzip.decompress),
     ("deflate", "deflate", zlib.decompress),

@@ -102,3 +102,19 @@ def test_logging_settings_and_effect(start_server, tmp_path):
     assert requests.put(server.url + "/v2/logging", timeout=TIMEOUT).status_code == 405
     assert "logging" in requests.get(server.url + "/v2", timeout=TIMEOUT).json()["extensions"]
     assert server.stop() == 0
+
+
+def test_startup_names_the_allocator_in_use(start_server, ptserve_bin):
+    """The startup line names the malloc that serves the process, and it is
+    the one the process has mapped: jemalloc in a normal build (setup.sh
+    installs it; CMakeLists.txt links it), the C library's under the
+    sanitizers, which bring their own."""
+    server = start_server(REPO)
+    lines = [l for l in server.log().splitlines() if "Memory allocator:" in l]
+    assert len(lines) == 1, server.log()
+    with open("/proc/%d/maps" % server.proc.pid) as f:
+        mapped = "libjemalloc" in f.read()
+    assert ("jemalloc" in lines[0]) == mapped, lines[0]
+    with open(ptserve_bin, "rb") as f:
+        sanitized = b"__asan_init" in f.read()
+    assert mapped == (not sanitized), (lines[0], "sanitized" if sanitized else "normal build")

@@ -39,6 +39,7 @@ static bool reserve(struct pts_jsonw *w, size_t more) {
   if (w->failed) return false;
   if (more > SIZE_MAX - w->len - 1) {
     w->failed = true;
+    w->cap = 0;
     return false;
   }
   size_t need = w->len + more + 1;
@@ -48,6 +49,7 @@ static bool reserve(struct pts_jsonw *w, size_t more) {
   char *p = pts_realloc(w->data, cap);
   if (!p) {
     w->failed = true;
+    w->cap = 0; /* pts_jsonw_raw's inline check fails from now on */
     return false;
   }
   w->data = p;
@@ -55,14 +57,37 @@ static bool reserve(struct pts_jsonw *w, size_t more) {
   return true;
 }
 
-void pts_jsonw_raw(struct pts_jsonw *w, const char *s, size_t n) {
+void pts_jsonw_raw_grow(struct pts_jsonw *w, const char *s, size_t n) {
   if (!reserve(w, n)) return;
   memcpy(w->data + w->len, s, n);
   w->len += n;
   w->data[w->len] = '\0';
 }
 
-void pts_jsonw_cstr(struct pts_jsonw *w, const char *s) { pts_jsonw_raw(w, s, strlen(s)); }
+/* The bytes a JSON string carries as they are: ASCII from the space up,
+ * but '"' and '\\'. Names, datatypes and keys are nearly always all such
+ * bytes, so one scan decides that they go out with one memcpy. */
+static size_t plain_prefix(const unsigned char *p, size_t n) {
+  size_t i = 0;
+  while (i < n && p[i] >= 0x20 && p[i] < 0x80 && p[i] != '"' && p[i] != '\\') i++;
+  return i;
+}
+
+/* Writes `"s"` followed by `tail` (tail_n bytes) when s needs no escaping;
+ * false (nothing written) when it does. */
+static bool put_plain(struct pts_jsonw *w, const char *s, size_t n, const char *tail,
+                      size_t tail_n) {
+  if (plain_prefix((const unsigned char *)s, n) != n) return false;
+  if (!reserve(w, n + 2 + tail_n)) return true; /* failed is recorded */
+  char *d = w->data + w->len;
+  d[0] = '"';
+  memcpy(d + 1, s, n);
+  d[n + 1] = '"';
+  memcpy(d + n + 2, tail, tail_n);
+  w->len += n + 2 + tail_n;
+  w->data[w->len] = '\0';
+  return true;
+}
 
 /* Length of the well-formed UTF-8 sequence at s (1..4), or 0 if the bytes
  * there are not one (RFC 3629: no overlongs, no surrogates, <= U+10FFFF). */
@@ -105,12 +130,12 @@ bool pts_jsonw_is_utf8(const char *s, size_t n) {
 static void put_escaped(struct pts_jsonw *w, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
   const unsigned char *p = (const unsigned char *)s;
+  if (put_plain(w, s, n, "", 0)) return;
   pts_jsonw_raw(w, "\"", 1);
   size_t i = 0;
   while (i < n) {
     /* Copy the longest run that needs no escaping in one go. */
-    size_t run = i;
-    while (run < n && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\') run++;
+    size_t run = i + plain_prefix(p + i, n - i);
     if (run > i) {
       pts_jsonw_raw(w, s + i, run - i);
       i = run;
@@ -175,7 +200,9 @@ bool pts_jsonw_utf8(struct pts_jsonw *w, const char *s, size_t n) {
 }
 
 void pts_jsonw_key(struct pts_jsonw *w, const char *key) {
-  put_escaped(w, key, strlen(key));
+  size_t n = strlen(key);
+  if (put_plain(w, key, n, ":", 1)) return;
+  put_escaped(w, key, n);
   pts_jsonw_raw(w, ":", 1);
 }
 

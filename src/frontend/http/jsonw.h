@@ -18,11 +18,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct pts_jsonw {
   char *data; /* owned (pts_free); NUL-terminated while !failed */
   size_t len;
-  size_t cap;
+  size_t cap;  /* bytes at data; 0 once failed, so every append takes the slow path */
   bool failed; /* an allocation failed; the text is incomplete */
 };
 
@@ -33,10 +34,26 @@ void pts_jsonw_free(struct pts_jsonw *w);
  * NULL when an allocation failed. The writer is empty afterwards. */
 char *pts_jsonw_take(struct pts_jsonw *w, size_t *len);
 
-/* Appends bytes as they are (punctuation, pre-rendered JSON). */
-void pts_jsonw_raw(struct pts_jsonw *w, const char *s, size_t n);
-/* Appends a NUL-terminated string as they are. */
-void pts_jsonw_cstr(struct pts_jsonw *w, const char *s);
+/* The growing half of pts_jsonw_raw; call pts_jsonw_raw. */
+void pts_jsonw_raw_grow(struct pts_jsonw *w, const char *s, size_t n);
+
+/* Appends bytes as they are (punctuation, pre-rendered JSON). Inline: an
+ * inference response is some thirty short appends, and a call plus a
+ * capacity check each cost more than the bytes (#13). */
+static inline void pts_jsonw_raw(struct pts_jsonw *w, const char *s, size_t n) {
+  if (w->len + n < w->cap) { /* cap is 0 before the first byte and once failed */
+    memcpy(w->data + w->len, s, n);
+    w->len += n;
+    w->data[w->len] = '\0';
+    return;
+  }
+  pts_jsonw_raw_grow(w, s, n);
+}
+/* Appends a NUL-terminated string as they are (inline: strlen of a literal
+ * folds to a constant). */
+static inline void pts_jsonw_cstr(struct pts_jsonw *w, const char *s) {
+  pts_jsonw_raw(w, s, strlen(s));
+}
 /* Appends `"key":`. The key is escaped like any string. */
 void pts_jsonw_key(struct pts_jsonw *w, const char *key);
 

@@ -809,6 +809,56 @@ static void shortest_doubles(void **state) {
   }
 }
 
+/* The writer's fast paths (an inline append while the text fits, one
+ * memcpy for a string that needs no escaping) against a text built here
+ * byte by byte: strings that need escaping and ones that do not, keys of
+ * both kinds, across several growths of the buffer. */
+static void jsonw_appends_and_grows(void **state) {
+  (void)state;
+  struct pts_jsonw w;
+  pts_jsonw_init(&w);
+  char want[8192];
+  size_t n = 0;
+  for (int i = 0; i < 60; i++) {
+    pts_jsonw_key(&w, i % 2 ? "plain_key" : "k\"ey");
+    n += (size_t)sprintf(want + n, "%s:", i % 2 ? "\"plain_key\"" : "\"k\\\"ey\"");
+    pts_jsonw_str(&w, "abc DEF 123", 11);
+    n += (size_t)sprintf(want + n, "\"abc DEF 123\"");
+    pts_jsonw_str(&w, "t\tb\\", 4);
+    n += (size_t)sprintf(want + n, "\"t\\tb\\\\\"");
+    pts_jsonw_raw(&w, ",", 1);
+    want[n++] = ',';
+  }
+  want[n] = '\0';
+  size_t len = 0;
+  char *got = pts_jsonw_take(&w, &len);
+  assert_non_null(got);
+  assert_int_equal(len, n);
+  assert_string_equal(got, want);
+  pts_free(got);
+}
+
+/* An allocation that fails part way: every later append is refused (the
+ * inline one too), take returns NULL, and nothing leaks (ASan). */
+static void jsonw_out_of_memory(void **state) {
+  (void)state;
+  for (long fail = 0; fail < 3; fail++) {
+    struct pts_jsonw w;
+    pts_jsonw_init(&w);
+    pts_alloc_fail_after(fail);
+    for (int i = 0; i < 100; i++) {
+      pts_jsonw_key(&w, "name");
+      pts_jsonw_str(&w, "value", 5);
+      pts_jsonw_raw(&w, ",", 1);
+    }
+    pts_alloc_fail_after(-1);
+    assert_true(w.failed);
+    size_t len = 7;
+    assert_null(pts_jsonw_take(&w, &len));
+    pts_jsonw_free(&w);
+  }
+}
+
 int main(void) {
   /* As ptserve does: request headers are decoded with the JSON arena. */
   pts_json_arena_install();
@@ -835,6 +885,8 @@ int main(void) {
       cmocka_unit_test(encode_refusals),
       cmocka_unit_test(small_documents),
       cmocka_unit_test(shortest_doubles),
+      cmocka_unit_test(jsonw_appends_and_grows),
+      cmocka_unit_test(jsonw_out_of_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
