@@ -1281,14 +1281,19 @@ static void trace_enqueue(struct pts_scheduler *s, struct pts_infer_request *req
  * PTSERVE_INLINE_MAX_US overrides it (inline_max_from_env). */
 #define INLINE_MAX_NS 1000000u
 
+/* Whether a frontend thread may run this model's batches (lock held): run
+ * to completion is on for this model, its recent batches were short, the
+ * delay hook does not hold the queue, no thread is waiting for a batch to
+ * fill, the scheduler is not stopping. */
+static bool drainable(const struct pts_scheduler *s) {
+  return s->inline_ok && !s->stopping && !s->forming && !s->hold && s->exec_avg_ns != 0 &&
+         s->exec_avg_ns <= s->inline_max_ns;
+}
+
 /* An instance the enqueuing thread may run the queue's next batch on (lock
- * held), or NULL: run to completion is on for this model, its recent
- * batches were short, the delay hook does not hold the queue, no thread is
- * waiting for a batch to fill, and an instance's thread is idle. */
+ * held), or NULL: drainable, and an instance's thread is idle. */
 static struct instance *lendable(struct pts_scheduler *s) {
-  if (!s->inline_ok || s->stopping || s->forming || s->hold || s->exec_avg_ns == 0 ||
-      s->exec_avg_ns > s->inline_max_ns)
-    return NULL;
+  if (!drainable(s)) return NULL;
   for (size_t i = 0; i < s->n_instances; i++)
     if (s->instances[i].idle && !s->instances[i].lent) return &s->instances[i];
   return NULL;
@@ -1325,9 +1330,36 @@ static void run_inline(struct pts_scheduler *s, struct instance *inst) {
   list->hold = NULL;
   uint64_t took = run_batch(s, inst, list, n, n);
   pthread_mutex_lock(&s->lock);
-  inst->lent = false;
   s->exec_avg_ns = s->exec_avg_ns - s->exec_avg_ns / 8 + took / 8;
   s->outstanding -= n;
+  /* Requests queued while the instance was lent (other loops' and gRPC's:
+   * every instance was busy) are what the instance thread would take the
+   * moment the instance comes back: take them here instead of waking it,
+   * while the rules above still hold, for at most the inline limit's worth
+   * of batches. Their answers go to their own frontend threads as an
+   * instance thread's would; the wake of the instance thread is saved. */
+  uint64_t spent = took;
+  while (s->queue.size && spent < s->inline_max_ns && drainable(s)) {
+    now = pts_now_ns();
+    rejected = NULL;
+    pts_sched_queue_expire(&s->queue, now, &rejected);
+    if (rejected) {
+      pthread_mutex_unlock(&s->lock);
+      reject_expired(s, rejected);
+      pthread_mutex_lock(&s->lock);
+      continue;
+    }
+    n = pts_sched_queue_choose(&s->queue, &s->limits, now, false, compatible, s, &wake);
+    if (n == 0) break; /* the batcher waits: the instance thread forms it */
+    list = pts_sched_queue_take(&s->queue, n);
+    pthread_mutex_unlock(&s->lock);
+    took = run_batch(s, inst, list, n, n); /* each answer gives back its own hold */
+    spent += took;
+    pthread_mutex_lock(&s->lock);
+    s->exec_avg_ns = s->exec_avg_ns - s->exec_avg_ns / 8 + took / 8;
+    s->outstanding -= n;
+  }
+  inst->lent = false;
   if (s->outstanding == 0) pthread_cond_broadcast(&s->idle);
   if (s->queue.size) pthread_cond_broadcast(&s->work); /* queued meanwhile: the thread's now */
   pthread_mutex_unlock(&s->lock);

@@ -519,6 +519,116 @@ static void ordering_and_queue_delay_stay_on_instance_threads(void **state) {
   }
 }
 
+/* A gate in front of the identity backend's execute: a batch waits there
+ * while the test holds the gate closed. */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  bool closed;
+  int entered; /* batches that reached the gate */
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
+
+static enum pts_status gate_execute(void *is, struct pts_batch *b, struct pts_error *err) {
+  pthread_mutex_lock(&gate.lock);
+  gate.entered++;
+  pthread_cond_broadcast(&gate.cond);
+  while (gate.closed) pthread_cond_wait(&gate.cond, &gate.lock);
+  pthread_mutex_unlock(&gate.lock);
+  return pts_identity_backend.execute(is, b, err);
+}
+
+static void gate_set(bool closed) {
+  pthread_mutex_lock(&gate.lock);
+  gate.closed = closed;
+  pthread_cond_broadcast(&gate.cond);
+  pthread_mutex_unlock(&gate.lock);
+}
+
+struct lender {
+  struct sched_fixture *f;
+  struct where_box *w;
+  pthread_t self;
+};
+
+/* A frontend thread whose request runs to completion (it blocks at the
+ * gate, with the instance lent). */
+static void *lend_one(void *arg) {
+  struct lender *l = arg;
+  l->self = pthread_self();
+  const char *names[] = {"A", "B"};
+  struct pts_infer_request *req = int_request(&l->w->box, 1, 2, names);
+  req->done = on_done_where;
+  req->done_ctx = l->w;
+  struct pts_error err;
+  assert_int_equal(pts_scheduler_enqueue(l->f->s, req, 1, NULL, &err), PTS_OK);
+  return NULL;
+}
+
+/* A request queued while another frontend thread has the only instance
+ * lent runs on that thread once its own batch is done, not on the instance
+ * thread (which would cost the instance thread's wake-up): both answers
+ * come from the lender's thread, the second only after the first batch
+ * ended. The limit is raised so that the time at the gate does not count
+ * against it. */
+static void queued_while_lent_runs_on_the_lender(void **state) {
+  (void)state;
+  struct pts_backend gate_backend = pts_identity_backend;
+  gate_backend.execute = gate_execute;
+  setenv("PTSERVE_INLINE_MAX_US", "100000000", 1);
+  struct sched_fixture f;
+  start(&f, &gate_backend, reshape_cfg, 1);
+  unsetenv("PTSERVE_INLINE_MAX_US");
+  struct where_box w1, w2;
+  memset(&w1, 0, sizeof w1);
+  memset(&w2, 0, sizeof w2);
+  box_init(&w1.box);
+  box_init(&w2.box);
+  bool seen = false;
+  for (uint64_t until = deadline_in(10000); !seen && pts_now_ns() < until;)
+    seen = one_request_ran_here(&f, &w1);
+  assert_true(seen);
+  int before = w1.box.calls;
+
+  gate_set(true);
+  pthread_mutex_lock(&gate.lock);
+  int entered = gate.entered;
+  pthread_mutex_unlock(&gate.lock);
+  struct lender l = {.f = &f, .w = &w1};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, lend_one, &l), 0);
+  pthread_mutex_lock(&gate.lock);
+  while (gate.entered == entered) pthread_cond_wait(&gate.cond, &gate.lock);
+  pthread_mutex_unlock(&gate.lock);
+
+  const char *names[] = {"A", "B"};
+  struct pts_infer_request *req = int_request(&w2.box, 1, 2, names);
+  req->done = on_done_where;
+  req->done_ctx = &w2;
+  struct pts_error err;
+  assert_int_equal(pts_scheduler_enqueue(f.s, req, 1, NULL, &err), PTS_OK);
+  pthread_mutex_lock(&w2.box.lock);
+  assert_int_equal(w2.box.calls, 0); /* queued behind the lent instance */
+  pthread_mutex_unlock(&w2.box.lock);
+
+  gate_set(false);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  box_wait(&w1.box, before + 1);
+  box_wait(&w2.box, 1);
+  assert_true(pthread_equal(w1.thread, l.self));
+  assert_true(pthread_equal(w2.thread, l.self));
+  assert_int_equal(w2.box.err.code, PTS_OK);
+  const int32_t *v = w2.box.resp->outputs[1].data; /* OA echoes A: 0, 1, 2, 3 */
+  for (int k = 0; k < 4; k++) assert_int_equal(v[k], k);
+  struct pts_model_stats st;
+  assert_int_equal(pts_scheduler_stats(f.s, &st, &err), PTS_OK);
+  assert_int_equal(st.success.count, (uint64_t)(w1.box.calls + w2.box.calls));
+  assert_int_equal(st.execution_count, (uint64_t)(w1.box.calls + w2.box.calls));
+  pts_model_stats_clear(&st);
+  box_clear(&w1.box);
+  box_clear(&w2.box);
+  stop(&f);
+}
+
 static void destroy_answers_queued_requests(void **state) {
   (void)state;
   struct sched_fixture f;
@@ -1133,6 +1243,7 @@ int main(void) {
       cmocka_unit_test(idle_instance_runs_on_the_enqueuing_thread),
       cmocka_unit_test(inline_limit_from_the_environment),
       cmocka_unit_test(ordering_and_queue_delay_stay_on_instance_threads),
+      cmocka_unit_test(queued_while_lent_runs_on_the_lender),
       cmocka_unit_test(dynamic_batch_gathers_and_splits),
       cmocka_unit_test(batch_gathers_into_backend_staging),
       cmocka_unit_test(single_request_stages_only_host_memory),
