@@ -77,10 +77,9 @@ void pts_overload_snapshot(struct pts_overload_stats *out);
  * at PTS_OVERLOAD_TRIM_MIN or more and have fallen to a quarter of that
  * peak) the allocator's free pages are returned to the system
  * (jemalloc's arena purge, or glibc's malloc_trim), so the resident size
- * comes back down; once then,
- * and once more at the next tick. Returns whether it trimmed (never with
- * PTSERVE_MALLOC_TRIM=0 in the environment, a benchmark's switch). Call it
- * from one thread. */
+ * comes back down; once then, and once more at the next tick. Returns
+ * whether it trimmed (never with PTSERVE_MALLOC_TRIM=0 in the environment,
+ * a benchmark's switch). Call it from one thread. */
 #define PTS_OVERLOAD_TRIM_MIN ((size_t)64 << 20)
 bool pts_overload_tick(void);
 
