@@ -1024,13 +1024,20 @@ static bool compatible(const struct pts_pending *first, const struct pts_pending
   return pts_batch_compatible(s->config, first->req, p->req, s->device_gather);
 }
 
-/* `took_ns`: how long the batch ran (0: no batch ran, only rejections). */
-static void finish_batch(struct pts_scheduler *s, size_t n, uint64_t took_ns) {
-  pthread_mutex_lock(&s->lock);
+/* Counts n requests done (lock held); `took_ns` is how long their batch
+ * ran (0: none ran, they were rejected), folded into the average that run
+ * to completion reads. */
+static void count_batch(struct pts_scheduler *s, size_t n, uint64_t took_ns) {
   if (took_ns)  /* weight 1/8: a few slow batches stop run to completion */
     s->exec_avg_ns = s->exec_avg_ns ? s->exec_avg_ns - s->exec_avg_ns / 8 + took_ns / 8 : took_ns;
   s->outstanding -= n;
   if (s->outstanding == 0) pthread_cond_broadcast(&s->idle);
+}
+
+/* count_batch with the lock taken here. */
+static void finish_batch(struct pts_scheduler *s, size_t n, uint64_t took_ns) {
+  pthread_mutex_lock(&s->lock);
+  count_batch(s, n, took_ns);
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -1047,6 +1054,19 @@ static void reject_expired(struct pts_scheduler *s, struct pts_pending *list) {
     n++;
   }
   finish_batch(s, n, 0);
+}
+
+/* Applies the queue timeouts (lock held) and answers what expired, with the
+ * lock dropped meanwhile; true when something did (the queue may have
+ * changed: look again). */
+static bool answer_expired(struct pts_scheduler *s, uint64_t now) {
+  struct pts_pending *rejected = NULL;
+  pts_sched_queue_expire(&s->queue, now, &rejected);
+  if (!rejected) return false;
+  pthread_mutex_unlock(&s->lock);
+  reject_expired(s, rejected);
+  pthread_mutex_lock(&s->lock);
+  return true;
 }
 
 /* Sleeps on `work` until woken or until `until_ns` (0 = no limit). */
@@ -1152,14 +1172,7 @@ static size_t take_next_batch(struct pts_scheduler *s, struct pts_pending **out)
   size_t n = 0;
   while (!s->forming && s->queue.size > 0 && !held_back(s) && !any_free_thread(s)) {
     uint64_t now = pts_now_ns();
-    struct pts_pending *rejected = NULL;
-    pts_sched_queue_expire(&s->queue, now, &rejected);
-    if (rejected) {
-      pthread_mutex_unlock(&s->lock);
-      reject_expired(s, rejected);
-      pthread_mutex_lock(&s->lock);
-      continue;
-    }
+    if (answer_expired(s, now)) continue;
     uint64_t wake = 0;
     n = pts_sched_queue_choose(&s->queue, &full, now, s->stopping, compatible, s, &wake);
     if (n > 0) {
@@ -1330,8 +1343,7 @@ static void run_inline(struct pts_scheduler *s, struct instance *inst) {
   list->hold = NULL;
   uint64_t took = run_batch(s, inst, list, n, n);
   pthread_mutex_lock(&s->lock);
-  s->exec_avg_ns = s->exec_avg_ns - s->exec_avg_ns / 8 + took / 8;
-  s->outstanding -= n;
+  count_batch(s, n, took);
   /* Requests queued while the instance was lent (other loops' and gRPC's:
    * every instance was busy) are what the instance thread would take the
    * moment the instance comes back: take them here instead of waking it,
@@ -1341,14 +1353,7 @@ static void run_inline(struct pts_scheduler *s, struct instance *inst) {
   uint64_t spent = took;
   while (s->queue.size && spent < s->inline_max_ns && drainable(s)) {
     now = pts_now_ns();
-    rejected = NULL;
-    pts_sched_queue_expire(&s->queue, now, &rejected);
-    if (rejected) {
-      pthread_mutex_unlock(&s->lock);
-      reject_expired(s, rejected);
-      pthread_mutex_lock(&s->lock);
-      continue;
-    }
+    if (answer_expired(s, now)) continue;
     n = pts_sched_queue_choose(&s->queue, &s->limits, now, false, compatible, s, &wake);
     if (n == 0) break; /* the batcher waits: the instance thread forms it */
     list = pts_sched_queue_take(&s->queue, n);
@@ -1356,11 +1361,9 @@ static void run_inline(struct pts_scheduler *s, struct instance *inst) {
     took = run_batch(s, inst, list, n, n); /* each answer gives back its own hold */
     spent += took;
     pthread_mutex_lock(&s->lock);
-    s->exec_avg_ns = s->exec_avg_ns - s->exec_avg_ns / 8 + took / 8;
-    s->outstanding -= n;
+    count_batch(s, n, took);
   }
   inst->lent = false;
-  if (s->outstanding == 0) pthread_cond_broadcast(&s->idle);
   if (s->queue.size) pthread_cond_broadcast(&s->work); /* queued meanwhile: the thread's now */
   pthread_mutex_unlock(&s->lock);
   if (s->release_hold && hold) s->release_hold(hold);
