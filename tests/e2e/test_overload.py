@@ -529,13 +529,19 @@ def test_slow_readers_cannot_pin_unbounded_memory(ptserve_bin, tmp_path):
             readers.append(sock)
             # Wait until this one is either refused (a short 503 that fits
             # the window) or held as an unread reply: then the bytes held
-            # are the unread replies alone (their bodies are freed).
+            # are the unread replies alone (their bodies are freed). A 200
+            # whose first bytes reached the tiny window is held too: the
+            # status line is peeked at, not read (a server that answers
+            # before the budget was sampled must not pass for a refusal).
             n_held = len(readers) - 1 - refused
 
             def settled():
                 r, _, _ = select.select([sock], [], [], 0)
                 if r:
-                    return "answered"
+                    head = sock.recv(16, socket.MSG_PEEK)
+                    if len(head) < 12:
+                        return None
+                    return "held" if head[9:12] == b"200" else "answered"
                 held = metrics(s)["ptserve_request_memory_bytes"]
                 return "held" if (n_held + 1) * reply <= held < (n_held + 1) * (reply + 4096) \
                     else None
