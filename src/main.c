@@ -29,10 +29,6 @@
 #include "server/server.h"
 #include "trace/trace.h"
 
-#ifdef PTS_HAVE_JEMALLOC
-#include <jemalloc/jemalloc.h>
-#endif
-
 enum {
   OPT_HELP = 1000,
   OPT_VERSION,
@@ -759,14 +755,13 @@ static void raise_fd_limit(void) {
 /* Which malloc serves the process: a performance report names it, and a
  * build that did not find jemalloc should not pass unnoticed. */
 static void log_allocator(void) {
-#ifdef PTS_HAVE_JEMALLOC
+  pts_mallctl_fn mallctl_fn = pts_jemalloc_mallctl();
   const char *version = NULL;
   size_t len = sizeof version;
-  if (mallctl("version", (void *)&version, &len, NULL, 0) == 0 && version) {
+  if (mallctl_fn && mallctl_fn("version", (void *)&version, &len, NULL, 0) == 0 && version) {
     PTS_LOG_INFO("Memory allocator: jemalloc %s", version);
     return;
   }
-#endif
   PTS_LOG_INFO("Memory allocator: the C library's malloc");
 }
 

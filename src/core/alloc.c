@@ -1,6 +1,7 @@
 /* core/alloc.c — see alloc.h. */
 #include "core/alloc.h"
 
+#include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,3 +32,9 @@ char *pts_strndup(const char *s, size_t n) {
 }
 
 char *pts_strdup(const char *s) { return s ? pts_strndup(s, strlen(s)) : NULL; }
+
+pts_mallctl_fn pts_jemalloc_mallctl(void) {
+  pts_mallctl_fn fn;
+  *(void **)&fn = dlsym(RTLD_DEFAULT, "mallctl");
+  return fn;
+}

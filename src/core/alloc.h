@@ -24,4 +24,11 @@ char *pts_strndup(const char *s, size_t n);
  * allocation fails until reset with -1. For tests only. */
 void pts_alloc_fail_after(long countdown);
 
+/* jemalloc's mallctl when jemalloc serves this process's malloc (the build
+ * links it, or it is preloaded), else NULL. Looked up at run time, so that
+ * callers need no jemalloc header and a build without it still compiles. */
+typedef int (*pts_mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp,
+                              size_t newlen);
+pts_mallctl_fn pts_jemalloc_mallctl(void);
+
 #endif

@@ -2,7 +2,6 @@
  * counter compared with one atomic limit. */
 #include "core/overload.h"
 
-#include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <malloc.h>
 #endif
 
+#include "core/alloc.h"
 #include "core/log.h"
 
 static atomic_size_t budget_bytes;  /* 0 until configured: then the default */
@@ -101,11 +101,9 @@ static bool trim_wanted(void) {
  * resident. jemalloc (the build links it; it may also be preloaded) gives
  * free pages back on its own clock, driven by later allocations, so an idle
  * server would keep them: "arena.<all>.purge" returns every arena's now
- * (4096 is MALLCTL_ARENAS_ALL, jemalloc 5). It is found with dlsym so that
- * this file needs no jemalloc header. glibc: malloc_trim. */
+ * (4096 is MALLCTL_ARENAS_ALL, jemalloc 5). glibc: malloc_trim. */
 static bool return_free_memory(void) {
-  int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
-  *(void **)&mallctl_fn = dlsym(RTLD_DEFAULT, "mallctl");
+  pts_mallctl_fn mallctl_fn = pts_jemalloc_mallctl();
   if (mallctl_fn) return mallctl_fn("arena.4096.purge", NULL, NULL, NULL, 0) == 0;
 #if defined(__GLIBC__)
   malloc_trim(0);
