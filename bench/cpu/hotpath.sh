@@ -19,7 +19,8 @@
 #      (/proc of the server);
 #    - `perf stat -p` on the server over a further fixed window of requests:
 #      context switches and CPU per request (software counters: this VM has
-#      no hardware instruction counter, hence step 4), the request count
+#      no hardware instruction counter, hence step 4), and the server's
+#      kernel time over the same window (/proc/PID/stat), the request count
 #      taken from the server's statistics endpoint (exact, whatever the
 #      timing). These do not depend much on what else runs on the machine;
 #      throughput and latency do.
@@ -76,6 +77,12 @@ answered() {
     "$PY" -c 'import json,sys; s=json.load(sys.stdin)["model_stats"][0]["inference_stats"]; print(s["success"]["count"] + s["fail"]["count"])'
 }
 
+# "user system" CPU ticks of process PID so far (proc(5): fields 14 and 15;
+# the fields are counted after the command name, which may hold spaces).
+cpu_ticks() { # PID
+  sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12, $13}'
+}
+
 proto_args() { # PROTO
   case "$1" in
     grpc) echo "-i grpc --grpc-url 127.0.0.1:$GRPC_PORT" ;;
@@ -92,18 +99,23 @@ measure() { # LABEL ROUND PROTO C
     >>"$RAW/ptperf.log" 2>&1 || rc=$?
   [ "$rc" -eq 0 ] || { echo "hotpath.sh: ptperf failed ($rc), see $RAW/ptperf.log" >&2; exit 1; }
   # A fixed window under perf stat; ptperf keeps the load on meanwhile.
-  local before after
+  local before after ticks0 ticks1
   # shellcheck disable=SC2046
   "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" $(proto_args "$proto") -q --no-server-stats \
     -p $(((PERF_SECONDS * 1000 + 1500) / 3)) -r 3 -s 100 --concurrency "$c" >/dev/null 2>&1 &
   local load=$!
   sleep 0.7
   before="$(answered)"
+  ticks0="$(cpu_ticks "$SERVER_PID")"
   perf stat -x, -e context-switches,cpu-migrations,task-clock -p "$SERVER_PID" \
     -o "$RAW/perfstat_$tag.txt" -- sleep "$PERF_SECONDS" 2>/dev/null || true
+  ticks1="$(cpu_ticks "$SERVER_PID")"
   after="$(answered)"
   wait "$load" || true
-  echo "$label,$round,$proto,$c,$((after - before))" >>"$RAW/perfstat_counts.csv"
+  # shellcheck disable=SC2086
+  set -- $ticks0 $ticks1
+  echo "$label,$round,$proto,$c,$((after - before)),$(($3 - $1)),$(($4 - $2))" \
+    >>"$RAW/perfstat_counts.csv"
 }
 
 log "build (Release) in $BUILD"
@@ -115,7 +127,7 @@ mkdir -p "$RAW" "$MODELS"
 "$PY" "$ROOT/bench/cpu/gen_models.py" "$RAW/all" >/dev/null
 mv "$RAW/all/mlp" "$MODELS/"
 rm -rf "$RAW/all"
-echo "label,round,protocol,concurrency,requests" >"$RAW/perfstat_counts.csv"
+echo "label,round,protocol,concurrency,requests,user_ticks,sys_ticks" >"$RAW/perfstat_counts.csv"
 echo "label,protocol,concurrency,requests,instructions" >"$RAW/callgrind_counts.csv"
 {
   echo "command=ROUNDS=$ROUNDS BENCH_INTERVAL_MS=$INTERVAL_MS PERF_SECONDS=$PERF_SECONDS bench/cpu/hotpath.sh $1"
@@ -123,6 +135,7 @@ echo "label,protocol,concurrency,requests,instructions" >"$RAW/callgrind_counts.
   echo "git=$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo +changes)"
   echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
   echo "cores=$(nproc)"
+  echo "clk_tck=$(getconf CLK_TCK)"
   echo "load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$RAW/meta.txt"
 

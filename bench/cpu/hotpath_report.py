@@ -5,7 +5,8 @@
 RAW_DIR holds meta.txt, ptperf_<label>_r<round>_<protocol>_c<N>.csv (ptperf),
 perfstat_<same tag>.txt (`perf stat -x,` on the server) and
 perfstat_counts.csv (requests answered during each perf stat window, from
-the statistics endpoint). OUT_DIR gets results.csv (one row per server,
+the statistics endpoint, and the server's user and kernel CPU ticks from
+/proc/PID/stat over the same window). OUT_DIR gets results.csv (one row per server,
 round, protocol and concurrency) and results.md (medians over the rounds,
 baseline beside this tree, and the issue's targets).
 """
@@ -44,11 +45,15 @@ def perf_counts(path):
     return out
 
 
-def rows(raw):
-    counts = {}
+def rows(raw, clk_tck):
+    counts, ticks = {}, {}
     with open(os.path.join(raw, "perfstat_counts.csv"), newline="") as f:
         for r in csv.DictReader(f):
-            counts[(r["label"], r["round"], r["protocol"], r["concurrency"])] = int(r["requests"])
+            key = (r["label"], r["round"], r["protocol"], r["concurrency"])
+            counts[key] = int(r["requests"])
+            # Runs before these columns existed have none.
+            if r.get("sys_ticks") and r.get("user_ticks") and clk_tck:
+                ticks[key] = (int(r["user_ticks"]), int(r["sys_ticks"]))
     out = []
     for name in sorted(os.listdir(raw)):
         m = TAG.match(name)
@@ -61,6 +66,10 @@ def rows(raw):
         ev = perf_counts(os.path.join(raw, f"perfstat_{tag}.txt"))
         n = counts.get((label, rnd, proto, c), 0)
         per = lambda k, scale=1.0: ev[k] * scale / n if n and k in ev else None
+        t = ticks.get((label, rnd, proto, c))
+        # /proc's ticks are 10 ms: over a 3 s window of a busy server, about
+        # 1% of the kernel time the column shows.
+        kernel = t[1] * 1e6 / clk_tck / n if t and n else None
         out.append({
             "server": label, "round": int(rnd), "protocol": proto, "concurrency": int(c),
             "infer_per_sec": float(p["infer_per_sec"]), "p50_us": float(p["p50_us"]),
@@ -70,6 +79,7 @@ def rows(raw):
             "ctx_switches_per_req": per("context-switches"),
             "migrations_per_req": per("cpu-migrations"),
             "perf_cpu_us_per_req": per("task-clock", 1e3),  # task-clock is in ms
+            "kernel_us_per_req": kernel,
         })
     return out
 
@@ -104,7 +114,7 @@ def main(argv):
     raw, out = argv[1], argv[2]
     os.makedirs(out, exist_ok=True)
     meta = read_meta(raw)
-    rs = rows(raw)
+    rs = rows(raw, int(meta["clk_tck"]) if meta.get("clk_tck") else None)
     cg = callgrind(raw)
     for r in rs:
         r["instr_per_req"] = cg.get((r["server"], r["protocol"], r["concurrency"]), (None, 0))[0]
@@ -124,15 +134,15 @@ def main(argv):
              "no dynamic batching), binary tensors, client ptperf on the same machine. "
              "Both servers were measured in the same run, alternating which went first; "
              "each cell is the median over the rounds. Throughput and p50 move with what "
-             "else runs on this shared 2-core machine (other builds and tests ran during the "
-             "run; the load average is in the first line): read the ratios with care, and "
-             "trust instructions and context switches per request (counted over an exact "
-             "number of answered requests) more than times.")
+             "else runs on this shared 2-core virtual machine, the host's other guests "
+             "included (the load average is in the first line): read the ratios with care, "
+             "and trust instructions and context switches per request (counted over an "
+             "exact number of answered requests) more than times.")
     L.append("")
     L.append("| protocol | c | infer/s base | infer/s new | × | p50 µs base | p50 µs new | "
-             "server CPU µs/req base | new | perf CPU µs/req base | new | instr/req base | new | "
-             "ctx switches/req base | new |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+             "server CPU µs/req base | new | perf CPU µs/req base | new | of which kernel base | "
+             "new | instr/req base | new | ctx switches/req base | new |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     verdict = []
     for proto in ("http", "grpc", "stream"):
         for c in (1, 4):
@@ -149,13 +159,18 @@ def main(argv):
                      f"{fmt(med(b, 'server_cpu_us'), 1)} | {fmt(med(n, 'server_cpu_us'), 1)} | "
                      f"{fmt(med(b, 'perf_cpu_us_per_req'), 1)} | "
                      f"{fmt(med(n, 'perf_cpu_us_per_req'), 1)} | "
+                     f"{fmt(med(b, 'kernel_us_per_req'), 1)} | "
+                     f"{fmt(med(n, 'kernel_us_per_req'), 1)} | "
                      f"{fmt(med(b, 'instr_per_req'))} | {fmt(med(n, 'instr_per_req'))} | "
                      f"{fmt(med(b, 'ctx_switches_per_req'), 2)} | "
                      f"{fmt(med(n, 'ctx_switches_per_req'), 2)} |")
             cpu = med(n, "server_cpu_us")
+            kern = med(n, "kernel_us_per_req")
             verdict.append(f"- {LABEL[proto]} c={c}: server CPU/request {fmt(cpu, 1)} µs "
                            f"(target ≤ {TARGET_CPU_US:.0f}: "
-                           f"{'met' if cpu is not None and cpu <= TARGET_CPU_US else 'not met'})"
+                           f"{'met' if cpu is not None and cpu <= TARGET_CPU_US else 'not met'}"
+                           + (f"; perf's window: {fmt(med(n, 'perf_cpu_us_per_req'), 1)} µs, "
+                              f"{fmt(kern, 1)} of them in the kernel" if kern else "") + ")"
                            + (f"; throughput {fmt(ratio, 2)}× the baseline (target ≥ "
                               f"{TARGET_RATIO_C4:.0f}×: "
                               f"{'met' if ratio and ratio >= TARGET_RATIO_C4 else 'not met'})"
@@ -168,7 +183,9 @@ def main(argv):
     L.append("Server CPU µs/req: ptperf's `--server-pid` (the server's /proc CPU time over its "
              "measurement windows ÷ requests). perf CPU µs/req and ctx switches/req: `perf "
              "stat -p` on the server (task-clock, context-switches) over a further window ÷ "
-             "requests answered in it (statistics endpoint). instr/req: user-space "
+             "requests answered in it (statistics endpoint); of which kernel: the server's "
+             "system time (/proc/PID/stat, 10 ms ticks) over that window ÷ the same requests. "
+             "instr/req: user-space "
              "instructions of the server (every thread) under valgrind's callgrind, "
              "instrumented only during a window of requests, ÷ requests answered in it; "
              "one measurement per cell, not a median: it does not depend on the machine's "

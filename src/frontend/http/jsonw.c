@@ -10,6 +10,13 @@
 #include "core/alloc.h"
 #include "core/fmt.h"
 
+/* Ranges in designators are a GNU C extension, which gcc and clang share. */
+const bool pts_json_plain_byte[256] = {
+    [0x20 ... 0x21] = true, /* '"' is 0x22 */
+    [0x23 ... 0x5b] = true, /* '\\' is 0x5c */
+    [0x5d ... 0x7f] = true,
+};
+
 void pts_jsonw_init(struct pts_jsonw *w) { memset(w, 0, sizeof *w); }
 
 void pts_jsonw_free(struct pts_jsonw *w) {
@@ -69,7 +76,7 @@ void pts_jsonw_raw_grow(struct pts_jsonw *w, const char *s, size_t n) {
  * bytes, so one scan decides that they go out with one memcpy. */
 static size_t plain_prefix(const unsigned char *p, size_t n) {
   size_t i = 0;
-  while (i < n && p[i] >= 0x20 && p[i] < 0x80 && p[i] != '"' && p[i] != '\\') i++;
+  while (i < n && pts_json_plain_byte[p[i]]) i++;
   return i;
 }
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "frontend/http/jsonw.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
@@ -57,11 +58,8 @@ static bool take(struct scan *s, char c) {
 static bool string(struct scan *s, struct span *out) {
   if (!take(s, '"')) return false;
   const char *start = s->p;
-  for (; s->p < s->end && *s->p != '"'; s->p++) {
-    unsigned char c = (unsigned char)*s->p;
-    if (c < 0x20 || c >= 0x80 || c == '\\') return false;
-  }
-  if (s->p >= s->end) return false;
+  while (s->p < s->end && pts_json_plain_byte[(unsigned char)*s->p]) s->p++;
+  if (s->p >= s->end || *s->p != '"') return false;
   *out = (struct span){start, (size_t)(s->p - start)};
   s->p++;
   return true;

@@ -176,6 +176,33 @@ static void test_declines_the_rest(void **state) {
   assert_int_equal(both(many, PTS_V2_FAST_MAX + 1, NULL), PTS_V2_FAST_DECLINED);
 }
 
+/* Every byte value inside a string (here the id): the one-pass decoder
+ * takes printable ASCII and DEL (0x20-0x7f) but the quote and the
+ * backslash, and declines the rest (control bytes, which JSON forbids
+ * unescaped; a lone byte of 0x80 or more, which is not UTF-8; an escape; a
+ * quote, which ends the string early), whatever the full decoder makes of
+ * it. Where it takes one, both() checks the full decoder reads it alike. */
+static void test_string_bytes(void **state) {
+  (void)state;
+  for (int b = 1; b < 256; b++) {
+    char json[256];
+    snprintf(json, sizeof json,
+             "{\"id\":\"a%cz\",\"inputs\":[{\"name\":\"A\",\"datatype\":\"INT8\","
+             "\"shape\":[1],\"parameters\":{\"binary_data_size\":1}}]}",
+             b);
+    bool plain = b >= 0x20 && b <= 0x7f && b != '"' && b != '\\';
+    struct pts_infer_request *req = NULL;
+    enum pts_v2_fast f = both(json, 1, &req);
+    if (f != (plain ? PTS_V2_FAST_DONE : PTS_V2_FAST_DECLINED))
+      fail_msg("byte 0x%02x: %s", (unsigned)b, plain ? "declined" : "taken");
+    if (plain) {
+      char want[4] = {'a', (char)b, 'z', '\0'};
+      assert_string_equal(req->id, want);
+    }
+    pts_infer_request_free(req);
+  }
+}
+
 /* A declined header's error is the full decoder's, word for word. */
 static void test_errors_stay_the_full_decoders(void **state) {
   (void)state;
@@ -198,6 +225,7 @@ int main(void) {
       cmocka_unit_test(test_takes_tritonclients_header),
       cmocka_unit_test(test_takes_the_common_variants),
       cmocka_unit_test(test_declines_the_rest),
+      cmocka_unit_test(test_string_bytes),
       cmocka_unit_test(test_errors_stay_the_full_decoders),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
