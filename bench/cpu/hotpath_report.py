@@ -219,6 +219,41 @@ def main(argv):
         L.append("")
         L.extend(parity)
         L.append("")
+    # Round by round: both servers ran in every round, one after the other,
+    # so a ratio within a round shares that round's machine; the spread
+    # says how far the host's other guests moved the times.
+    L.append("## Round by round")
+    L.append("")
+    L.append("Throughput of this tree ÷ the baseline's within each round (the two servers ran "
+             "back to back), and the range of server CPU per request over the rounds. Where "
+             "a cell's rounds differ by 2× or more, the machine, not the server, changed "
+             "between them; the quietest round is the closest this VM comes to the idle "
+             "machine the issue's figures were taken on.")
+    L.append("")
+    nr = max(r["round"] for r in rs)
+    L.append("| protocol | c | " + " | ".join(f"× round {i}" for i in range(1, nr + 1))
+             + " | median × | server CPU µs/req base, min–max | new, min–max |")
+    L.append("|---|---:|" + "---:|" * nr + "---:|---:|---:|")
+    for proto in ("http", "grpc", "stream"):
+        for c in (1, 4):
+            by = {(r["server"], r["round"]): r for r in rs
+                  if r["protocol"] == proto and r["concurrency"] == c}
+            xs = []
+            for i in range(1, nr + 1):
+                b, n = by.get(("baseline", i)), by.get(("new", i))
+                xs.append(n["infer_per_sec"] / b["infer_per_sec"]
+                          if b and n and b["infer_per_sec"] else None)
+            have = [x for x in xs if x is not None]
+            if not have:
+                continue
+            span = lambda who: [r["server_cpu_us"] for (w, _), r in by.items()
+                                if w == who and r["server_cpu_us"] is not None]
+            sb, sn = span("baseline"), span("new")
+            L.append(f"| {LABEL[proto]} | {c} | " + " | ".join(fmt(x, 2) for x in xs)
+                     + f" | {fmt(statistics.median(have), 2)} | "
+                     + (f"{fmt(min(sb), 1)}–{fmt(max(sb), 1)}" if sb else "–") + " | "
+                     + (f"{fmt(min(sn), 1)}–{fmt(max(sn), 1)}" if sn else "–") + " |")
+    L.append("")
     L.append("Where this tree's server spends its instructions at HTTP c=1 (callgrind, same "
              "window as the instr/req cell): self cost per symbol in "
              "[top_symbols.txt](top_symbols.txt), inclusive cost of ptserve's and libevent's "
