@@ -19,11 +19,11 @@
 #include <strings.h>
 #include <time.h>
 
+#include "core/absl_sync.h"
 #include "core/alloc.h"
 #include "core/log.h"
 #include "core/overload.h"
 #include "trace/trace.h"
-#include "frontend/grpc/absl_sync.h"
 #include "frontend/grpc/infer.h"
 #include "frontend/grpc/listen_grpc.h"
 #include "frontend/grpc/restrict_grpc.h"
@@ -941,7 +941,7 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
     pts_free(g);
     return rst;
   }
-  pts_grpc_absl_detector_off();
+  pts_absl_detector_off();
   grpc_init();
   g->server = s;
   g->n_queues = nq;

@@ -1,5 +1,5 @@
 /* tests/unit/grpc/grpc_absl_test.c — the abseil mutex deadlock detector is
- * switched off through its mangled name (frontend/grpc/absl_sync.h): where
+ * switched off through its mangled name (core/absl_sync.h): where
  * CMake found abseil's inline namespace, the name it derives must be the
  * one gRPC's abseil exports, or the switch silently never happens. */
 #include <setjmp.h>
@@ -9,16 +9,16 @@
 #include <cmocka.h>
 #include <grpc/grpc.h>
 
-#include "frontend/grpc/absl_sync.h"
+#include "core/absl_sync.h"
 
 static void test_detector_switch_found(void **state) {
   (void)state;
   grpc_init(); /* abseil is loaded with gRPC, as in the server */
 #ifdef PTS_ABSL_NS
-  assert_true(pts_grpc_absl_detector_off());
-  assert_true(pts_grpc_absl_detector_off()); /* a second server start: still fine */
+  assert_true(pts_absl_detector_off());
+  assert_true(pts_absl_detector_off()); /* a second server start: still fine */
 #else
-  assert_false(pts_grpc_absl_detector_off()); /* no abseil headers: nothing claimed */
+  assert_false(pts_absl_detector_off()); /* no abseil headers: nothing claimed */
 #endif
   grpc_shutdown();
 }

@@ -1,5 +1,5 @@
-/* frontend/grpc/absl_sync.c — see absl_sync.h. */
-#include "frontend/grpc/absl_sync.h"
+/* core/absl_sync.c — see absl_sync.h. */
+#include "core/absl_sync.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 
 #include "core/log.h"
 
-bool pts_grpc_absl_detector_off(void) {
+bool pts_absl_detector_off(void) {
 #ifdef PTS_ABSL_NS
   /* absl::[NS::]SetMutexDeadlockDetectionMode(absl::[NS::]OnDeadlockCycle),
    * Itanium-mangled; the enum parameter is passed as an int, and kIgnore,
@@ -25,7 +25,7 @@ bool pts_grpc_absl_detector_off(void) {
   memcpy(&set_mode, &p, sizeof p); /* ISO C has no object-to-function cast */
   if (set_mode) {
     set_mode(0);
-    PTS_LOG_VERBOSE(1, "gRPC: abseil's mutex deadlock detector is off");
+    PTS_LOG_VERBOSE(1, "abseil's mutex deadlock detector is off");
     return true;
   }
 #endif
