@@ -1,9 +1,16 @@
 /* core/log.c — see log.h. One mutex guards the settings and the sink; the
- * line itself is formatted outside the lock. */
+ * line itself is formatted outside the lock. Whether a line prints at all
+ * is read from `gate`, an atomic copy of the levels, without the mutex:
+ * the hot paths ask it for verbose lines on every request (gRPC's call
+ * path, the scheduler's batch), and a global mutex taken twice per
+ * request by every loop and queue thread was the one lock they all
+ * shared. */
 #include "core/log.h"
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -16,6 +23,22 @@ static struct pts_log_settings settings = {true, true, true, 0, PTS_LOG_FORMAT_D
 static FILE *sink; /* NULL = stderr; owned when non-NULL */
 static char sink_path[4096]; /* what pts_log_set_file was given; "" = stderr */
 
+/* `settings` as one word, written under `lock` whenever settings change:
+ * bit 0 error, bit 1 warning, bit 2 info, the high 32 bits the verbose
+ * level (never negative). Relaxed is enough: a thread that reads the
+ * previous levels for a moment after a change prints or skips one line as
+ * it would have just before. */
+#define GATE_ERROR 1u
+#define GATE_WARNING 2u
+#define GATE_INFO 4u
+static _Atomic uint64_t gate = GATE_ERROR | GATE_WARNING | GATE_INFO;
+
+static uint64_t gate_of(const struct pts_log_settings *s) {
+  uint64_t v = s->verbose_level > 0 ? (uint64_t)s->verbose_level : 0;
+  return (s->error ? GATE_ERROR : 0) | (s->warning ? GATE_WARNING : 0) |
+         (s->info ? GATE_INFO : 0) | v << 32;
+}
+
 struct pts_log_settings pts_log_get(void) {
   pthread_mutex_lock(&lock);
   struct pts_log_settings s = settings;
@@ -26,6 +49,7 @@ struct pts_log_settings pts_log_get(void) {
 void pts_log_set(const struct pts_log_settings *s) {
   pthread_mutex_lock(&lock);
   settings = *s;
+  atomic_store_explicit(&gate, gate_of(s), memory_order_relaxed);
   pthread_mutex_unlock(&lock);
 }
 
@@ -53,12 +77,15 @@ void pts_log_get_file(char *out, size_t out_size) {
 }
 
 bool pts_log_enabled(enum pts_log_level level, int verbose) {
-  struct pts_log_settings s = pts_log_get();
+  uint64_t g = atomic_load_explicit(&gate, memory_order_relaxed);
   switch (level) {
-    case PTS_LOG_ERROR: return s.error;
-    case PTS_LOG_WARNING: return s.warning;
-    case PTS_LOG_INFO: return s.info;
-    case PTS_LOG_VERBOSE: return s.verbose_level >= verbose && s.verbose_level > 0;
+    case PTS_LOG_ERROR: return g & GATE_ERROR;
+    case PTS_LOG_WARNING: return g & GATE_WARNING;
+    case PTS_LOG_INFO: return g & GATE_INFO;
+    case PTS_LOG_VERBOSE: {
+      int64_t v = (int64_t)(g >> 32);
+      return v > 0 && v >= verbose;
+    }
   }
   return false;
 }
