@@ -429,12 +429,13 @@ static grpc_channel *channel_new(const char *target) {
   args[1].type = GRPC_ARG_INTEGER;
   args[1].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
   args[1].value.integer = 1;
-  /* No retries: ptperf sets no retry policy, so gRPC never retries a
-   * call, but a channel with retries enabled still runs every call through
-   * its retry filter, which keeps what it sends to be able to send it
-   * again: 65.8k -> 58.0k instructions per unary call (callgrind). A load
-   * generator should cost the cores it shares with the server no more
-   * than it must. */
+  /* No retries. ptperf sets no retry policy, but a channel with retries
+   * enabled still runs every call through gRPC's retry filter, which keeps
+   * what it sends to be able to send it again (65.8k -> 58.0k instructions
+   * per unary call, callgrind), and retries "transparently" a call the
+   * server refused before reading it (a GOAWAY race, a refused stream).
+   * A load generator should cost the cores it shares with the server no
+   * more than it must, and should count such a refusal, not hide it. */
   args[2].type = GRPC_ARG_INTEGER;
   args[2].key = (char *)GRPC_ARG_ENABLE_RETRIES;
   args[2].value.integer = 0;
