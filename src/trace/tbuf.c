@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/jsonstr.h"
 
 void tbuf_init(struct tbuf *b) { memset(b, 0, sizeof *b); }
 
@@ -63,39 +64,17 @@ void tbuf_printf(struct tbuf *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
-/* Length of the UTF-8 sequence at s (0 when it is not one). */
-static size_t utf8_len(const unsigned char *s) {
-  if (s[0] < 0x80) return 1;
-  size_t n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-  if (n == 0 || (n == 2 && s[0] < 0xC2)) return 0;
-  for (size_t i = 1; i < n; i++)
-    if ((s[i] & 0xC0) != 0x80) return 0;
-  return n;
+static void put_piece(void *b, const char *p, size_t n) { tbuf_add(b, p, n); }
+
+void tbuf_json_strn(struct tbuf *b, const char *s, size_t n) {
+  tbuf_add(b, "\"", 1);
+  pts_json_escape_text(s, n, put_piece, b);
+  tbuf_add(b, "\"", 1);
 }
 
 void tbuf_json_str(struct tbuf *b, const char *s) {
-  tbuf_add(b, "\"", 1);
-  const unsigned char *p = (const unsigned char *)(s ? s : "");
-  while (*p) {
-    char esc[8];
-    if (*p == '"' || *p == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)*p;
-      tbuf_add(b, esc, 2);
-      p++;
-      continue;
-    }
-    size_t n = *p < 0x20 ? 0 : utf8_len(p);
-    if (n == 0) {
-      snprintf(esc, sizeof esc, "\\u%04x", *p);
-      tbuf_add(b, esc, 6);
-      p++;
-      continue;
-    }
-    tbuf_add(b, (const char *)p, n);
-    p += n;
-  }
-  tbuf_add(b, "\"", 1);
+  if (!s) s = "";
+  tbuf_json_strn(b, s, strlen(s));
 }
 
 void tbuf_csv_field(struct tbuf *b, const char *s) {

@@ -25,8 +25,12 @@ void tbuf_free(struct tbuf *b);
 void tbuf_add(struct tbuf *b, const char *s, size_t n);
 void tbuf_cstr(struct tbuf *b, const char *s);
 void tbuf_printf(struct tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A quoted JSON string; control characters and bytes >= 0x80 that do not
- * form valid UTF-8 are escaped (\u00XX), so any name yields valid JSON. */
+/* A quoted JSON string of the n bytes at s, whatever they are: quotes,
+ * backslashes and control characters (NUL too) escaped, a byte that does
+ * not start well-formed UTF-8 given as U+FFFD (core/jsonstr.h), so the
+ * file stays UTF-8 that a strict JSON reader takes. */
+void tbuf_json_strn(struct tbuf *b, const char *s, size_t n);
+/* The same for a NUL-terminated string (NULL: ""). */
 void tbuf_json_str(struct tbuf *b, const char *s);
 /* A CSV field: quoted when it holds a comma, quote or newline. */
 void tbuf_csv_field(struct tbuf *b, const char *s);

@@ -225,3 +225,34 @@ def test_trace_deprecated_flags_and_bad_config(ptserve_bin, start_server, tmp_pa
         p = subprocess.run([ptserve_bin, "--model-repository", REPO] + bad,
                            capture_output=True, text=True, timeout=30)
         assert p.returncode == 1 and bad[1] in p.stderr, (bad, p.stderr)
+
+
+def test_trace_tensors_any_bytes_yield_valid_json(start_server, tmp_path):
+    """A BYTES tensor may hold any bytes: a NUL, quotes, control characters,
+    bytes that are not UTF-8. The trace file must still be UTF-8 JSON that a
+    strict reader takes, holding every element: each byte that does not
+    start a well-formed UTF-8 sequence becomes U+FFFD. The expected text is
+    Python's own UTF-8 decoder with errors="replace" (for these inputs its
+    maximal-subpart rule and a per-byte rule agree)."""
+    elements = [b"a\x00b", b'q"uote\\back\nline\t', b"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+                b"\xed\xa0\x80", b"\xc0\xaf", b"\xff", b"\x80x", b""]
+    trace_file = str(tmp_path / "t.json")
+    server = start_server(REPO, "--trace-config", "triton,file=" + trace_file)
+    r = settings(server, "dt_bytes", {"trace_level": ["TIMESTAMPS", "TENSORS"], "trace_rate": "1"})
+    assert r.status_code == 200, r.text
+    raw = b"".join(len(e).to_bytes(4, "little") + e for e in elements)
+    header = json.dumps({"id": "bytes", "inputs": [
+        {"name": "INPUT0", "datatype": "BYTES", "shape": [1, len(elements)],
+         "parameters": {"binary_data_size": len(raw)}}],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}).encode()
+    r = requests.post(server.url + "/v2/models/dt_bytes/infer", data=header + raw, timeout=TIMEOUT,
+                      headers={"Inference-Header-Content-Length": str(len(header))})
+    assert r.status_code == 200, r.text
+    stop_clean(server)
+    with open(trace_file, encoding="utf-8") as f:  # strict: invalid UTF-8 raises
+        items = json.load(f)
+    tensors = {x["activity"]: x["tensor"] for x in items if "activity" in x}
+    want = ",".join(e.decode("utf-8", errors="replace") for e in elements)
+    assert tensors["TENSOR_QUEUE_INPUT"] == {"name": "INPUT0", "data": want,
+                                             "shape": "1,%d" % len(elements), "dtype": "BYTES"}
+    assert tensors["TENSOR_BACKEND_OUTPUT"]["data"] == want

@@ -9,13 +9,7 @@
 
 #include "core/alloc.h"
 #include "core/fmt.h"
-
-/* Ranges in designators are a GNU C extension, which gcc and clang share. */
-const bool pts_json_plain_byte[256] = {
-    [0x20 ... 0x21] = true, /* '"' is 0x22 */
-    [0x23 ... 0x5b] = true, /* '\\' is 0x5c */
-    [0x5d ... 0x7f] = true,
-};
+#include "core/jsonstr.h"
 
 void pts_jsonw_init(struct pts_jsonw *w) { memset(w, 0, sizeof *w); }
 
@@ -96,105 +90,23 @@ static bool put_plain(struct pts_jsonw *w, const char *s, size_t n, const char *
   return true;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (1..4), or 0 if the bytes
- * there are not one (RFC 3629: no overlongs, no surrogates, <= U+10FFFF). */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-  unsigned char c = s[0];
-  if (c < 0x80) return 1;
-  size_t len;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (n < len) return 0;
-  if (s[1] < lo || s[1] > hi) return 0;
-  for (size_t i = 2; i < len; i++)
-    if (s[i] < 0x80 || s[i] > 0xBF) return 0;
-  return len;
-}
-
 bool pts_jsonw_is_utf8(const char *s, size_t n) {
   const unsigned char *p = (const unsigned char *)s;
   size_t i = 0;
   while (i < n) {
-    size_t k = utf8_seq(p + i, n - i);
+    size_t k = pts_utf8_seq(p + i, n - i);
     if (k == 0) return false;
     i += k;
   }
   return true;
 }
 
+static void put_piece(void *w, const char *p, size_t n) { pts_jsonw_raw(w, p, n); }
+
 static void put_escaped(struct pts_jsonw *w, const char *s, size_t n) {
-  static const char hex[] = "0123456789abcdef";
-  const unsigned char *p = (const unsigned char *)s;
   if (put_plain(w, s, n, "", 0)) return;
   pts_jsonw_raw(w, "\"", 1);
-  size_t i = 0;
-  while (i < n) {
-    /* Copy the longest run that needs no escaping in one go. */
-    size_t run = i + plain_prefix(p + i, n - i);
-    if (run > i) {
-      pts_jsonw_raw(w, s + i, run - i);
-      i = run;
-      continue;
-    }
-    unsigned char c = p[i];
-    if (c >= 0x80) {
-      size_t k = utf8_seq(p + i, n - i);
-      if (k == 0) {
-        pts_jsonw_raw(w, "\xEF\xBF\xBD", 3); /* U+FFFD */
-        i++;
-      } else {
-        pts_jsonw_raw(w, s + i, k);
-        i += k;
-      }
-      continue;
-    }
-    char esc[6] = {'\\', 0, 0, 0, 0, 0};
-    size_t elen = 2;
-    switch (c) {
-      case '"':
-        esc[1] = '"';
-        break;
-      case '\\':
-        esc[1] = '\\';
-        break;
-      case '\n':
-        esc[1] = 'n';
-        break;
-      case '\r':
-        esc[1] = 'r';
-        break;
-      case '\t':
-        esc[1] = 't';
-        break;
-      case '\b':
-        esc[1] = 'b';
-        break;
-      case '\f':
-        esc[1] = 'f';
-        break;
-      default:
-        esc[1] = 'u';
-        esc[2] = '0';
-        esc[3] = '0';
-        esc[4] = hex[c >> 4];
-        esc[5] = hex[c & 15];
-        elen = 6;
-    }
-    pts_jsonw_raw(w, esc, elen);
-    i++;
-  }
+  pts_json_escape_text(s, n, put_piece, w);
   pts_jsonw_raw(w, "\"", 1);
 }
 

@@ -27,12 +27,6 @@ struct pts_jsonw {
   bool failed; /* an allocation failed; the text is incomplete */
 };
 
-/* The bytes a JSON string holds as they are, with no escape and no UTF-8
- * sequence to check: 0x20 to 0x7f but the quote and the backslash. Both
- * directions go through it byte by byte (this writer's strings, and the
- * one-pass request decoder of v2_fast.c): one load per byte decides. */
-extern const bool pts_json_plain_byte[256];
-
 void pts_jsonw_init(struct pts_jsonw *w);
 /* Frees the text (if not taken). NULL-safe. */
 void pts_jsonw_free(struct pts_jsonw *w);

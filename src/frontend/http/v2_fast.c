@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "frontend/http/jsonw.h"
+#include "core/jsonstr.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
