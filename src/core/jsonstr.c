@@ -79,8 +79,7 @@ void pts_json_escape_text(const char *s, size_t n, pts_json_put_fn put, void *ct
   size_t i = 0;
   while (i < n) {
     /* The longest run that needs nothing, in one piece. */
-    size_t run = i;
-    while (run < n && pts_json_plain_byte[p[run]]) run++;
+    size_t run = i + pts_json_plain_prefix(p + i, n - i);
     if (run > i) {
       put(ctx, s + i, run - i);
       i = run;

@@ -22,6 +22,14 @@
  * paths go through it byte by byte: one load per byte decides. */
 extern const bool pts_json_plain_byte[256];
 
+/* How many of the n bytes at p, from the first, are plain bytes. Inline:
+ * the reply writer asks it for every key and name it writes. */
+static inline size_t pts_json_plain_prefix(const unsigned char *p, size_t n) {
+  size_t i = 0;
+  while (i < n && pts_json_plain_byte[p[i]]) i++;
+  return i;
+}
+
 /* Length of the well-formed UTF-8 sequence at s, of which n bytes may be
  * read (1..4), or 0 when the bytes there are not one (RFC 3629: no
  * overlong forms, no surrogates, nothing above U+10FFFF). n >= 1. */

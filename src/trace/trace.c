@@ -771,7 +771,7 @@ void pts_trace_tensor(struct pts_trace *t, const char *activity, const struct pt
   tbuf_json_str(&json, tensor->name ? tensor->name : "");
   tbuf_cstr(&json, ",\"data\":");
   /* A BYTES element may hold a NUL: the rendered data by its length. */
-  tbuf_json_strn(&json, data.data ? data.data : "", data.data ? data.len : 0);
+  tbuf_json_strn(&json, data.data ? data.data : "", data.len); /* len is 0 without data */
   tbuf_cstr(&json, ",\"shape\":");
   tbuf_json_str(&json, shape.data ? shape.data : "");
   tbuf_cstr(&json, ",\"dtype\":");

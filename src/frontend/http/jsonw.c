@@ -65,20 +65,12 @@ void pts_jsonw_raw_grow(struct pts_jsonw *w, const char *s, size_t n) {
   w->data[w->len] = '\0';
 }
 
-/* The bytes a JSON string carries as they are: ASCII from the space up,
- * but '"' and '\\'. Names, datatypes and keys are nearly always all such
- * bytes, so one scan decides that they go out with one memcpy. */
-static size_t plain_prefix(const unsigned char *p, size_t n) {
-  size_t i = 0;
-  while (i < n && pts_json_plain_byte[p[i]]) i++;
-  return i;
-}
-
 /* Writes `"s"` followed by `tail` (tail_n bytes) when s needs no escaping;
- * false (nothing written) when it does. */
+ * false (nothing written) when it does. Names, datatypes and keys nearly
+ * always need none, so one scan decides that they go out with one memcpy. */
 static bool put_plain(struct pts_jsonw *w, const char *s, size_t n, const char *tail,
                       size_t tail_n) {
-  if (plain_prefix((const unsigned char *)s, n) != n) return false;
+  if (pts_json_plain_prefix((const unsigned char *)s, n) != n) return false;
   if (!reserve(w, n + 2 + tail_n)) return true; /* failed is recorded */
   char *d = w->data + w->len;
   d[0] = '"';

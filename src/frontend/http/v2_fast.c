@@ -58,7 +58,7 @@ static bool take(struct scan *s, char c) {
 static bool string(struct scan *s, struct span *out) {
   if (!take(s, '"')) return false;
   const char *start = s->p;
-  while (s->p < s->end && pts_json_plain_byte[(unsigned char)*s->p]) s->p++;
+  s->p += pts_json_plain_prefix((const unsigned char *)s->p, (size_t)(s->end - s->p));
   if (s->p >= s->end || *s->p != '"') return false;
   *out = (struct span){start, (size_t)(s->p - start)};
   s->p++;
