@@ -25,6 +25,7 @@ DEB_PACKAGES=(
   python3 python3-venv  # the project venv; LibTorch comes from its pip torch
   libb64-0d             # the one shared library of perf_analyzer not in the venv
   curl
+  gdb                   # the e2e tests' report of a hang: every thread's stack
   clang libclang-rt-dev  # the fuzz drivers: clang and its libFuzzer runtime
   # tests/deploy: the runtime tree (scripts/rootfs.sh: busybox for the image's
   # health check, binutils' strip), the rolling restart behind HAProxy in

@@ -15,6 +15,9 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
   launch_server(bin, repo, log_path, *args, metrics_port=, grpc_port=, ...):
       the same start-up for a server the caller owns (module-wide servers).
   assert_clean_exit(server): alive, SIGTERM -> exit 0, no sanitizer report.
+  thread_stacks(pid): every thread's stack of a live process (gdb), for the
+      report of a test that finds a client or the server stuck;
+      one_line_per_thread(stacks) shortens it for a failure message.
   module_server(launch, log_dir): a module-scoped `server` fixture built on
       those two.
   bf16_bytes(values), bytes_encode(items): BF16 and BYTES wire encodings.
@@ -36,6 +39,7 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
 import importlib
 import inspect
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -255,6 +259,37 @@ def model_repo():
         assert os.path.isdir(p), p
         return p
     return path
+
+
+def thread_stacks(pid, timeout=60):
+    """The stack of every thread of process `pid`, as gdb prints them
+    (scripts/setup.sh installs gdb), or a line saying why there are none.
+    For a hang's report: which side waits, and on what."""
+    try:
+        run = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "set pagination off",
+                              "-ex", "thread apply all bt"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, errors="replace", timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "no stacks of process %d: %r" % (pid, e)
+    return run.stdout
+
+
+def one_line_per_thread(stacks):
+    """thread_stacks' text as one line per thread: its frames' function
+    names, innermost first (the whole text when it holds no frames)."""
+    lines, frames = [], []
+    for ln in stacks.splitlines():
+        if ln.startswith("Thread "):
+            if frames:
+                lines.append(" < ".join(frames))
+            frames = []
+            continue
+        m = re.match(r"#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)", ln)
+        if m:
+            frames.append(m.group(1))
+    if frames:
+        lines.append(" < ".join(frames))
+    return "\n".join(lines) or stacks[-2000:]
 
 
 def missing_tool(what):
