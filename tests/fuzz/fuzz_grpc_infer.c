@@ -5,7 +5,9 @@
  * for a valid request, the encoding of an identity response.
  *
  * Properties: every error has a message; accepted tensors lie inside the
- * message and their byte sizes match their shapes. */
+ * message; the one-pass decoder of the common message (infer_fast.h)
+ * either declines and leaves the request untouched, or fills it exactly as
+ * the full decoder does, which must then accept it too. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -13,8 +15,10 @@
 #include "config/model_config.h"
 #include "core/alloc.h"
 #include "frontend/grpc/infer.h"
+#include "frontend/grpc/infer_fast.h"
 #include "fuzz_common.h"
 #include "fuzz_infer.h"
+#include "grpc_same.h"
 #include "scheduler/validate.h"
 
 static const char CONFIG[] =
@@ -61,10 +65,32 @@ static void encode(const struct pts_infer_request *req, bool stream) {
   pts_infer_response_free(resp);
 }
 
+/* The fast decoder against the full one, on the same message. */
+static void compare_decoders(struct pts_buf *msg) {
+  struct pts_infer_request *fast = pts_infer_request_new(), *full = pts_infer_request_new();
+  if (fast && full) {
+    enum pts_grpc_fast f = pts_grpc_fast_decode(msg, fast);
+    if (f == PTS_GRPC_FAST_DONE) {
+      struct pts_error err;
+      pts_error_clear(&err);
+      fuzz_check(pts_grpc_decode_infer_full(msg, full, NULL, &err) == PTS_OK,
+                 "the fast decoder took a message the full decoder refuses");
+      fuzz_check(grpc_same_request(fast, full), "the two decoders filled different requests");
+    } else if (f == PTS_GRPC_FAST_DECLINED) {
+      fuzz_check(!fast->model_name && !fast->id && !fast->inputs && !fast->outputs &&
+                     fast->n_inputs == 0 && fast->n_outputs == 0,
+                 "the fast decoder declined but touched the request");
+    }
+  }
+  pts_infer_request_free(fast);
+  pts_infer_request_free(full);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct pts_buf *msg = pts_buf_new(size);
   if (!msg) return 0;
   if (size) memcpy(msg->data, data, size);
+  compare_decoders(msg);
   struct pts_infer_request *req = pts_infer_request_new();
   if (!req) {
     pts_buf_release(msg);

@@ -1,5 +1,6 @@
 /* frontend/grpc/infer.c — see infer.h. */
 #include "frontend/grpc/infer.h"
+#include "frontend/grpc/infer_fast.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -768,6 +769,19 @@ static enum pts_status decode_header(const Inference__ModelInferRequest *m,
 
 enum pts_status pts_grpc_decode_infer(struct pts_buf *msg, struct pts_infer_request *req,
                                       struct pts_grpc_infer_opts *opts, struct pts_error *err) {
+  enum pts_grpc_fast f = pts_grpc_fast_decode(msg, req);
+  if (f == PTS_GRPC_FAST_DONE) {
+    if (opts) memset(opts, 0, sizeof *opts);
+    return PTS_OK;
+  }
+  if (f == PTS_GRPC_FAST_NOMEM)
+    return pts_error_set(err, PTS_NOMEM, "out of memory decoding a ModelInferRequest");
+  return pts_grpc_decode_infer_full(msg, req, opts, err);
+}
+
+enum pts_status pts_grpc_decode_infer_full(struct pts_buf *msg, struct pts_infer_request *req,
+                                           struct pts_grpc_infer_opts *opts,
+                                           struct pts_error *err) {
   struct split sp;
   enum pts_status st = split_message(msg->data, msg->size, &sp, err);
   if (st != PTS_OK) {

@@ -56,6 +56,14 @@ struct pts_grpc_infer_opts {
 enum pts_status pts_grpc_decode_infer(struct pts_buf *msg, struct pts_infer_request *req,
                                       struct pts_grpc_infer_opts *opts, struct pts_error *err);
 
+/* The same through the full decoder alone (hand split + protobuf-c).
+ * pts_grpc_decode_infer tries the one-pass decoder of the common message
+ * first (infer_fast.h) and comes here when it declines; the tests compare
+ * the two. */
+enum pts_status pts_grpc_decode_infer_full(struct pts_buf *msg, struct pts_infer_request *req,
+                                           struct pts_grpc_infer_opts *opts,
+                                           struct pts_error *err);
+
 /* One contiguous part of an encoded message. */
 struct pts_grpc_piece {
   const void *data; /* points into buf->data */
