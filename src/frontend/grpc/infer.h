@@ -7,15 +7,18 @@
  *
  * Zero copy in both directions:
  * - raw_input_contents entries become input tensors that are views of the
- *   message buffer (each holds a reference). The top-level fields are split
- *   by hand so that protobuf-c (which copies every `bytes` field) only sees
- *   the small header fields. Typed `contents` are decoded once into a
- *   little-endian buffer of exactly the tensor's size.
- * - an encoded response is a list of pieces: the protobuf-c-packed header
- *   (everything but raw_output_contents), then per output a small length
- *   prefix and the output bytes themselves, a view of the backend's output
- *   buffer. Repeated fields may be split around other fields on the wire, so
- *   appending the raw entries after the header is a valid encoding.
+ *   message buffer (each holds a reference). The common message is read in
+ *   one pass without protobuf-c (infer_fast.h); for any other the
+ *   top-level fields are split by hand so that protobuf-c (which copies
+ *   every `bytes` field) only sees the small header fields. Typed
+ *   `contents` are decoded once into a little-endian buffer of exactly the
+ *   tensor's size.
+ * - an encoded response is a list of pieces: the header (everything but
+ *   raw_output_contents, written here in the form protobuf-c packs), then
+ *   per output a small length prefix and the output bytes themselves, a
+ *   view of the backend's output buffer. Repeated fields may be split
+ *   around other fields on the wire, so appending the raw entries after the
+ *   header is a valid encoding.
  *
  * Checks made here are the wire-level ones (protocol-facts §2.4): message
  * well-formedness, datatype names, shapes, typed contents against datatype

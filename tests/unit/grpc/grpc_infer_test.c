@@ -512,6 +512,57 @@ static void encode_stream_response(void **state) {
   pts_grpc_reply_clear(&reply);
 }
 
+/* The reply's bytes are what protobuf-c writes for the message they hold:
+ * unpacked and packed again, byte for byte the same, unary and streamed,
+ * for the sample and for the corners of proto3's form (no id, an output
+ * with an empty name, a scalar output, a dimension of three varint bytes,
+ * the latest version, no outputs at all). */
+static void expect_canonical(const struct pts_infer_request *req,
+                             const struct pts_infer_response *resp) {
+  for (int stream = 0; stream < 2; stream++) {
+    struct pts_grpc_reply reply;
+    struct pts_error err;
+    assert_int_equal(pts_grpc_encode_infer(req, resp, stream, &reply, &err), PTS_OK);
+    uint8_t *flat = flatten(&reply);
+    ProtobufCMessage *m =
+        stream ? protobuf_c_message_unpack(&inference__model_stream_infer_response__descriptor,
+                                           NULL, reply.size, flat)
+               : protobuf_c_message_unpack(&inference__model_infer_response__descriptor, NULL,
+                                           reply.size, flat);
+    assert_non_null(m);
+    size_t size = protobuf_c_message_get_packed_size(m);
+    assert_int_equal(size, reply.size);
+    uint8_t *again = pts_malloc(size ? size : 1);
+    protobuf_c_message_pack(m, again);
+    assert_memory_equal(again, flat, size);
+    pts_free(again);
+    protobuf_c_message_free_unpacked(m, NULL);
+    pts_free(flat);
+    pts_grpc_reply_clear(&reply);
+  }
+}
+
+static void encoded_bytes_are_protobuf_cs(void **state) {
+  (void)state;
+  struct sample s;
+  sample_init(&s);
+  expect_canonical(s.req, s.resp);
+  pts_free(s.req->id);
+  s.req->id = NULL;
+  s.resp->model_version = -1;
+  pts_free(s.resp->outputs[1].name);
+  s.resp->outputs[1].name = pts_strdup("");
+  s.resp->outputs[1].shape.ndim = 0;
+  s.resp->outputs[1].byte_size = 1;
+  s.resp->outputs[0].shape.dims[1] = 300000;
+  expect_canonical(s.req, s.resp);
+  size_t n = s.resp->n_outputs;
+  s.resp->n_outputs = 0;
+  expect_canonical(s.req, s.resp);
+  s.resp->n_outputs = n;
+  sample_clear(&s);
+}
+
 /* ------------------------------------------------------------ the rpc table */
 
 static void rpc_table(void **state) {
@@ -572,6 +623,7 @@ int main(void) {
       cmocka_unit_test(versions),
       cmocka_unit_test(encode_unary_response),
       cmocka_unit_test(encode_stream_response),
+      cmocka_unit_test(encoded_bytes_are_protobuf_cs),
       cmocka_unit_test(rpc_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
