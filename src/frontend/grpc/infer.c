@@ -827,9 +827,10 @@ static bool add_piece(struct pts_grpc_reply *r, const void *data, size_t size, s
  * raw_output_contents, written by hand in protobuf-c's order and form
  * (fields by number, proto3's empty strings and empty shapes left out,
  * shapes packed), so the bytes are what protobuf_c_message_pack would
- * write (grpc_infer_test packs the unpacked reply again and compares) at a
- * third of its instructions, without the two arrays of structures it
- * needed. Every field number here is below 16: one key byte. */
+ * write (grpc_infer_test packs the unpacked reply again and compares),
+ * without the two arrays of structures it needed and its generic size and
+ * pack passes: 1.0k instructions per response instead of 2.6k. Every
+ * field number here is below 16: one key byte. */
 
 /* ModelInferResponse.parameters["triton_final_response"] = bool_param true,
  * the entry a stream's response carries: key (1) and value (2, an

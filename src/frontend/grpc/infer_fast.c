@@ -157,15 +157,19 @@ static bool message(struct reader *r, struct fast_msg *m) {
       case 3: /* id */
         ok = once(&m->seen, ID) && text(v) && (m->id = v, true);
         break;
-      case 5: /* inputs; a shape's dimensions past ndim stay 0, as calloc leaves them */
-        ok = m->n_in < PTS_GRPC_FAST_MAX &&
-             (m->in[m->n_in] = (struct fast_input){0}, input(v, &m->in[m->n_in++]));
+      case 5: /* inputs */
+        if (m->n_in == PTS_GRPC_FAST_MAX) return false;
+        m->in[m->n_in] = (struct fast_input){0}; /* dims past ndim 0, as calloc leaves them */
+        ok = input(v, &m->in[m->n_in++]);
         break;
       case 6: /* outputs */
-        ok = m->n_out < PTS_GRPC_FAST_MAX && output(v, &m->out[m->n_out++]);
+        if (m->n_out == PTS_GRPC_FAST_MAX) return false;
+        ok = output(v, &m->out[m->n_out++]);
         break;
       case 7: /* raw_input_contents */
-        ok = m->n_raw < PTS_GRPC_FAST_MAX && (m->raw[m->n_raw++] = v, true);
+        if (m->n_raw == PTS_GRPC_FAST_MAX) return false;
+        m->raw[m->n_raw++] = v;
+        ok = true;
         break;
       default: /* parameters (4) and anything unknown: the full decoder's */
         ok = false;
