@@ -1,6 +1,7 @@
 /* frontend/grpc/infer.c — see infer.h. */
 #include "frontend/grpc/infer.h"
 #include "frontend/grpc/infer_fast.h"
+#include "frontend/grpc/pbwire.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -77,51 +78,13 @@ enum pts_status pts_grpc_pack(const ProtobufCMessage *m, struct pts_grpc_reply *
 }
 
 /* ------------------------------------------------------------------ */
-/* protobuf wire primitives (for the hand-split top level)             */
-
-#define WIRE_VARINT 0
-#define WIRE_I64 1
-#define WIRE_LEN 2
-#define WIRE_I32 5
+/* the hand-split top level (wire primitives: pbwire.h)                */
 
 /* The field number of ModelInferRequest.raw_input_contents. */
 #define FIELD_RAW_INPUT 7
 /* ModelInferResponse.raw_output_contents, ModelStreamInferResponse.infer_response. */
 #define FIELD_RAW_OUTPUT 6
 #define FIELD_STREAM_INFER_RESPONSE 2
-
-static bool read_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *out) {
-  uint64_t v = 0;
-  for (unsigned shift = 0; shift < 64; shift += 7) {
-    if (*pos >= n) return false;
-    uint8_t b = p[(*pos)++];
-    v |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *out = v;
-      return true;
-    }
-  }
-  return false;
-}
-
-static size_t varint_size(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    n++;
-  }
-  return n;
-}
-
-static size_t put_varint(uint8_t *p, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    p[n++] = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  p[n++] = (uint8_t)v;
-  return n;
-}
 
 /* One top-level field: [start, end) is the whole field (key included);
  * for length-delimited fields [value, end) is the payload. */
@@ -135,7 +98,7 @@ static enum pts_status next_field(const uint8_t *p, size_t n, size_t *pos, struc
                                   struct pts_error *err) {
   f->start = *pos;
   uint64_t key, len;
-  if (!read_varint(p, n, pos, &key))
+  if (!pts_pb_read_varint(p, n, pos, PTS_PB_VARINT_MAX, &key))
     return pts_error_set(err, PTS_INVALID_ARG,
                          "failed to parse ModelInferRequest: truncated field key at byte %zu",
                          f->start);
@@ -148,21 +111,21 @@ static enum pts_status next_field(const uint8_t *p, size_t n, size_t *pos, struc
   f->value = *pos;
   size_t need;
   switch (f->wire) {
-    case WIRE_VARINT:
-      if (!read_varint(p, n, pos, &len))
+    case PTS_PB_VARINT:
+      if (!pts_pb_read_varint(p, n, pos, PTS_PB_VARINT_MAX, &len))
         return pts_error_set(err, PTS_INVALID_ARG,
                              "failed to parse ModelInferRequest: truncated varint at byte %zu",
                              f->value);
       f->end = *pos;
       return PTS_OK;
-    case WIRE_I64:
+    case PTS_PB_I64:
       need = 8;
       break;
-    case WIRE_I32:
+    case PTS_PB_I32:
       need = 4;
       break;
-    case WIRE_LEN:
-      if (!read_varint(p, n, pos, &len))
+    case PTS_PB_LEN:
+      if (!pts_pb_read_varint(p, n, pos, PTS_PB_VARINT_MAX, &len))
         return pts_error_set(err, PTS_INVALID_ARG,
                              "failed to parse ModelInferRequest: truncated length at byte %zu",
                              f->value);
@@ -213,7 +176,7 @@ static enum pts_status split_message(const uint8_t *p, size_t n, struct split *s
   while (pos < n) {
     enum pts_status st = next_field(p, n, &pos, &f, err);
     if (st != PTS_OK) return st;
-    if (f.number == FIELD_RAW_INPUT && f.wire == WIRE_LEN)
+    if (f.number == FIELD_RAW_INPUT && f.wire == PTS_PB_LEN)
       raw++;
     else
       rest += f.end - f.start;
@@ -226,7 +189,7 @@ static enum pts_status split_message(const uint8_t *p, size_t n, struct split *s
   pos = 0;
   while (pos < n) {
     next_field(p, n, &pos, &f, NULL); /* cannot fail: checked above */
-    if (f.number == FIELD_RAW_INPUT && f.wire == WIRE_LEN) {
+    if (f.number == FIELD_RAW_INPUT && f.wire == PTS_PB_LEN) {
       s->raw_off[s->n_raw] = f.value;
       s->raw_len[s->n_raw++] = f.end - f.value;
     } else {
@@ -809,10 +772,15 @@ enum pts_status pts_grpc_decode_infer_full(struct pts_buf *msg, struct pts_infer
 /* Room for a key byte and a 64-bit length varint. */
 #define PREFIX_MAX 11
 
-static size_t raw_entry_prefix(uint8_t *p, uint32_t field, size_t len) {
-  p[0] = (uint8_t)(field << 3 | WIRE_LEN);
-  return 1 + put_varint(p + 1, len);
+/* The key and length of a length-delimited field (field < 16: one key
+ * byte) whose len bytes follow; returns the prefix's length. */
+static size_t put_len_prefix(uint8_t *p, uint32_t field, size_t len) {
+  p[0] = (uint8_t)(field << 3 | PTS_PB_LEN);
+  return 1 + pts_pb_put_varint(p + 1, len);
 }
+
+/* Bytes of a length-delimited field holding n bytes, prefix included. */
+static size_t len_field_size(size_t n) { return 1 + pts_pb_varint_size(n) + n; }
 
 static bool add_piece(struct pts_grpc_reply *r, const void *data, size_t size, struct pts_buf *b) {
   r->pieces[r->n_pieces].data = data;
@@ -847,15 +815,11 @@ static const uint8_t FINAL_RESPONSE_ENTRY[] = {
 #define TENSOR_DATATYPE 2
 #define TENSOR_SHAPE 3
 
-/* Bytes of a length-delimited field holding n bytes. */
-static size_t len_field_size(size_t n) { return 1 + varint_size(n) + n; }
-
 /* A string field: nothing for "" (proto3's default). */
 static size_t str_field_size(size_t n) { return n ? len_field_size(n) : 0; }
 
 static uint8_t *put_len_field(uint8_t *p, uint32_t field, const void *data, size_t n) {
-  *p++ = (uint8_t)(field << 3 | WIRE_LEN);
-  p += put_varint(p, n);
+  p += put_len_prefix(p, field, n);
   memcpy(p, data, n);
   return p + n;
 }
@@ -868,7 +832,7 @@ static uint8_t *put_str_field(uint8_t *p, uint32_t field, const char *s, size_t 
  * varint (ten bytes when negative). */
 static size_t shape_payload(const struct pts_shape *sh) {
   size_t n = 0;
-  for (int i = 0; i < sh->ndim; i++) n += varint_size((uint64_t)sh->dims[i]);
+  for (int i = 0; i < sh->ndim; i++) n += pts_pb_varint_size((uint64_t)sh->dims[i]);
   return n;
 }
 
@@ -879,19 +843,32 @@ struct header {
   char version[PTS_FMT_INT_MAX];
 };
 
-static size_t tensor_size(const struct pts_tensor *t) {
-  const char *name = t->name ? t->name : "";
-  size_t shape = shape_payload(&t->shape);
-  return str_field_size(strlen(name)) + str_field_size(strlen(pts_dtype_name(t->dtype))) +
-         (t->shape.ndim ? len_field_size(shape) : 0);
+/* An output's InferOutputTensor: its name and datatype with their
+ * lengths, the length of its packed shape, and the whole message's. */
+struct tensor_fields {
+  const char *name, *dtype;
+  size_t name_len, dtype_len, shape_len, size;
+};
+
+static void tensor_fields(const struct pts_tensor *t, struct tensor_fields *f) {
+  f->name = t->name ? t->name : "";
+  f->dtype = pts_dtype_name(t->dtype);
+  f->name_len = strlen(f->name);
+  f->dtype_len = strlen(f->dtype);
+  f->shape_len = shape_payload(&t->shape);
+  f->size = str_field_size(f->name_len) + str_field_size(f->dtype_len) +
+            (t->shape.ndim ? len_field_size(f->shape_len) : 0);
 }
 
 static size_t header_size(const struct header *h, const struct pts_infer_response *resp,
                           bool stream) {
   size_t n = str_field_size(h->name_len) + str_field_size(h->version_len) +
              str_field_size(h->id_len) + (stream ? sizeof FINAL_RESPONSE_ENTRY : 0);
-  for (size_t i = 0; i < resp->n_outputs; i++)
-    n += len_field_size(tensor_size(&resp->outputs[i]));
+  for (size_t i = 0; i < resp->n_outputs; i++) {
+    struct tensor_fields f;
+    tensor_fields(&resp->outputs[i], &f);
+    n += len_field_size(f.size);
+  }
   return n;
 }
 
@@ -906,16 +883,14 @@ static uint8_t *put_header(uint8_t *p, const struct header *h,
   }
   for (size_t i = 0; i < resp->n_outputs; i++) {
     const struct pts_tensor *t = &resp->outputs[i];
-    *p++ = (uint8_t)(RESP_OUTPUTS << 3 | WIRE_LEN);
-    p += put_varint(p, tensor_size(t));
-    const char *name = t->name ? t->name : "";
-    const char *dtype = pts_dtype_name(t->dtype);
-    p = put_str_field(p, TENSOR_NAME, name, strlen(name));
-    p = put_str_field(p, TENSOR_DATATYPE, dtype, strlen(dtype));
+    struct tensor_fields f;
+    tensor_fields(t, &f);
+    p += put_len_prefix(p, RESP_OUTPUTS, f.size);
+    p = put_str_field(p, TENSOR_NAME, f.name, f.name_len);
+    p = put_str_field(p, TENSOR_DATATYPE, f.dtype, f.dtype_len);
     if (t->shape.ndim) {
-      *p++ = (uint8_t)(TENSOR_SHAPE << 3 | WIRE_LEN);
-      p += put_varint(p, shape_payload(&t->shape));
-      for (int d = 0; d < t->shape.ndim; d++) p += put_varint(p, (uint64_t)t->shape.dims[d]);
+      p += put_len_prefix(p, TENSOR_SHAPE, f.shape_len);
+      for (int d = 0; d < t->shape.ndim; d++) p += pts_pb_put_varint(p, (uint64_t)t->shape.dims[d]);
     }
   }
   return p;
@@ -945,7 +920,7 @@ enum pts_status pts_grpc_encode_infer(const struct pts_infer_request *req,
   size_t inner = head, copied = 0;
   for (size_t i = 0; i < n; i++) {
     size_t len = resp->outputs[i].byte_size;
-    inner += 1 + varint_size(len) + len;
+    inner += len_field_size(len);
     if (!resp->outputs[i].buf) copied += len;
   }
   size_t arena_size = (stream ? PREFIX_MAX : 0) + head + n * PREFIX_MAX + copied;
@@ -960,12 +935,12 @@ enum pts_status pts_grpc_encode_infer(const struct pts_infer_request *req,
   }
   uint8_t *a = arena->data;
   size_t used = 0;
-  if (stream) used += raw_entry_prefix(a, FIELD_STREAM_INFER_RESPONSE, inner);
+  if (stream) used += put_len_prefix(a, FIELD_STREAM_INFER_RESPONSE, inner);
   used = (size_t)(put_header(a + used, &h, resp, stream) - a);
   add_piece(&r, a, used, arena);
   for (size_t i = 0; i < n; i++) {
     const struct pts_tensor *t = &resp->outputs[i];
-    size_t plen = raw_entry_prefix(a + used, FIELD_RAW_OUTPUT, t->byte_size);
+    size_t plen = put_len_prefix(a + used, FIELD_RAW_OUTPUT, t->byte_size);
     add_piece(&r, a + used, plen, arena);
     used += plen;
     if (t->byte_size == 0) continue;

@@ -9,12 +9,9 @@
 #include <string.h>
 
 #include "frontend/grpc/infer.h"
+#include "frontend/grpc/pbwire.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
-
-/* Every field of the subset is length-delimited (wire type 2); so is a
- * packed repeated int64. */
-#define WIRE_LEN 2
 
 /* Spans point into the message (borrowed). */
 struct span {
@@ -37,43 +34,47 @@ struct fast_msg {
   struct span raw[PTS_GRPC_FAST_MAX];
 };
 
+/* The bytes still to read: p[pos..n). */
 struct reader {
-  const uint8_t *p, *end;
+  const uint8_t *p;
+  size_t n, pos;
 };
 
-/* A varint of at most nine bytes, so below 2^63: a field key, a length, or
- * a shape value that fits int64 without turning negative. A longer one is
- * left to protobuf-c, with whatever it makes of the bits past 64. */
-static bool varint(struct reader *r, uint64_t *out) {
-  uint64_t v = 0;
-  for (unsigned shift = 0; shift < 63; shift += 7) {
-    if (r->p == r->end) return false;
-    uint8_t b = *r->p++;
-    v |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *out = v;
-      return true;
-    }
-  }
-  return false;
-}
+/* Longest forms taken here. A shape value of at most nine bytes is below
+ * 2^63, so an int64 without turning negative; a longer one is left to
+ * protobuf-c, with whatever it makes of the bits past 64. protobuf-c
+ * reads a length in at most five bytes (and refuses more), and a key in
+ * at most five; every field of the subset is below 16, so its key is one
+ * byte in the shortest form, and a longer form is left to protobuf-c too. */
+#define VALUE_MAX_BYTES 9
+#define LENGTH_MAX_BYTES 5
 
 /* The next field: its number in *number and its payload in *v; false at a
- * truncated field or one that is not length-delimited. */
+ * truncated field, one that is not length-delimited (every field of the
+ * subset is, and so is a packed repeated int64), or a key or length in a
+ * longer form than above. */
 static bool next_field(struct reader *r, uint64_t *number, struct span *v) {
-  uint64_t key, n;
-  if (!varint(r, &key) || (key & 7) != WIRE_LEN || !varint(r, &n) ||
-      n > (uint64_t)(r->end - r->p))
+  uint64_t n;
+  if (r->pos >= r->n) return false;
+  uint8_t key = r->p[r->pos++];
+  if ((key & 0x80) || (key & 7) != PTS_PB_LEN ||
+      !pts_pb_read_varint(r->p, r->n, &r->pos, LENGTH_MAX_BYTES, &n) || n > r->n - r->pos)
     return false;
   *number = key >> 3;
-  *v = (struct span){r->p, (size_t)n};
-  r->p += n;
+  *v = (struct span){r->p + r->pos, (size_t)n};
+  r->pos += (size_t)n;
   return true;
 }
 
-/* Whether a string field reads the same as the C string protobuf-c makes
- * of it: no NUL inside. */
-static bool text(struct span v) { return memchr(v.s, 0, v.n) == NULL; }
+/* Whether protobuf-c takes a string field and reads it as the same C
+ * string: ASCII without NUL. protobuf-c refuses a proto3 string that is
+ * not UTF-8, and a C string ends at a NUL; any other UTF-8 is left to it,
+ * whatever its checker makes of the corners. */
+static bool text(struct span v) {
+  for (size_t i = 0; i < v.n; i++)
+    if (v.s[i] == 0 || v.s[i] >= 0x80) return false;
+  return true;
+}
 
 static bool once(unsigned *seen, unsigned bit) {
   if (*seen & bit) return false;
@@ -99,11 +100,12 @@ static bool datatype(struct span v, enum pts_dtype *out) {
 
 /* One packed run of dimensions, each below 2^63 (so non-negative). */
 static bool shape(struct span v, struct pts_shape *out) {
-  struct reader r = {v.s, v.s + v.n};
+  struct reader r = {v.s, v.n, 0};
   int n = 0;
-  while (r.p < r.end) {
+  while (r.pos < r.n) {
     uint64_t d;
-    if (n == PTS_TENSOR_MAX_DIMS || !varint(&r, &d)) return false;
+    if (n == PTS_TENSOR_MAX_DIMS || !pts_pb_read_varint(r.p, r.n, &r.pos, VALUE_MAX_BYTES, &d))
+      return false;
     out->dims[n++] = (int64_t)d;
   }
   out->ndim = n;
@@ -113,9 +115,9 @@ static bool shape(struct span v, struct pts_shape *out) {
 /* InferInputTensor with exactly name, datatype and shape. */
 static bool input(struct span m, struct fast_input *in) {
   enum { NAME = 1, DATATYPE = 2, SHAPE = 4 };
-  struct reader r = {m.s, m.s + m.n};
+  struct reader r = {m.s, m.n, 0};
   unsigned seen = 0;
-  while (r.p < r.end) {
+  while (r.pos < r.n) {
     uint64_t number;
     struct span v;
     if (!next_field(&r, &number, &v)) return false;
@@ -130,9 +132,9 @@ static bool input(struct span m, struct fast_input *in) {
 
 /* InferRequestedOutputTensor with a name alone. */
 static bool output(struct span m, struct span *name) {
-  struct reader r = {m.s, m.s + m.n};
+  struct reader r = {m.s, m.n, 0};
   bool seen = false;
-  while (r.p < r.end) {
+  while (r.pos < r.n) {
     uint64_t number;
     if (!next_field(&r, &number, name) || number != 1 || seen || !text(*name)) return false;
     seen = true;
@@ -142,7 +144,7 @@ static bool output(struct span m, struct span *name) {
 
 static bool message(struct reader *r, struct fast_msg *m) {
   enum { MODEL = 1, VERSION = 2, ID = 4 };
-  while (r->p < r->end) {
+  while (r->pos < r->n) {
     uint64_t number;
     struct span v;
     if (!next_field(r, &number, &v)) return false;
@@ -189,7 +191,7 @@ enum pts_grpc_fast pts_grpc_fast_decode(struct pts_buf *msg, struct pts_infer_re
   m.n_in = m.n_out = m.n_raw = 0;
   m.version.n = 0;
   m.id.n = 0;
-  struct reader r = {msg->data, (const uint8_t *)msg->data + msg->size};
+  struct reader r = {msg->data, msg->size, 0};
   if (!message(&r, &m)) return PTS_GRPC_FAST_DECLINED;
   /* The version as the full decoder reads it; "" (or none) is the latest. */
   char version[24];

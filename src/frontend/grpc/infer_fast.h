@@ -17,15 +17,18 @@
  * inputs with exactly name, datatype (a known one) and shape (one packed
  * run of non-negative values, at most PTS_TENSOR_MAX_DIMS), each field at
  * most once; at most PTS_GRPC_FAST_MAX outputs with a name alone; as many
- * raw_input_contents entries as inputs. Strings hold no NUL byte (the full
- * decoder's C strings would end there). Anything else — request or tensor
- * parameters (shared memory, sequences, priorities), typed contents, an
- * unpacked or split shape, unknown or repeated fields, a varint of ten
- * bytes, any error — it declines, untouched, and the full decoder handles
- * the message: that decoder alone writes error messages, so they stay the
- * same. Where it accepts, it fills the request exactly as the full decoder
- * would (tests/unit/grpc/grpc_fast_test.c and
- * tests/fuzz/fuzz_grpc_infer.c compare the two).
+ * raw_input_contents entries as inputs. Strings are ASCII without NUL
+ * (protobuf-c checks a proto3 string for UTF-8 in its own way, and the
+ * full decoder's C strings would end at a NUL); keys are in their one-byte
+ * form and lengths in at most five bytes (protobuf-c refuses longer ones).
+ * Anything else — request or tensor parameters (shared memory, sequences,
+ * priorities), typed contents, an unpacked or split shape, unknown or
+ * repeated fields, a shape value of ten bytes, any error — it declines,
+ * untouched, and the full decoder handles the message: that decoder alone
+ * writes error messages, so they stay the same. Where it accepts, it fills
+ * the request exactly as the full decoder would
+ * (tests/unit/grpc/grpc_fast_test.c and tests/fuzz/fuzz_grpc_infer.c
+ * compare the two).
  *
  * Threading: a pure function; thread-safe.
  */

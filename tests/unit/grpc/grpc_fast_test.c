@@ -419,6 +419,32 @@ static void test_declines_errors_to_the_full_decoder(void **state) {
   assert_int_equal(declined(&w), PTS_INVALID_ARG);
 }
 
+/* Forms protobuf-c reads its own way: bytes that are not UTF-8 in a
+ * string, a field key and a length in more bytes than they need. */
+static void test_wire_forms_protobuf_c_reads_its_own_way(void **state) {
+  (void)state;
+  struct wire w;
+  w.n = 0;
+  put_str(&w, 1, "m\xff\xfe");
+  put_input(&w, "INPUT0", "FP32", ROW16, 2);
+  put_bytes(&w, 7, "0123", 4);
+  both(&w, NULL, NULL);
+  w.n = 0;
+  put_raw(&w, "\x8a\x80\x80\x80\x80\x00", 6); /* model_name's key in six bytes */
+  put_varint(&w, 3);
+  put_raw(&w, "mlp", 3);
+  put_input(&w, "INPUT0", "FP32", ROW16, 2);
+  put_bytes(&w, 7, "0123", 4);
+  both(&w, NULL, NULL);
+  w.n = 0;
+  put_varint(&w, 1 << 3 | 2);
+  put_raw(&w, "\x83\x80\x80\x80\x80\x00", 6); /* its length, 3, in six bytes */
+  put_raw(&w, "mlp", 3);
+  put_input(&w, "INPUT0", "FP32", ROW16, 2);
+  put_bytes(&w, 7, "0123", 4);
+  both(&w, NULL, NULL);
+}
+
 /* Out of memory at every allocation it makes: NOMEM (the request freed as
  * usual, nothing leaked: the sanitizer build checks) or, once the
  * allocations all succeed, the whole request. */
@@ -450,6 +476,7 @@ int main(void) {
       cmocka_unit_test(test_takes_the_common_variants),
       cmocka_unit_test(test_declines_what_it_does_not_know),
       cmocka_unit_test(test_declines_errors_to_the_full_decoder),
+      cmocka_unit_test(test_wire_forms_protobuf_c_reads_its_own_way),
       cmocka_unit_test(test_out_of_memory_at_each_allocation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
