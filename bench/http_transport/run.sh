@@ -11,7 +11,10 @@
 # Each mode serves REQUESTS keep-alive requests, after 200 of warm-up, on one
 # loopback connection, under valgrind's callgrind collecting only the server's
 # turns of the loop; instructions ÷ REQUESTS. Instructions repeat from run to
-# run, so one run per mode. All three modes are measured in the same run.
+# run, so one run per mode. Then, natively, ROUNDS rounds (default 5) of
+# NATIVE_REQUESTS (default 20000) per mode, the modes alternating within each
+# round: the server's CPU time per request (user and kernel, its loop turns
+# only), the median over the rounds. All three modes in the same run.
 #
 # Writes bench/http_transport/results/results.md (the table and each mode's
 # top symbols).
@@ -26,6 +29,8 @@ HERE="$ROOT/bench/http_transport"
 OUT="$HERE/results"
 WORK="${WORK_DIR:-/tmp/http-transport}"
 REQUESTS="${REQUESTS:-5000}"
+ROUNDS="${ROUNDS:-5}"
+NATIVE_REQUESTS="${NATIVE_REQUESTS:-20000}"
 
 for need in valgrind callgrind_annotate pkg-config cc; do
   command -v "$need" >/dev/null || { echo "run.sh: needs $need" >&2; exit 2; }
@@ -51,6 +56,22 @@ for mode in evhttp http_parser pico; do
   echo "$mode: $((IR[$mode] / REQUESTS)) instructions per request" >&2
 done
 
+# Native rounds: "mode round us" lines.
+: >"$WORK/native.txt"
+for round in $(seq 1 "$ROUNDS"); do
+  for mode in evhttp http_parser pico; do
+    us="$("$WORK/transport" "$mode" "$NATIVE_REQUESTS" | sed -n 's/.*server CPU \([0-9.]*\) us.*/\1/p')"
+    [ -n "$us" ] || { echo "run.sh: $mode did not report its CPU time" >&2; exit 1; }
+    echo "$mode $round $us" >>"$WORK/native.txt"
+  done
+done
+declare -A US
+for mode in evhttp http_parser pico; do
+  US[$mode]="$(awk -v m="$mode" '$1 == m {print $3}' "$WORK/native.txt" | sort -n |
+    awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')"
+  echo "$mode: ${US[$mode]} us of server CPU per request (median of $ROUNDS)" >&2
+done
+
 {
   echo "# The HTTP/1.1 layer per request: evhttp against a parser library"
   echo
@@ -63,14 +84,26 @@ done
   echo "One loopback keep-alive connection, one libevent loop; the request ptperf sends to"
   echo "\`mlp\` (4 headers, a 204-byte body) and the reply ptserve sends (4 headers, a"
   echo "156-byte body). Every mode finds the same four request headers, copies the body"
-  echo "once and sends the same reply; no model runs. User-space instructions of the"
-  echo "server's loop turns (callgrind), ÷ requests; the kernel's side is not counted."
+  echo "once and sends the same reply; no model runs. Instructions: user space, the"
+  echo "server's loop turns only (callgrind, $REQUESTS requests), ÷ requests. Server CPU:"
+  echo "the thread's CPU time (user and kernel; the kernel's loopback delivery of each"
+  echo "reply included) over the same turns, natively, $NATIVE_REQUESTS requests per"
+  echo "round, median of $ROUNDS rounds with the modes alternating."
   echo
-  echo "| mode | instructions per request | × evhttp |"
-  echo "|---|---:|---:|"
+  echo "| mode | instructions per request | × evhttp | server CPU µs per request | × evhttp |"
+  echo "|---|---:|---:|---:|---:|"
   for mode in evhttp http_parser pico; do
     awk -v m="$mode" -v ir="${IR[$mode]}" -v base="${IR[evhttp]}" -v n="$REQUESTS" \
-      'BEGIN { printf "| %s | %\047d | %.2f |\n", m, ir / n, ir / base }'
+      -v us="${US[$mode]}" -v ubase="${US[evhttp]}" \
+      'BEGIN { printf "| %s | %d | %.2f | %.2f | %.2f |\n", m, ir / n, ir / base, us, us / ubase }'
+  done
+  echo
+  echo "Server CPU per round (µs per request):"
+  echo
+  echo "| round | evhttp | http_parser | pico |"
+  echo "|---:|---:|---:|---:|"
+  for round in $(seq 1 "$ROUNDS"); do
+    awk -v r="$round" '$2 == r {v[$1] = $3} END {printf "| %d | %s | %s | %s |\n", r, v["evhttp"], v["http_parser"], v["pico"]}' "$WORK/native.txt"
   done
   echo
   echo "- evhttp: libevent's HTTP server as ptserve's frontend uses it (its reply"
