@@ -830,9 +830,6 @@ done:
 /* ------------------------------------------------------------------ */
 /* response encoding                                                   */
 
-/* A string literal's bytes, without its NUL and without strlen. */
-#define PUT_LIT(w, lit) pts_jsonw_raw((w), (lit), sizeof(lit) - 1)
-
 static void write_shape(struct pts_jsonw *w, const struct pts_shape *s) {
   pts_jsonw_raw(w, "[", 1);
   for (int i = 0; i < s->ndim; i++) {
@@ -981,26 +978,26 @@ enum pts_status pts_v2_encode_infer(const struct pts_infer_request *req,
   /* The keys are constants: written with the punctuation around them as
    * literals, not through pts_jsonw_key's escaping check (about 120
    * instructions a key, five keys and more per reply). */
-  PUT_LIT(&w, "{\"model_name\":");
+  pts_jsonw_cstr(&w, "{\"model_name\":");
   pts_jsonw_str(&w, model ? model : "", model ? strlen(model) : 0);
   char ver[PTS_FMT_INT_MAX];
   size_t ver_len = pts_fmt_i64(ver, resp->model_version);
-  PUT_LIT(&w, ",\"model_version\":");
+  pts_jsonw_cstr(&w, ",\"model_version\":");
   pts_jsonw_str(&w, ver, ver_len);
   if (id && id[0]) {
-    PUT_LIT(&w, ",\"id\":");
+    pts_jsonw_cstr(&w, ",\"id\":");
     pts_jsonw_str(&w, id, strlen(id));
   }
-  PUT_LIT(&w, ",\"outputs\":[");
+  pts_jsonw_cstr(&w, ",\"outputs\":[");
   for (size_t i = 0; i < resp->n_outputs; i++) {
     const struct pts_tensor *t = &resp->outputs[i];
     const char *name = t->name ? t->name : "";
-    if (i) PUT_LIT(&w, ",");
-    PUT_LIT(&w, "{\"name\":");
+    if (i) pts_jsonw_cstr(&w, ",");
+    pts_jsonw_cstr(&w, "{\"name\":");
     pts_jsonw_str(&w, name, strlen(name));
-    PUT_LIT(&w, ",\"datatype\":\"");
+    pts_jsonw_cstr(&w, ",\"datatype\":\"");
     pts_jsonw_cstr(&w, pts_dtype_name(t->dtype));
-    PUT_LIT(&w, "\",\"shape\":");
+    pts_jsonw_cstr(&w, "\",\"shape\":");
     write_shape(&w, &t->shape);
     if (output_in_shm(req, name)) {
       /* the bytes are in the client's region already */
