@@ -15,6 +15,7 @@ pkgs=(
   libevent-dev libevent-2.1-7 libevent-core-2.1-7 libevent-extra-2.1-7
   libevent-pthreads-2.1-7 libevent-openssl-2.1-7
   libjansson-dev libjansson4
+  libhttp-parser-dev libhttp-parser2.9
   libprotobuf-c-dev libprotobuf-c1 protobuf-c-compiler libprotoc32 libprotobuf32
   zlib1g-dev libcmocka-dev libcmocka0
   libjemalloc-dev libjemalloc2

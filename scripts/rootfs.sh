@@ -12,8 +12,8 @@
 #                               by name runs ptserve
 #   /usr/lib/x86_64-linux-gnu/  every shared library ptserve loads, as ldd
 #   (or the host's multiarch    resolves them: glibc and the loader, libevent,
-#    directory)                 jemalloc, jansson, protobuf-c, gRPC, zlib, libstdc++,
-#                               and LibTorch's libraries from the pip torch
+#    directory)                 http-parser, jemalloc, jansson, protobuf-c, gRPC, zlib,
+#                               libstdc++, and LibTorch's libraries from the pip torch
 #                               ptserve was linked with. That directory is on
 #                               the loader's built-in search path, so neither
 #                               LD_LIBRARY_PATH nor an ld.so.cache is needed.

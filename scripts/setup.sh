@@ -19,6 +19,7 @@ VENV=${PTS_VENV:-$ROOT/.venv}
 DEB_PACKAGES=(
   build-essential cmake pkg-config
   libevent-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
+  libhttp-parser-dev    # HTTP/1.1 request parsing (src/frontend/http/conn.c)
   libjemalloc-dev       # the server's malloc (CMakeLists.txt: PTS_JEMALLOC)
   libcmocka-dev
   libgrpc-dev protobuf-compiler protobuf-compiler-grpc  # gRPC
@@ -33,7 +34,7 @@ DEB_PACKAGES=(
   busybox-static binutils haproxy iproute2 util-linux systemd
 )
 
-BREW_PACKAGES=(cmake pkg-config libevent jansson protobuf-c grpc jemalloc cmocka python@3.11)
+BREW_PACKAGES=(cmake pkg-config libevent http-parser jansson protobuf-c grpc jemalloc cmocka python@3.11)
 
 # A package counts as present only when dpkg says "installed" (a removed
 # package whose config files remain is listed by dpkg-query -W too).

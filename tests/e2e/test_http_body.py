@@ -1,7 +1,8 @@
 """Large HTTP request bodies, end to end, against the identity backend.
 
-libevent 2.1 reads a socket 4096 bytes at a time; the frontend reads the
-rest of an admitted body with large reads of its own (admit.c, body_read;
+The transport reads the rest of an admitted body with large reads straight
+into its buffer (conn.c, read_body_direct; under evhttp libevent 2.1 read
+4096 bytes a loop turn;
 docs/internals/http.md, "Large bodies"). These tests pin down what that
 must not change: every byte of a body arrives in order however the client
 cuts it up, a body is never read past its Content-Length (the next request

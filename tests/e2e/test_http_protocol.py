@@ -474,7 +474,7 @@ def test_keep_alive_one_connection(server):
 def test_infer_reply_headers_on_the_wire(server, binary, accept):
     """An inference reply's header block, byte by byte: every header on a
     line of its own, each exactly once, lengths that match the body (the
-    server writes some of them in one evhttp entry, http.c)."""
+    server pieces the head together itself, conn.c)."""
     outputs = [{"name": "OUTPUT0", "parameters": {"binary_data": binary}}]
     body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
                                    "data": [1, 2, 3, 4]}], "outputs": outputs}).encode()

@@ -5,7 +5,7 @@
  * ephemeral loopback port with one loop thread, all inside this process.
  * Each input is written to a fresh connection, which is then half-closed;
  * the driver reads until the server closes it. Everything a client controls
- * is reached this way: libevent's request parser, the router, every handler,
+ * is reached this way: the transport and its parser (conn.c, http-parser), the router, every handler,
  * the v2 decoder with binary tails and compression, validation, the
  * scheduler, the identity backend and the reply encoder.
  *

@@ -1,19 +1,16 @@
-/* frontend/http/http.c — the transport: sockets, loops, replies, and the
- * hop from an instance thread back to the loop that owns a request.
+/* frontend/http/http.c — the loops, the handler of every endpoint, and
+ * the hop from an instance thread back to the loop that owns a request.
  *
  * See http.h for the threading model and docs/internals/http.md for the
- * life of a request. The wire format is v2_json.c's, the URL map router.c's;
- * this file only glues them to libevent and the server core.
+ * life of a request. The connection and its bytes are conn.c's, the wire
+ * format v2_json.c's, the URL map router.c's; this file glues them to the
+ * server core.
  */
 #include "frontend/http/http.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
-#include <event2/listener.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/queue.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -34,8 +30,8 @@
 #include "core/log.h"
 #include "core/name.h"
 #include "core/overload.h"
-#include "frontend/http/admit.h"
 #include "frontend/http/compress.h"
+#include "frontend/http/conn.h"
 #include "frontend/http/repo_json.h"
 #include "net/libevent.h"
 #include "net/listen.h"
@@ -64,7 +60,6 @@ static const char *const EXTENSIONS[] = {"classification", "sequence", "model_co
 /* One inference between pts_server_infer_async and its reply. */
 struct infer_ctx {
   struct loop *loop;
-  struct evhttp_request *req; /* NULL once the connection is gone */
   struct conn *cn;            /* its connection; NULL once gone */
   struct event *ev;                /* on loop->base; fired by the done callback */
   struct pts_infer_request *ireq;  /* owned, except while the core has it */
@@ -100,95 +95,56 @@ static void hub_release(struct pts_http *h) {
 /* ------------------------------------------------------------------ */
 /* replies                                                             */
 
-static const char *reason_phrase(int code) {
-  switch (code) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 413:
-      return "Payload Too Large";
-    case 500:
-      return "Internal Server Error";
-    case 501:
-      return "Not Implemented";
-    case 503:
-      return "Service Unavailable";
-    case 504:
-      return "Gateway Timeout";
-    default:
-      return "Error";
-  }
-}
+static void send_empty(struct conn *cn, int code) { pts_conn_send(cn, code); }
 
-static void send_empty(struct evhttp_request *req, int code) {
-  evhttp_send_reply(req, code, reason_phrase(code), NULL);
-}
-
-static void send_json(struct evhttp_request *req, int code, const char *json, size_t len) {
-  evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
-  evbuffer_add(evhttp_request_get_output_buffer(req), json, len);
-  evhttp_send_reply(req, code, reason_phrase(code), NULL);
+static void send_json(struct conn *cn, int code, const char *json, size_t len) {
+  pts_conn_add_header(cn, "Content-Type", "application/json");
+  evbuffer_add(pts_conn_reply_body(cn), json, len);
+  pts_conn_send(cn, code);
 }
 
 /* Sends `json` and frees it; NULL (allocation failed) becomes a 500. */
-static void send_owned_json(struct evhttp_request *req, int code, char *json, size_t len) {
+static void send_owned_json(struct conn *cn, int code, char *json, size_t len) {
   if (!json) {
     static const char oom[] = "{\"error\":\"out of memory\"}";
-    send_json(req, 500, oom, sizeof oom - 1);
+    send_json(cn, 500, oom, sizeof oom - 1);
     return;
   }
-  send_json(req, code, json, len);
+  send_json(cn, code, json, len);
   pts_free(json);
 }
 
-static void send_error_msg(struct evhttp_request *req, enum pts_status code, const char *msg) {
+static void send_error_msg(struct conn *cn, enum pts_status code, const char *msg) {
   size_t len = 0;
   char *json = pts_v2_error_json(msg, &len);
-  send_owned_json(req, pts_status_http(code), json, len);
+  send_owned_json(cn, pts_status_http(code), json, len);
 }
 
-static void send_error(struct evhttp_request *req, const struct pts_error *err) {
+static void send_error(struct conn *cn, const struct pts_error *err) {
   /* An overload answer says when to come back (RFC 9110 §10.2.3). */
   if (err->code == PTS_EXHAUSTED)
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After",
-                      PTS_ADMIT_RETRY_AFTER_S == 1 ? "1" : "2");
-  send_error_msg(req, err->code, err->msg);
+    pts_conn_add_header(cn, "Retry-After", PTS_CONN_RETRY_AFTER_S == 1 ? "1" : "2");
+  send_error_msg(cn, err->code, err->msg);
 }
 
 /* ------------------------------------------------------------------ */
 /* request helpers                                                     */
 
-static const char *in_header(struct evhttp_request *req, const char *name) {
-  return evhttp_find_header(evhttp_request_get_input_headers(req), name);
-}
-
-/* Copies the body out of libevent into one buffer that the request's
- * tensors can share (the only copy a binary input ever sees). */
-static enum pts_status read_body(struct pts_http *h, struct evhttp_request *req,
-                                 struct pts_buf **out, struct pts_error *err) {
-  struct evbuffer *in = evhttp_request_get_input_buffer(req);
-  size_t len = evbuffer_get_length(in);
-  if (len > h->max_input)
+/* The request's body, shared with the connection (and then with the
+ * request's tensors): it was read once, into a buffer of its size. */
+static enum pts_status read_body(struct pts_http *h, struct conn *cn, struct pts_buf **out,
+                                 struct pts_error *err) {
+  struct pts_buf *b = pts_conn_body(cn);
+  if (!b) return pts_error_set(err, PTS_NOMEM, "out of memory reading a request body");
+  /* conn.c refuses a longer body before reading it; kept for its message. */
+  if (b->size > h->max_input) {
+    size_t len = b->size;
+    pts_buf_release(b);
     return pts_error_set(err, PTS_TOO_LARGE,
                          "request body of %zu bytes exceeds the maximum allowed input size of %zu "
                          "bytes (--http-max-input-size)",
                          len, h->max_input);
-  struct pts_buf *b = pts_buf_new(len);
-  if (!b) return pts_error_set(err, PTS_NOMEM, "out of memory reading a %zu-byte body", len);
-  if (len && evbuffer_copyout(in, b->data, len) != (ev_ssize_t)len) {
-    pts_buf_release(b);
-    return pts_error_set(err, PTS_INTERNAL, "failed to read the request body");
   }
-  /* evhttp would keep its copy until the reply is sent: one copy is
-   * enough while the request waits in a queue. */
-  evbuffer_drain(in, len);
   *out = b;
   return PTS_OK;
 }
@@ -196,24 +152,24 @@ static enum pts_status read_body(struct pts_http *h, struct evhttp_request *req,
 /* ------------------------------------------------------------------ */
 /* endpoints other than infer                                          */
 
-static void handle_health(struct pts_http *h, struct evhttp_request *req, bool ready) {
+static void handle_health(struct pts_http *h, struct conn *cn, bool ready) {
   bool ok = ready ? pts_server_is_ready(h->server) : pts_server_is_live(h->server);
-  send_empty(req, ok ? 200 : 400);
+  send_empty(cn, ok ? 200 : 400);
 }
 
-static void handle_server_metadata(struct pts_http *h, struct evhttp_request *req) {
+static void handle_server_metadata(struct pts_http *h, struct conn *cn) {
   size_t len = 0, n = sizeof EXTENSIONS / sizeof EXTENSIONS[0];
   if (!pts_shm_cuda_available(pts_server_shm(h->server))) n--; /* cuda_shared_memory is last */
   char *json = pts_v2_server_metadata("ptserve", pts_server_version(), EXTENSIONS, n, &len);
-  send_owned_json(req, 200, json, len);
+  send_owned_json(cn, 200, json, len);
 }
 
-static void handle_model_metadata(struct pts_http *h, struct evhttp_request *req,
+static void handle_model_metadata(struct pts_http *h, struct conn *cn,
                                   const struct pts_http_route *r) {
   struct pts_error err;
   struct pts_model *m = NULL;
   if (pts_server_model_get(h->server, r->model, r->version, false, &m, &err) != PTS_OK) {
-    send_error(req, &err);
+    send_error(cn, &err);
     return;
   }
   int64_t one = pts_model_version(m);
@@ -222,7 +178,7 @@ static void handle_model_metadata(struct pts_http *h, struct evhttp_request *req
   if (r->version < 0 &&
       pts_server_model_versions(h->server, r->model, &versions, &n, &err) != PTS_OK) {
     pts_model_release(m);
-    send_error(req, &err);
+    send_error(cn, &err);
     return;
   }
   size_t len = 0;
@@ -230,32 +186,32 @@ static void handle_model_metadata(struct pts_http *h, struct evhttp_request *req
       pts_v2_model_metadata(r->model, versions ? versions : &one, n, pts_model_config(m), &len);
   pts_free(versions);
   pts_model_release(m);
-  send_owned_json(req, 200, json, len);
+  send_owned_json(cn, 200, json, len);
 }
 
-static void handle_model_ready(struct pts_http *h, struct evhttp_request *req,
+static void handle_model_ready(struct pts_http *h, struct conn *cn,
                                const struct pts_http_route *r) {
   struct pts_error err;
   struct pts_model *m = NULL;
   if (pts_server_model_get(h->server, r->model, r->version, true, &m, &err) != PTS_OK) {
-    send_error(req, &err);
+    send_error(cn, &err);
     return;
   }
   bool ready = pts_model_state(m) == PTS_MODEL_READY;
   pts_model_release(m);
   /* protocol-facts §1.3: known but not ready is 400 with this exact text. */
   if (ready)
-    send_empty(req, 200);
+    send_empty(cn, 200);
   else
-    send_error_msg(req, PTS_INVALID_ARG, "Model version not ready");
+    send_error_msg(cn, PTS_INVALID_ARG, "Model version not ready");
 }
 
-static void handle_model_config(struct pts_http *h, struct evhttp_request *req,
+static void handle_model_config(struct pts_http *h, struct conn *cn,
                                 const struct pts_http_route *r) {
   struct pts_error err;
   struct pts_model *m = NULL;
   if (pts_server_model_get(h->server, r->model, r->version, false, &m, &err) != PTS_OK) {
-    send_error(req, &err);
+    send_error(cn, &err);
     return;
   }
   const Inference__ModelConfig *cfg = pts_model_config(m);
@@ -263,30 +219,30 @@ static void handle_model_config(struct pts_http *h, struct evhttp_request *req,
   pts_model_release(m);
   if (!json) {
     send_error_msg(
-        req, PTS_INTERNAL,
+        cn, PTS_INTERNAL,
         cfg ? "out of memory rendering the model configuration" : "the model has no configuration");
     return;
   }
-  send_owned_json(req, 200, json, strlen(json));
+  send_owned_json(cn, 200, json, strlen(json));
 }
 
 /* Statistics extension (§1.11); r->model NULL = every model. */
-static void handle_model_stats(struct pts_http *h, struct evhttp_request *req,
+static void handle_model_stats(struct pts_http *h, struct conn *cn,
                                const struct pts_http_route *r) {
   struct pts_error err;
   struct pts_model_stats *stats = NULL;
   size_t n = 0, len = 0;
   if (pts_server_model_stats(h->server, r->model, r->version, &stats, &n, &err) != PTS_OK) {
-    send_error(req, &err);
+    send_error(cn, &err);
     return;
   }
   char *json = pts_v2_stats_json(stats, n, &len);
   pts_server_model_stats_free(stats, n);
-  send_owned_json(req, 200, json, len);
+  send_owned_json(cn, 200, json, len);
 }
 
 /* System and CUDA shared-memory extensions (shm_http.h). */
-static void handle_shm(struct pts_http *h, struct evhttp_request *req,
+static void handle_shm(struct pts_http *h, struct conn *cn,
                        const struct pts_http_route *r) {
   struct pts_error err;
   struct pts_shm_registry *shm = pts_server_shm(h->server);
@@ -296,12 +252,12 @@ static void handle_shm(struct pts_http *h, struct evhttp_request *req,
     size_t len = 0;
     st = pts_http_shm_status(shm, r->cuda, r->region, &json, &len, &err);
     if (st == PTS_OK) {
-      send_owned_json(req, 200, json, len);
+      send_owned_json(cn, 200, json, len);
       return;
     }
   } else if (r->kind == PTS_ROUTE_SHM_REGISTER) {
     struct pts_buf *body = NULL;
-    st = read_body(h, req, &body, &err);
+    st = read_body(h, cn, &body, &err);
     if (st == PTS_OK)
       st = pts_http_shm_register(shm, r->cuda, r->region, body->data, body->size, &err);
     pts_buf_release(body);
@@ -309,18 +265,18 @@ static void handle_shm(struct pts_http *h, struct evhttp_request *req,
     st = pts_shm_unregister(shm, r->cuda ? PTS_SHM_CUDA : PTS_SHM_SYSTEM, r->region, &err);
   }
   if (st != PTS_OK)
-    send_error(req, &err);
+    send_error(cn, &err);
   else
-    send_empty(req, 200);
+    send_empty(cn, 200);
 }
 
 /* Trace and logging extensions (settings_http.h): GET reads, POST updates. */
-static void handle_settings(struct pts_http *h, struct evhttp_request *req,
+static void handle_settings(struct pts_http *h, struct conn *cn,
                             const struct pts_http_route *r, bool post) {
   struct pts_error err;
   struct pts_buf *body = NULL;
-  if (post && read_body(h, req, &body, &err) != PTS_OK) {
-    send_error(req, &err);
+  if (post && read_body(h, cn, &body, &err) != PTS_OK) {
+    send_error(cn, &err);
     return;
   }
   const char *data = body ? (const char *)body->data : NULL;
@@ -333,9 +289,9 @@ static void handle_settings(struct pts_http *h, struct evhttp_request *req,
           : pts_http_trace_setting(h->server, r->model, post, data, size, &json, &len, &err);
   pts_buf_release(body);
   if (st != PTS_OK)
-    send_error(req, &err);
+    send_error(cn, &err);
   else
-    send_owned_json(req, 200, json, len);
+    send_owned_json(cn, 200, json, len);
 }
 
 /* ------------------------------------------------------------------ */
@@ -414,9 +370,7 @@ static void ctx_recycle(struct infer_ctx *c) {
 }
 
 void pts_http_ctx_orphan_conn(struct infer_ctx *c) {
-  /* libevent frees the request with its connection: forget it, the reply
-   * has nowhere to go. */
-  c->req = NULL;
+  /* The connection is closing: the reply has nowhere to go. */
   c->cn = NULL;
 }
 
@@ -434,8 +388,8 @@ static void free_compressed(const void *data, size_t len, void *arg) {
 
 /* Writes an encoded reply uncompressed: the JSON, then every binary chunk
  * by reference (the socket reads the batch output buffer directly). */
-static void send_plain(struct evhttp_request *req, struct pts_v2_reply *r) {
-  struct evbuffer *out = evhttp_request_get_output_buffer(req);
+static void send_plain(struct conn *cn, struct pts_v2_reply *r) {
+  struct evbuffer *out = pts_conn_reply_body(cn);
   evbuffer_add(out, r->json, r->json_len);
   for (size_t i = 0; i < r->n_chunks; i++) {
     struct pts_v2_chunk *c = &r->chunks[i];
@@ -449,7 +403,7 @@ static void send_plain(struct evhttp_request *req, struct pts_v2_reply *r) {
 
 /* Compresses JSON and chunks as one stream; on failure the caller sends
  * the body uncompressed (§1.8). */
-static bool send_compressed(struct evhttp_request *req, struct pts_v2_reply *r,
+static bool send_compressed(struct conn *cn, struct pts_v2_reply *r,
                             enum pts_http_encoding enc) {
   struct pts_http_piece stack[8];
   struct pts_http_piece *pieces = stack;
@@ -473,9 +427,8 @@ static bool send_compressed(struct evhttp_request *req, struct pts_v2_reply *r,
     PTS_LOG_WARN("sending an uncompressed response: %s", err.msg);
     return false;
   }
-  evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Encoding",
-                    pts_http_encoding_name(enc));
-  struct evbuffer *out = evhttp_request_get_output_buffer(req);
+  pts_conn_add_header(cn, "Content-Encoding", pts_http_encoding_name(enc));
+  struct evbuffer *out = pts_conn_reply_body(cn);
   if (evbuffer_add_reference(out, z, zlen, free_compressed, NULL) != 0) {
     evbuffer_add(out, z, zlen);
     pts_free(z);
@@ -483,78 +436,31 @@ static bool send_compressed(struct evhttp_request *req, struct pts_v2_reply *r,
   return true;
 }
 
-/* The headers of an inference reply in two of evhttp's entries rather
- * than four. evhttp writes every entry with its own printf (about 1.3k
- * instructions each) and allocates three blocks per entry, and it adds
- * Date and Content-Length itself, through gmtime and snprintf, unless
- * entries of those names exist: so there are two, Content-Length through
- * evhttp_add_header and Date, whose value carries the other headers on
- * lines of their own. evhttp_add_header refuses a value with a line break
- * (rightly: it may come from a client), so that entry goes into the list
- * directly; every byte of it is ptserve's. libevent frees entries with
- * free(), hence malloc and strdup here. The value is pieced together with
- * memcpy: snprintf took 1.4k instructions for it.
- * Out of memory, the headers are added one entry each. */
-static void add_reply_headers(struct evkeyvalq *hdr, bool binary, size_t json_len,
-                              size_t body_len) {
-  static const char type_json[] = "\r\nContent-Type: application/json";
-  static const char type_binary[] =
-      "\r\nContent-Type: application/octet-stream\r\nInference-Header-Content-Length: ";
-  const char *type = binary ? "application/octet-stream" : "application/json";
-  char num[PTS_FMT_INT_MAX];
-  pts_fmt_u64(num, body_len);
-  evhttp_add_header(hdr, "Content-Length", num);
-  const char *date = pts_fmt_http_date_now();
-  size_t date_len = strlen(date);
-  size_t num_len = pts_fmt_u64(num, json_len);
-  /* the date, the type line(s), and the JSON length when binary */
-  const char *lines = binary ? type_binary : type_json;
-  size_t lines_len = binary ? sizeof type_binary - 1 : sizeof type_json - 1;
-  if (!binary) num_len = 0;
-  char *v = malloc(date_len + lines_len + num_len + 1);
-  if (v) {
-    memcpy(v, date, date_len);
-    memcpy(v + date_len, lines, lines_len);
-    memcpy(v + date_len + lines_len, num, num_len);
-    v[date_len + lines_len + num_len] = '\0';
-  }
-  struct evkeyval *kv = malloc(sizeof *kv);
-  char *k = strdup("Date");
-  if (kv && k && v) {
-    kv->key = k;
-    kv->value = v;
-    TAILQ_INSERT_TAIL(hdr, kv, next);
-    return;
-  }
-  free(kv);
-  free(k);
-  free(v);
-  evhttp_add_header(hdr, "Content-Type", type);
-  if (binary) evhttp_add_header(hdr, "Inference-Header-Content-Length", num);
-  evhttp_add_header(hdr, "Date", date);
-}
-
 static void send_infer_reply(struct infer_ctx *c) {
   struct pts_error err;
   struct pts_v2_reply r;
   if (pts_v2_encode_infer(c->ireq, c->resp, &r, &err) != PTS_OK) {
-    send_error(c->req, &err);
+    send_error(c->cn, &err);
     return;
   }
-  struct evkeyvalq *hdr = evhttp_request_get_output_headers(c->req);
-  bool binary = r.binary;
-  size_t json_len = r.json_len;
-  if (c->accept == PTS_HTTP_ENC_IDENTITY || !send_compressed(c->req, &r, c->accept))
-    send_plain(c->req, &r);
+  if (r.binary) {
+    char num[PTS_FMT_INT_MAX];
+    pts_fmt_u64(num, r.json_len);
+    pts_conn_add_header(c->cn, "Content-Type", "application/octet-stream");
+    pts_conn_add_header(c->cn, "Inference-Header-Content-Length", num);
+  } else {
+    pts_conn_add_header(c->cn, "Content-Type", "application/json");
+  }
+  if (c->accept == PTS_HTTP_ENC_IDENTITY || !send_compressed(c->cn, &r, c->accept))
+    send_plain(c->cn, &r);
   pts_v2_reply_clear(&r);
   /* Held until the client reads it (or goes): charged like a request body,
    * so slow readers fill the budget and new work is refused, instead of
    * the server's memory growing with every reply nobody reads. */
-  size_t n = evbuffer_get_length(evhttp_request_get_output_buffer(c->req));
+  size_t n = evbuffer_get_length(pts_conn_reply_body(c->cn));
   pts_overload_charge(n);
   c->cn->reply_charged = n;
-  add_reply_headers(hdr, binary, json_len, n);
-  evhttp_send_reply(c->req, 200, "OK", NULL);
+  pts_conn_send(c->cn, 200);
 }
 
 void pts_http_reply_finished(struct pts_http *h) {
@@ -566,52 +472,15 @@ void pts_http_reply_finished(struct pts_http *h) {
 
 /* An accepted request counts as in flight until its reply has been written
  * to the socket (or the connection is gone), so a shutdown never closes a
- * connection with an answer still in its output buffer. evhttp answers one
- * request per connection at a time, so the connection's reply_pending
- * stands for that one reply; its close callback (admit.c) ends it too. */
-static void on_reply_written(struct evhttp_request *req, void *arg) {
-  (void)req;
-  pts_http_reply_end(arg);
-}
-
+ * connection with an answer still in its output buffer. A connection
+ * answers one request at a time, so its reply_pending stands for that one
+ * reply; conn.c ends it when the reply is written or the connection
+ * closes. */
 void pts_http_reply_end(struct conn *cn) {
   cn->reply_pending = false;
   pts_overload_release(cn->reply_charged);
   cn->reply_charged = 0;
   pts_http_reply_finished(cn->lp->h);
-}
-
-/* The reply was written by write_now: evhttp's write callback, as libevent
- * would have called it had it written the bytes itself. */
-static void on_written_now(evutil_socket_t fd, short what, void *arg) {
-  (void)fd;
-  (void)what;
-  struct conn *cn = arg;
-  bufferevent_trigger(cn->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
-}
-
-/* Writes the reply evhttp has just queued on `cn` now, instead of when
- * the loop next finds the socket writable. evhttp enables the write event
- * and writes on its callback: a second epoll_wait for every request, and
- * an epoll_ctl each to switch the write event on and off. A reply that goes
- * out whole here needs neither (the loop's change list cancels the
- * enabling and disabling of events within one pass); evhttp is then told
- * through its write callback, from an event activated here, so that it
- * runs at the top of the loop and not inside the code that sent the reply.
- * A reply the socket does not take whole is left to libevent, which writes
- * the rest and calls evhttp itself. bufferevents keep their output frozen
- * at the front against anyone else draining it: unfrozen for the write. */
-static void write_now(struct conn *cn) {
-  if (cn->fd < 0) return;
-  struct evbuffer *out = bufferevent_get_output(cn->bev);
-  size_t len = evbuffer_get_length(out);
-  if (len == 0) return;
-  if (!cn->written_ev && !(cn->written_ev = event_new(cn->lp->base, -1, 0, on_written_now, cn)))
-    return;
-  evbuffer_unfreeze(out, 1);
-  int n = evbuffer_write(out, cn->fd);
-  evbuffer_freeze(out, 1);
-  if (n > 0 && (size_t)n == len) event_active(cn->written_ev, EV_WRITE, 0);
 }
 
 static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
@@ -622,25 +491,23 @@ static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
   pthread_mutex_lock(&h->mu);
   ctx_unlink(c);
   pthread_mutex_unlock(&h->mu);
-  if (!c->req) {
+  if (!c->cn) {
     pts_http_reply_finished(h); /* the client is gone: nothing to write */
   } else {
     c->cn->ctx = NULL;
     c->cn->reply_pending = true;
-    evhttp_request_set_on_complete_cb(c->req, on_reply_written, c->cn);
     struct pts_trace *trace = c->ireq ? c->ireq->trace : NULL;
     pts_trace_record(trace, PTS_TRACE_HTTP_SEND_START, pts_now_ns());
     if (c->err.code != PTS_OK)
-      send_error(c->req, &c->err);
+      send_error(c->cn, &c->err);
     else if (c->control && c->body)
-      send_json(c->req, 200, c->body, c->body_len);
+      send_json(c->cn, 200, c->body, c->body_len);
     else if (c->control)
-      send_empty(c->req, 200);
+      send_empty(c->cn, 200);
     else if (!c->resp)
-      send_error_msg(c->req, PTS_INTERNAL, "the inference finished without a response");
+      send_error_msg(c->cn, PTS_INTERNAL, "the inference finished without a response");
     else
       send_infer_reply(c);
-    write_now(c->cn);
     pts_trace_record(trace, PTS_TRACE_HTTP_SEND_END, pts_now_ns());
   }
   ctx_recycle(c); /* frees the request, which ends its trace */
@@ -681,19 +548,14 @@ struct infer_headers {
 };
 
 /* Finds them in one pass over the request's headers, the first of each
- * name in any case, as evhttp_find_header would; that walks the whole list
- * once per name, comparing every key (0.8% of a small request's
- * instructions for the three). Keys are compared only when the length
- * matches, with libc's strncasecmp: libevent's evutil_ascii_strcasecmp
- * calls a function per byte (700 instructions for
- * Inference-Header-Content-Length). */
-static void infer_headers(struct evhttp_request *req, struct infer_headers *out) {
+ * name in any case, rather than one walk of the list per name. Names are
+ * compared only when the length matches. */
+static void infer_headers(struct conn *cn, struct infer_headers *out) {
   memset(out, 0, sizeof *out);
-  /* The list is a <sys/queue.h> TAILQ (event2/keyvalq_struct.h). */
-  for (struct evkeyval *kv = evhttp_request_get_input_headers(req)->tqh_first; kv;
-       kv = kv->next.tqe_next) {
+  const char *key, *value;
+  size_t len;
+  for (size_t i = 0; pts_conn_header_at(cn, i, &key, &len, &value); i++) {
     const char **slot = NULL, *name = NULL;
-    size_t len = strlen(kv->key);
     switch (len) {
       case 16:
         slot = &out->encoding, name = "Content-Encoding";
@@ -707,21 +569,21 @@ static void infer_headers(struct evhttp_request *req, struct infer_headers *out)
       default:
         continue;
     }
-    if (!*slot && strncasecmp(kv->key, name, len) == 0) *slot = kv->value;
+    if (!*slot && strncasecmp(key, name, len) == 0) *slot = value;
   }
 }
 
-static enum pts_status decode_request(struct pts_http *h, struct evhttp_request *req,
+static enum pts_status decode_request(struct pts_http *h, struct conn *cn,
                                       const struct infer_headers *hd,
                                       struct pts_infer_request *ireq, struct pts_error *err) {
   enum pts_http_encoding enc = pts_http_content_encoding(hd->encoding);
   if (enc == PTS_HTTP_ENC_UNKNOWN) {
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Accept-Encoding", "gzip, deflate");
+    pts_conn_add_header(cn, "Accept-Encoding", "gzip, deflate");
     return pts_error_set(err, PTS_UNSUPPORTED, "Unsupported compression type '%.40s'",
                          hd->encoding);
   }
   struct pts_buf *body = NULL;
-  enum pts_status st = read_body(h, req, &body, err);
+  enum pts_status st = read_body(h, cn, &body, err);
   if (st != PTS_OK) return st;
   if (enc != PTS_HTTP_ENC_IDENTITY) {
     struct pts_buf *plain = NULL;
@@ -738,36 +600,25 @@ static enum pts_status decode_request(struct pts_http *h, struct evhttp_request 
 }
 
 /* Budget: `carried` bytes of the memory budget come with the request
- * (admit.c charged them while it arrived); they become the inference
- * request's charge, adjusted to what it holds once decoded, and return to
- * the budget when it is freed. `checked`: the head check admitted it; a
- * request it did not see is checked here. */
-static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts_http_route *r,
-                         struct conn *cn, size_t carried, bool checked) {
+ * (conn.c charged them when its head was admitted); they become the
+ * inference request's charge, adjusted to what it holds once decoded, and
+ * return to the budget when it is freed. */
+static void handle_infer(struct loop *lp, struct conn *cn, struct pts_http_route *r,
+                         size_t carried) {
   struct pts_http *h = lp->h;
   struct pts_error err;
   if (atomic_load(&h->stopping)) {
     pts_overload_release(carried);
-    send_error_msg(req, PTS_UNAVAILABLE, "the server is shutting down");
-    return;
-  }
-  if (!checked && pts_overload_held() > pts_overload_budget()) {
-    pts_overload_release(carried);
-    pts_overload_count(PTS_OVERLOAD_HTTP_MEMORY_REFUSED, 1);
-    pts_error_set(&err, PTS_EXHAUSTED,
-                  "inference request refused: the request memory budget is exhausted (%zu of "
-                  "%zu bytes held; --request-memory-budget); retry later",
-                  pts_overload_held(), pts_overload_budget());
-    send_error(req, &err);
+    send_error_msg(cn, PTS_UNAVAILABLE, "the server is shutting down");
     return;
   }
   struct pts_infer_request *ireq = pts_infer_request_new();
   struct infer_ctx *c = ctx_take(lp);
-  if (!ireq || !c || !cn) {
+  if (!ireq || !c) {
     pts_overload_release(carried);
     pts_infer_request_free(ireq);
     if (c) ctx_put(c);
-    send_error_msg(req, PTS_NOMEM, "out of memory accepting an inference request");
+    send_error_msg(cn, PTS_NOMEM, "out of memory accepting an inference request");
     return;
   }
   ireq->budget_bytes = carried; /* pts_infer_request_free returns it */
@@ -778,13 +629,13 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
   ireq->trace = pts_trace_sample(ireq->model_name);
   pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_START, ireq->receive_ns);
   struct infer_headers hd;
-  infer_headers(req, &hd);
-  enum pts_status decoded = decode_request(h, req, &hd, ireq, &err);
+  infer_headers(cn, &hd);
+  enum pts_status decoded = decode_request(h, cn, &hd, ireq, &err);
   pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_END, pts_now_ns());
   if (decoded != PTS_OK) {
     pts_infer_request_free(ireq);
     ctx_put(c);
-    send_error(req, &err);
+    send_error(cn, &err);
     return;
   }
   /* Admitted: decoded tensors are charged whether or not they fit. */
@@ -795,7 +646,6 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
     pts_overload_release(ireq->budget_bytes - hold);
   ireq->budget_bytes = hold;
   c->loop = lp;
-  c->req = req;
   c->cn = cn;
   c->accept = pts_http_accept_encoding(hd.accept);
   ireq->done = on_infer_done;
@@ -830,7 +680,7 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
     pthread_mutex_unlock(&h->mu);
     c->ireq = ireq;
     pts_trace_record(ireq->trace, PTS_TRACE_HTTP_SEND_START, pts_now_ns());
-    send_error(req, &err);
+    send_error(cn, &err);
     pts_trace_record(ireq->trace, PTS_TRACE_HTTP_SEND_END, pts_now_ns());
     ctx_recycle(c);
   }
@@ -843,18 +693,16 @@ static void handle_infer(struct loop *lp, struct evhttp_request *req, struct pts
  * (so a stopping frontend waits for its answer), answered by a server
  * thread through on_control_done / on_index_done. NULL when out of memory
  * (the request was answered). */
-static struct infer_ctx *control_begin(struct loop *lp, struct evhttp_request *req) {
+static struct infer_ctx *control_begin(struct loop *lp, struct conn *cn) {
   struct pts_http *h = lp->h;
-  struct conn *cn = pts_admit_conn_of(lp, req); /* its close callback orphans c */
-  struct infer_ctx *c = cn ? pts_calloc(1, sizeof *c) : NULL;
+  struct infer_ctx *c = pts_calloc(1, sizeof *c); /* the connection's close orphans c */
   if (c) c->ev = event_new(lp->base, -1, 0, on_infer_ready, c);
   if (!c || !c->ev) {
     if (c) pts_free(c);
-    send_error_msg(req, PTS_NOMEM, "out of memory accepting a repository request");
+    send_error_msg(cn, PTS_NOMEM, "out of memory accepting a repository request");
     return NULL;
   }
   c->loop = lp;
-  c->req = req;
   c->cn = cn;
   c->control = true;
   atomic_fetch_add(&h->refs, 1);
@@ -877,7 +725,7 @@ static void control_refused(struct infer_ctx *c, const struct pts_error *err) {
   h->in_flight--;
   pthread_cond_broadcast(&h->drained);
   pthread_mutex_unlock(&h->mu);
-  send_error(c->req, err);
+  send_error(c->cn, err);
   ctx_free(c);
 }
 
@@ -917,25 +765,25 @@ static void on_index_done(struct pts_index_entry *entries, size_t n, const struc
   control_finish(arg, &rendered, json, len);
 }
 
-static void handle_repo_index(struct loop *lp, struct evhttp_request *req) {
+static void handle_repo_index(struct loop *lp, struct conn *cn) {
   struct pts_http *h = lp->h;
   struct pts_error err;
   struct pts_buf *body = NULL;
   bool ready = false;
-  if (read_body(h, req, &body, &err) != PTS_OK ||
+  if (read_body(h, cn, &body, &err) != PTS_OK ||
       pts_v2_parse_index_request(body->data, body->size, &ready, &err) != PTS_OK) {
     pts_buf_release(body);
-    send_error(req, &err);
+    send_error(cn, &err);
     return;
   }
   pts_buf_release(body);
   /* The index re-reads the repositories: a server thread does that. */
-  struct infer_ctx *c = control_begin(lp, req);
+  struct infer_ctx *c = control_begin(lp, cn);
   if (c && pts_server_index_async(h->server, ready, on_index_done, c, &err) != PTS_OK)
     control_refused(c, &err);
 }
 
-static void handle_repo_control(struct loop *lp, struct evhttp_request *req,
+static void handle_repo_control(struct loop *lp, struct conn *cn,
                                 const struct pts_http_route *r) {
   struct pts_http *h = lp->h;
   struct pts_error err;
@@ -944,14 +792,14 @@ static void handle_repo_control(struct loop *lp, struct evhttp_request *req,
     /* protocol-facts §1.1: a named repository is not supported. */
     pts_error_set(&err, PTS_UNSUPPORTED, "failed to %s '%s': repository name '%s' is not supported "
                   "in the path", load ? "load" : "unload", r->model, r->repo);
-    send_error(req, &err);
+    send_error(cn, &err);
     return;
   }
   struct pts_buf *body = NULL;
   struct pts_load_params params;
   memset(&params, 0, sizeof params);
   bool dependents = false;
-  enum pts_status st = read_body(h, req, &body, &err);
+  enum pts_status st = read_body(h, cn, &body, &err);
   if (st == PTS_OK && load)
     st = pts_repo_parse_load(body->data, body->size, r->model, &params, &err);
   else if (st == PTS_OK)
@@ -959,10 +807,10 @@ static void handle_repo_control(struct loop *lp, struct evhttp_request *req,
   pts_buf_release(body);
   if (st != PTS_OK) {
     pts_load_params_clear(&params);
-    send_error(req, &err);
+    send_error(cn, &err);
     return;
   }
-  struct infer_ctx *c = control_begin(lp, req);
+  struct infer_ctx *c = control_begin(lp, cn);
   if (!c) {
     pts_load_params_clear(&params);
     return;
@@ -976,120 +824,105 @@ static void handle_repo_control(struct loop *lp, struct evhttp_request *req,
 /* ------------------------------------------------------------------ */
 /* dispatch                                                            */
 
-static enum pts_http_method method_of(struct evhttp_request *req) {
-  switch (evhttp_request_get_command(req)) {
-    case EVHTTP_REQ_GET:
-      return PTS_HTTP_GET;
-    case EVHTTP_REQ_POST:
-      return PTS_HTTP_POST;
-    default:
-      return PTS_HTTP_OTHER;
-  }
-}
-
 /* --http-restricted-api: 403 unless the API group's header is present with
  * its value (checked before the method, as tritonserver does). */
-static bool refuse_restricted(struct pts_http *h, struct evhttp_request *req, const char *path) {
+static bool refuse_restricted(struct pts_http *h, struct conn *cn, const char *path) {
   const struct pts_restriction *rs =
       pts_restriction_for(&h->restrictions, pts_http_api_of_path(path));
   if (!rs) return false;
-  const char *v = in_header(req, rs->header);
+  const char *v = pts_conn_header(cn, rs->header);
   if (v && strcmp(v, rs->value) == 0) return false;
   char msg[PTS_ERROR_MSG_MAX];
   snprintf(msg, sizeof msg, "This API is restricted, expecting header '%s'", rs->header);
   size_t len = 0;
   char *json = pts_v2_error_json(msg, &len);
-  send_owned_json(req, json ? 403 : 500, json, len);
+  send_owned_json(cn, json ? 403 : 500, json, len);
   return true;
 }
 
 /* Names from the path never reach a lookup or a file path with '/' or
  * '..' in them (an encoded %2F survives the split into segments). */
-static bool refuse_bad_names(struct evhttp_request *req, const struct pts_http_route *r) {
+static bool refuse_bad_names(struct conn *cn, const struct pts_http_route *r) {
   struct pts_error err;
   if ((r->model && pts_name_check("model name", r->model, &err) != PTS_OK) ||
       (r->repo && pts_name_check("repository name", r->repo, &err) != PTS_OK)) {
-    send_error(req, &err);
+    send_error(cn, &err);
     return true;
   }
   return false;
 }
 
-static void on_request(struct evhttp_request *req, void *arg) {
-  struct loop *lp = arg;
+void pts_http_on_request(struct conn *cn) {
+  struct loop *lp = cn->lp;
   struct pts_http *h = lp->h;
-  /* Once a stop was asked for, each reply ends its connection (libevent
-   * closes after a response that says so): a keep-alive client, or a load
-   * balancer's pooled connection, moves to a replica that stays. */
-  if (pts_server_is_shutting_down(h->server))
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+  /* Once a stop was asked for, each reply ends its connection (with
+   * Connection: close): a keep-alive client, or a load balancer's pooled
+   * connection, moves to a replica that stays. */
+  if (pts_server_is_shutting_down(h->server)) pts_conn_close_after(cn);
   /* The bytes this request was charged while it arrived: an inference
    * takes them over; for every other route they go back once answered. */
-  struct conn *cn = pts_admit_conn_of(lp, req);
-  bool checked = false;
-  size_t carried = pts_admit_request_read(cn, &checked);
-  const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-  const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+  size_t carried = pts_conn_take_charge(cn);
+  const char *path = pts_conn_path(cn);
   struct pts_http_route r;
   struct pts_error err;
   if (pts_http_route_parse(path, &r, &err) != PTS_OK) {
     pts_overload_release(carried);
-    send_error(req, &err);
+    send_error(cn, &err);
     return;
   }
   if (r.kind == PTS_ROUTE_NOT_FOUND) {
-    send_error_msg(req, PTS_NOT_FOUND, "Not Found");
-  } else if (refuse_restricted(h, req, path) || refuse_bad_names(req, &r)) {
+    send_error_msg(cn, PTS_NOT_FOUND, "Not Found");
+  } else if (refuse_restricted(h, cn, path) || refuse_bad_names(cn, &r)) {
     /* answered */
-  } else if (!pts_http_route_allows(r.kind, method_of(req))) {
+  } else if (!pts_http_route_allows(r.kind, pts_conn_method(cn))) {
     /* 405 is not in the status table: it is a transport answer. */
     static const char body[] = "{\"error\":\"Method Not Allowed\"}";
-    send_json(req, 405, body, sizeof body - 1);
+    send_json(cn, 405, body, sizeof body - 1);
   } else {
     switch (r.kind) {
       case PTS_ROUTE_HEALTH_LIVE:
-        handle_health(h, req, false);
+        handle_health(h, cn, false);
         break;
       case PTS_ROUTE_HEALTH_READY:
-        handle_health(h, req, true);
+        handle_health(h, cn, true);
         break;
       case PTS_ROUTE_SERVER_METADATA:
-        handle_server_metadata(h, req);
+        handle_server_metadata(h, cn);
         break;
       case PTS_ROUTE_MODEL_METADATA:
-        handle_model_metadata(h, req, &r);
+        handle_model_metadata(h, cn, &r);
         break;
       case PTS_ROUTE_MODEL_READY:
-        handle_model_ready(h, req, &r);
+        handle_model_ready(h, cn, &r);
         break;
       case PTS_ROUTE_MODEL_CONFIG:
-        handle_model_config(h, req, &r);
+        handle_model_config(h, cn, &r);
         break;
       case PTS_ROUTE_MODEL_INFER:
-        handle_infer(lp, req, &r, cn, carried, checked);
+        handle_infer(lp, cn, &r, carried);
         carried = 0;
         break;
       case PTS_ROUTE_MODEL_STATS:
-        handle_model_stats(h, req, &r);
+        handle_model_stats(h, cn, &r);
         break;
       case PTS_ROUTE_REPO_INDEX:
-        handle_repo_index(lp, req);
+        handle_repo_index(lp, cn);
         break;
       case PTS_ROUTE_REPO_LOAD:
       case PTS_ROUTE_REPO_UNLOAD:
-        handle_repo_control(lp, req, &r);
+        handle_repo_control(lp, cn, &r);
         break;
       case PTS_ROUTE_TRACE_SETTING:
       case PTS_ROUTE_LOGGING:
-        handle_settings(h, req, &r, method_of(req) == PTS_HTTP_POST);
+        handle_settings(h, cn, &r, pts_conn_method(cn) == PTS_HTTP_POST);
         break;
       case PTS_ROUTE_SHM_STATUS:
       case PTS_ROUTE_SHM_REGISTER:
       case PTS_ROUTE_SHM_UNREGISTER:
-        handle_shm(h, req, &r);
+        handle_shm(h, cn, &r);
         break;
       default:
-        send_error_msg(req, PTS_NOT_FOUND, "Not Found");
+        send_error_msg(cn, PTS_NOT_FOUND, "Not Found");
     }
   }
   pts_overload_release(carried);
@@ -1112,24 +945,13 @@ static void *loop_main(void *arg) {
   return NULL;
 }
 
-/* The hard cap libevent enforces while reading. Bodies between the
- * configured limit and this cap get our JSON 413 (read_body); libevent 2.1
- * answers bodies beyond it itself, with a 413 whose body is HTML, but never
- * buffers them. */
-static size_t hard_body_cap(size_t max_input) {
-  size_t extra = max_input < (1u << 20) ? (1u << 20) : max_input;
-  size_t cap = max_input > (size_t)INT64_MAX - extra ? (size_t)INT64_MAX : max_input + extra;
-  return cap;
-}
-
 static enum pts_status loop_init(struct loop *lp, struct pts_http *h, evutil_socket_t listen_fd,
                                  struct pts_error *err) {
   lp->h = h;
   lp->base = pts_libevent_loop_base();
   if (!lp->base) return pts_error_set(err, PTS_INTERNAL, "failed to create an event loop");
-  lp->http = evhttp_new(lp->base);
   lp->stop_ev = event_new(lp->base, -1, 0, on_stop, lp);
-  if (!lp->http || !lp->stop_ev)
+  if (!lp->stop_ev)
     return pts_error_set(err, PTS_INTERNAL, "failed to create the HTTP server");
   evutil_socket_t fd = dup(listen_fd);
   if (fd < 0)
@@ -1137,40 +959,7 @@ static enum pts_status loop_init(struct loop *lp, struct pts_http *h, evutil_soc
                          strerror(errno));
   evutil_make_socket_nonblocking(fd);
   evutil_make_socket_closeonexec(fd);
-  /* Backlog 0: the socket listens already, with 1024 (-1 would make
-   * libevent listen again with 128). */
-  struct evconnlistener *lev = evconnlistener_new(
-      lp->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
-  if (!lev) {
-    close(fd);
-    return pts_error_set(err, PTS_INTERNAL, "failed to listen on the HTTP socket");
-  }
-  if (!evhttp_bind_listener(lp->http, lev)) {
-    evconnlistener_free(lev);
-    return pts_error_set(err, PTS_INTERNAL, "failed to attach the HTTP socket");
-  }
-  lp->lev = lev;
-  /* accept() out of descriptors: pause, do not spin (net/listen.h). */
-  lp->pause = pts_accept_pause_attach(lev, "HTTP");
-  if (!lp->pause) return pts_error_set(err, PTS_NOMEM, "out of memory starting the HTTP frontend");
-  enum pts_status st = pts_admit_loop_init(lp, err);
-  if (st != PTS_OK) return st;
-  evhttp_set_gencb(lp->http, on_request, lp);
-  /* Every method reaches the router, which answers 405 as Triton does. */
-  evhttp_set_allowed_methods(lp->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-                                           EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
-                                           EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
-                                           EVHTTP_REQ_PATCH);
-  evhttp_set_max_body_size(lp->http, (ev_ssize_t)h->body_cap);
-  /* Request line plus headers; libevent answers a longer one with 413. */
-  evhttp_set_max_headers_size(lp->http, (ev_ssize_t)h->max_header);
-  /* A connection that sends (or reads) nothing for this long is closed:
-   * a slow or idle client can not hold a socket forever. */
-  if (h->timeout_s > 0) evhttp_set_timeout(lp->http, (int)h->timeout_s);
-  evhttp_set_default_content_type(lp->http, NULL);
-  /* Read (and drop) an oversized body so the client sees the 413. */
-  evhttp_set_flags(lp->http, EVHTTP_SERVER_LINGERING_CLOSE);
-  return PTS_OK;
+  return pts_conn_listen(lp, fd, err); /* takes fd */
 }
 
 static void loop_destroy(struct loop *lp) {
@@ -1181,13 +970,9 @@ static void loop_destroy(struct loop *lp) {
     pts_free(c);
   }
   if (lp->stop_ev) event_free(lp->stop_ev);
-  pts_accept_pause_free(lp->pause); /* before evhttp_free frees the listener */
-  lp->pause = NULL;
-  if (lp->http) evhttp_free(lp->http); /* closes every connection (admit.c's on_closed) */
-  pts_admit_loop_destroy(lp);
+  pts_conn_close_all(lp); /* the listener and every connection */
   if (lp->base) event_base_free(lp->base);
   lp->stop_ev = NULL;
-  lp->http = NULL;
   lp->base = NULL;
 }
 
@@ -1216,8 +1001,12 @@ enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_opt
   h->max_input = o->http_max_input_size;
   h->max_header = o->http_max_header_size ? o->http_max_header_size : 64u * 1024;
   h->timeout_s = o->http_timeout_secs;
-  h->body_cap = hard_body_cap(h->max_input);
   h->max_connections = max_connections(o);
+  /* http-parser's own limit on a head (80 KB by default, for the whole
+   * process) must not be the one a request meets first: conn.c's is. */
+  uint64_t parser_max = (uint64_t)h->max_header + 4096;
+  if (parser_max > 80u * 1024)
+    http_parser_set_max_header_size(parser_max > UINT32_MAX ? UINT32_MAX : (uint32_t)parser_max);
   h->n_loops = o->http_thread_count > 0 ? (size_t)o->http_thread_count : 1;
   atomic_init(&h->refs, 1);
   atomic_init(&h->stopping, false);
@@ -1284,8 +1073,8 @@ static void orphan_pending(struct pts_http *h) {
       ctx_unlink(c);
       event_free(c->ev);
       c->ev = NULL;
-      c->req = NULL;
-      if (c->cn) c->cn->ctx = NULL; /* evhttp_free closes the connection later */
+      c->cn = NULL;
+      if (c->cn) c->cn->ctx = NULL; /* loop_destroy closes the connection later */
       c->cn = NULL;
       if (c->completed) {
         pthread_mutex_unlock(&h->mu);

@@ -1,4 +1,5 @@
-/* frontend/http/http.h — the KServe v2 HTTP/REST frontend (libevent evhttp).
+/* frontend/http/http.h — the KServe v2 HTTP/REST frontend (libevent loops,
+ * http-parser; the transport is conn.c).
  *
  * N event loops (--http-thread-count) share one listening socket. A request
  * is parsed and answered on its loop's thread only; inference completions

@@ -1,0 +1,139 @@
+"""The HTTP/1.1 transport itself (src/frontend/http/conn.c): what a client
+sees of request parsing, keep-alive and bodies, spoken in raw bytes where a
+client library would hide it. Expected values are HTTP's (RFC 9110/9112)
+and the identity model's echo of the input."""
+import json
+import socket
+
+import requests
+
+from conftest import launch_server, module_server
+
+TIMEOUT = 10
+BODY = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                               "data": [1, 2, 3, 4]}]}).encode()
+
+
+def launch(bin_path, repo, log_path, *args, expect_ready=True, timeout=60):
+    return launch_server(bin_path, repo, log_path, *args, metrics_port=0, grpc_port=0,
+                         expect_ready=expect_ready, timeout=timeout)
+
+
+server = module_server(launch, "protocol")
+
+
+def read_head(sock, buf=b""):
+    """(status line, headers with lower-case names, bytes after the head)."""
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        assert chunk, buf
+        buf += chunk
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode("ascii").split("\r\n")
+    headers = {ln.split(":", 1)[0].lower(): ln.split(":", 1)[1].strip() for ln in lines[1:]}
+    return lines[0], headers, rest
+
+
+def read_reply(sock, buf=b""):
+    """(status line, headers, body, bytes after the body) of one reply."""
+    status, headers, rest = read_head(sock, buf)
+    n = int(headers["content-length"])
+    while len(rest) < n:
+        chunk = sock.recv(65536)
+        assert chunk, rest
+        rest += chunk
+    return status, headers, rest[:n], rest[n:]
+
+
+def read_to_close(sock):
+    out = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return out
+        out += chunk
+
+
+def still_serving(server):
+    assert requests.get(server.url + "/v2/health/ready", timeout=TIMEOUT).status_code == 200
+
+
+def test_chunked_request_body_is_read_whole(server):
+    """A body sent with Transfer-Encoding: chunked, in pieces that split the
+    JSON anywhere, reaches the model as if sent in one piece."""
+    pieces = [BODY[i:i + 7] for i in range(0, len(BODY), 7)]
+    r = requests.post(server.url + "/v2/models/id_fp32/infer", data=iter(pieces),
+                      timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    assert r.json()["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_malformed_request_is_400_naming_the_parse_error(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as s:
+        s.sendall(b"G\x01T /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = read_to_close(s)  # answered, then closed
+    head, rest = reply.split(b"\r\n\r\n", 1)
+    assert head.split(b"\r\n")[0] == b"HTTP/1.1 400 Bad Request", head
+    assert b"connection: close" in head.lower()
+    msg = json.loads(rest)["error"]
+    assert msg.startswith("malformed HTTP request: ") and "HPE_INVALID_METHOD" in msg, msg
+    still_serving(server)
+
+
+def test_http10_closes_after_the_reply_unless_kept_alive(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as s:
+        s.sendall(b"GET /v2/health/live HTTP/1.0\r\n\r\n")
+        reply = read_to_close(s)
+    assert reply.startswith(b"HTTP/1.0 200 OK\r\n"), reply
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as s:
+        for _ in range(2):  # the same connection twice
+            s.sendall(b"GET /v2/health/live HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            status, headers, rest = read_head(s)
+            assert status == "HTTP/1.0 200 OK"
+            assert headers["connection"].lower() == "keep-alive"
+            assert rest == b""
+
+
+def test_head_reply_has_no_body(server):
+    """A HEAD request is answered (405, as every method the route does not
+    take) with a Content-Length but no body bytes: the next reply on the
+    connection starts right after the head."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as s:
+        s.sendall(b"HEAD /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+                  b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, headers, rest = read_head(s)
+        assert status == "HTTP/1.1 405 Method Not Allowed"
+        assert int(headers["content-length"]) > 0
+        status2, _, body2, _ = read_reply(s, rest)
+        assert status2 == "HTTP/1.1 200 OK", (status2, rest)
+        assert body2 == b""
+
+
+def test_expect_continue_is_not_sent_for_a_refused_body(server):
+    """A client that waits for 100 Continue before sending a body gets the
+    refusal instead, and sends nothing it would have to throw away."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as s:
+        s.sendall(b"POST /v2/models/id_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                  b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (1 << 40))
+        reply = read_to_close(s)
+    assert reply.startswith(b"HTTP/1.1 413 "), reply[:80]
+    assert b"100 Continue" not in reply
+    assert b"--http-max-input-size" in reply
+    still_serving(server)
+
+
+def test_pipelined_requests_answered_in_order(server):
+    """Three requests in one send: three replies, in the order asked."""
+    infer = (b"POST /v2/models/id_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+             b"Content-Length: %d\r\n\r\n" % len(BODY)) + BODY
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as s:
+        s.sendall(infer + b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n" + infer)
+        rest = b""
+        bodies = []
+        for _ in range(3):
+            status, _, body, rest = read_reply(s, rest)
+            assert status == "HTTP/1.1 200 OK"
+            bodies.append(body)
+    assert json.loads(bodies[0])["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
+    assert bodies[1] == b""
+    assert json.loads(bodies[2])["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
