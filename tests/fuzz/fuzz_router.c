@@ -1,13 +1,12 @@
 /* tests/fuzz/fuzz_router.c — the small string parsers of the HTTP frontend:
  * the URL router with percent-decoding, the API group of a path and the
  * --http-restricted-api syntax, the model-name check, Content-Encoding and
- * Accept-Encoding values. The input is one string (cut at the first NUL),
- * and, whole (NULs included), a request head for the memory-budget check's
- * scan (head.h).
+ * Accept-Encoding values. The input is one string (cut at the first NUL).
+ * (Request heads are parsed by http-parser in the transport, which
+ * fuzz_http reaches with raw bytes.)
  *
  * Properties: a decoded model name never contains a NUL byte; a route that
- * needs a model has one; errors carry a message; a head ends with the LF of
- * a blank line inside the input, and a body kind is one of the four. */
+ * needs a model has one; errors carry a message. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -15,7 +14,6 @@
 #include "core/alloc.h"
 #include "core/name.h"
 #include "frontend/http/compress.h"
-#include "frontend/http/head.h"
 #include "frontend/http/restrict.h"
 #include "frontend/http/router.h"
 #include "fuzz_common.h"
@@ -26,21 +24,7 @@ static bool needs_model(enum pts_http_route_kind k) {
          k == PTS_ROUTE_REPO_UNLOAD;
 }
 
-static void head_scan(const char *p, size_t size) {
-  size_t end = pts_http_head_end(p, size);
-  if (!end) return;
-  fuzz_check(end <= size && end >= 2 && p[end - 1] == '\n', "a head that does not end a line");
-  struct pts_http_head h;
-  pts_http_head_parse(p, end, &h);
-  fuzz_check(h.body == PTS_HTTP_BODY_NONE || h.body == PTS_HTTP_BODY_LENGTH ||
-                 h.body == PTS_HTTP_BODY_CHUNKED || h.body == PTS_HTTP_BODY_INVALID,
-             "unknown body kind");
-  fuzz_check(h.body == PTS_HTTP_BODY_LENGTH || h.content_length == 0,
-             "a length without a length body");
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  head_scan((const char *)data, size);
   char *s = pts_strndup((const char *)data, size);
   if (!s) return 0;
   struct pts_http_route r;
