@@ -25,4 +25,7 @@ export LIBRARY_PATH="$_lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
 export PKG_CONFIG_PATH="$_lib/pkgconfig:$_pts_root/root/usr/share/pkgconfig"
 export PKG_CONFIG_SYSROOT_DIR="$_pts_root/root"
 export PKG_CONFIG="$_pts_root/root/usr/bin/pkgconf"
+# Libraries without a .pc file (http-parser) are found by CMake's
+# find_path / find_library under this prefix.
+export CMAKE_PREFIX_PATH="$_pts_root/root/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 unset _lib _pts_root
