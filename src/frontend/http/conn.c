@@ -184,7 +184,7 @@ static void reset_request(struct conn *cn) {
   cn->chunks = NULL;
   cn->chunks_cap = 0;
   cn->chunked = false;
-  cn->complete = cn->in_message = cn->head_reply = false;
+  cn->complete = cn->head_reply = false;
   cn->xh_len = 0;
   evbuffer_drain(cn->reply, evbuffer_get_length(cn->reply));
   recharge(cn, 0);
@@ -281,12 +281,6 @@ static int hb_put(struct conn *cn, const char *at, size_t len) {
   }
   memcpy(cn->hb + cn->hb_len, at, len);
   cn->hb_len += len;
-  return 0;
-}
-
-static int on_message_begin(http_parser *p) {
-  struct conn *cn = p->data;
-  cn->in_message = true;
   return 0;
 }
 
@@ -442,7 +436,6 @@ static int on_message_complete(http_parser *p) {
 }
 
 static const http_parser_settings SETTINGS = {
-    .on_message_begin = on_message_begin,
     .on_url = on_url,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
@@ -646,10 +639,12 @@ static void conn_written(struct conn *cn) {
   cn->sent = false;
   if (cn->reply_pending) pts_http_reply_end(cn);
   reset_request(cn);
-  if (cn->close_after || (cn->peer_eof && cn->in_pos == cn->in_len)) {
+  if (cn->close_after) {
     conn_kill(cn);
     return;
   }
+  /* A client that shut its side is closed by conn_settle once what it
+   * sent before is answered. */
   cn->state = CONN_READING;
   if (!cn->in_process) conn_process(cn);
 }

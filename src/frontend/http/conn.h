@@ -69,7 +69,6 @@ struct conn {
   bool close_after;       /* close once the current reply is written */
   bool head_reply;        /* the current request is a HEAD: the reply has no body */
   bool complete;          /* the parser saw the end of the current request */
-  bool in_message;        /* some of a request has arrived */
   bool sent;              /* the current request's reply is in `out` */
   bool writing;           /* wev is added: `out` waits for the socket */
   http_parser parser;
