@@ -32,6 +32,9 @@
 #
 # Each row of results.md is the median over the rounds.
 #
+# ROUNDS=0 runs step 4 alone and prints the instructions per request of
+# both servers (an A/B of two builds in a few minutes); nothing is written.
+#
 # Environment: ROUNDS, BENCH_INTERVAL_MS (default 1000), PERF_SECONDS (the
 # perf stat window, default 3), CALLGRIND_MS (a third of the callgrind
 # window, default 1000), JOBS, PYTHON, BENCH_BUILD_DIR, SERVER_EXTRA
@@ -213,4 +216,11 @@ for label in baseline new; do
 done
 echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/meta.txt"
 
+if [ "$ROUNDS" -eq 0 ]; then
+  # ROUNDS=0: instructions only (step 4), for an A/B of two builds without
+  # the timed rounds; printed, no results files written.
+  awk -F, 'NR > 1 {printf "%-8s %-6s c=%s %7.1fk instructions per request\n", $1, $2, $3, $5 / $4 / 1000}' \
+    "$RAW/callgrind_counts.csv"
+  exit 0
+fi
 "$PY" "$ROOT/bench/cpu/hotpath_report.py" "$RAW" "$OUT"
