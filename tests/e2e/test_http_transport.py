@@ -137,3 +137,28 @@ def test_pipelined_requests_answered_in_order(server):
     assert json.loads(bodies[0])["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
     assert bodies[1] == b""
     assert json.loads(bodies[2])["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_request_target_forms_route_by_their_path(server):
+    """The path routes, whatever comes after it or before it (RFC 9112 §3.2):
+    an origin-form target's query and fragment are dropped, an absolute-form
+    target's scheme and authority too; a target with no path finds no
+    route."""
+    infer_q = (b"POST /v2/models/id_fp32/infer?trace=1&x=%%2F#frag HTTP/1.1\r\nHost: x\r\n"
+               b"Content-Length: %d\r\n\r\n" % len(BODY)) + BODY
+    infer_abs = (b"POST http://example.com:8000/v2/models/id_fp32/infer?q HTTP/1.1\r\n"
+                 b"Host: x\r\nContent-Length: %d\r\n\r\n" % len(BODY)) + BODY
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as s:
+        rest = b""
+        for req in (infer_q, infer_abs):
+            s.sendall(req)
+            status, _, body, rest = read_reply(s, rest)
+            assert status == "HTTP/1.1 200 OK", body
+            assert json.loads(body)["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
+        s.sendall(b"GET /v2/health/ready#top HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, _, _, rest = read_reply(s, rest)
+        assert status == "HTTP/1.1 200 OK"
+        s.sendall(b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, _, _, rest = read_reply(s, rest)
+        assert status.split()[1] == "404", status
+    still_serving(server)

@@ -318,6 +318,32 @@ static int on_header_value(http_parser *p, const char *at, size_t len) {
   return hb_put(cn, at, len);
 }
 
+/* The URL (the head buffer's first string) cut to its path: cn->path is
+ * its offset, the query and fragment dropped. Clients send origin-form
+ * targets ("/v2/models/m/infer?x"), whose path is everything before '?'
+ * or '#': the parser has already checked their bytes, so a strpbrk finds
+ * it (http_parser_parse_url took 0.7k instructions a request, walking the
+ * URL again for a scheme, host and port that are not there). Any other
+ * form (absolute, authority, "*") goes through http_parser_parse_url; one
+ * without a path gets the empty string after the URL. */
+static void find_path(struct conn *cn, bool connect) {
+  if (!connect && cn->hb[0] == '/') {
+    cn->path = 0;
+    char *end = strpbrk(cn->hb, "?#");
+    if (end) *end = '\0';
+    return;
+  }
+  size_t url_len = strlen(cn->hb);
+  struct http_parser_url u;
+  http_parser_url_init(&u);
+  cn->path = url_len;
+  if (http_parser_parse_url(cn->hb, url_len, connect, &u) == 0 &&
+      (u.field_set & (1u << UF_PATH))) {
+    cn->path = u.field_data[UF_PATH].off;
+    cn->hb[u.field_data[UF_PATH].off + u.field_data[UF_PATH].len] = '\0';
+  }
+}
+
 /* The head is complete: find the path, then admit the body or refuse it
  * before any of it is kept. */
 static int on_headers_complete(http_parser *p) {
@@ -331,15 +357,7 @@ static int on_headers_complete(http_parser *p) {
   }
   if (hb_end_piece(cn) != 0) return -1;
   if (cn->hb_len == 0) cn->hb[cn->hb_len++] = '\0'; /* no URL came: an empty one */
-  size_t url_len = strlen(cn->hb);
-  struct http_parser_url u;
-  http_parser_url_init(&u);
-  cn->path = url_len; /* the empty string after the URL: no path */
-  if (http_parser_parse_url(cn->hb, url_len, p->method == HTTP_CONNECT, &u) == 0 &&
-      (u.field_set & (1u << UF_PATH))) {
-    cn->path = u.field_data[UF_PATH].off;
-    cn->hb[u.field_data[UF_PATH].off + u.field_data[UF_PATH].len] = '\0'; /* drop ?query */
-  }
+  find_path(cn, p->method == HTTP_CONNECT);
   cn->head_reply = p->method == HTTP_HEAD;
   size_t head = cn->hb_len;
   if (p->flags & F_CHUNKED) {
