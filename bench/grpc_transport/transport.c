@@ -1,36 +1,42 @@
-/* bench/grpc_transport/transport.c — what a unary gRPC call costs the server
- * in its transport, in user-space instructions and CPU time, for two ways of
- * serving the same ModelInfer call:
+/* bench/grpc_transport/transport.c — what a gRPC call costs the server in
+ * its transport, in user-space instructions and CPU time, for two ways of
+ * serving the same ModelInfer call, unary or as messages of a
+ * ModelStreamInfer stream:
  *
  *   core     gRPC core's C API, used as ptserve's gRPC frontend uses it
- *            (src/frontend/grpc/grpc.c): one completion-queue thread, the
- *            ModelInfer method registered with its message read with the
- *            call, the reply sent in one batch (initial metadata, message,
- *            status, RECV_CLOSE_ON_SERVER), the call released when that
- *            batch comes back
+ *            (src/frontend/grpc/grpc.c): one completion-queue thread;
+ *            ModelInfer registered with its message read with the call and
+ *            answered in one batch (initial metadata, message, status,
+ *            RECV_CLOSE_ON_SERVER); a stream taken as an unregistered call,
+ *            one receive and one send outstanding, the status once the
+ *            client half-closes. run.sh builds it twice: gRPC core shared
+ *            (mode core) and from its archives (core_static), as
+ *            CMakeLists.txt links ptserve.
  *   nghttp2  nghttp2's HTTP/2 session (Debian libnghttp2) on a libevent
  *            loop, one thread, as ptserve's HTTP frontend reads sockets
  *            (src/frontend/http/conn.c): gRPC's framing (the 5-byte message
  *            prefix, the path, content-type, grpc-timeout and grpc-encoding
- *            headers, the grpc-status trailer) done here
+ *            headers, the grpc-status trailer) done here.
  *
- * Both modes do the same work around the transport: the request message is
- * checked (its prefix and length; its first field is the model name "mlp")
- * and answered with the same ModelInferResponse ptserve sends for
- * the 16 -> 4 MLP. No model runs, no request is decoded: what is left is
- * the transport.
+ * Both modes do the same work around the transport: each request message
+ * is checked (its first field is the model name "mlp") and answered with
+ * the ModelInferResponse ptserve sends for the 16 -> 4 MLP (on a stream,
+ * wrapped in a ModelStreamInferResponse). No model runs, no request is
+ * decoded: what is left is the transport.
  *
  * Usage:
- *   transport core|nghttp2 PORT WARMUP CALLS   serve; after WARMUP calls
- *       have arrived, count the next CALLS: callgrind instrumentation on
- *       (CALLGRIND_START_INSTRUMENTATION, for every thread, under
- *       --instr-atstart=no) and the process's CPU time (user and kernel, all
- *       threads) from the arrival of call WARMUP+1 to that of call
- *       WARMUP+CALLS+1; then print "server CPU X us per call" and exit.
- *   transport client PORT TOTAL CONCURRENCY    a gRPC core client (as
- *       ptperf's: one channel, retries off, abseil's deadlock detector off)
- *       that makes TOTAL unary ModelInfer calls, CONCURRENCY at a time, and
- *       prints its wall time per call.
+ *   transport core|nghttp2 PORT WARMUP CALLS   serve until killed; from the
+ *       arrival of message WARMUP+1 to that of message WARMUP+CALLS+1:
+ *       callgrind instrumentation on (CALLGRIND_START_INSTRUMENTATION, for
+ *       every thread, under --instr-atstart=no; dumped at the end) and the
+ *       process's CPU time (user and kernel, all threads), printed as
+ *       "server CPU X us per call".
+ *   transport client PORT TOTAL CONCURRENCY [stream]   a gRPC core client
+ *       (as ptperf's: one channel, retries off, abseil's deadlock detector
+ *       off): TOTAL unary calls, CONCURRENCY at a time, or TOTAL messages
+ *       over CONCURRENCY streams with one message in flight each; prints
+ *       its wall time per call and fails if any reply was not the expected
+ *       one.
  *
  * Threading: the nghttp2 server and the client are one thread each; the
  * core server's calls are handled on its one completion-queue thread, with
