@@ -33,7 +33,8 @@
 # Each row of results.md is the median over the rounds.
 #
 # ROUNDS=0 runs step 4 alone and prints the instructions per request of
-# both servers (an A/B of two builds in a few minutes); nothing is written.
+# both servers (an A/B of two builds in a few minutes); nothing under
+# bench/cpu/hotpath/ but raw/ is written.
 #
 # Environment: ROUNDS, BENCH_INTERVAL_MS (default 1000), PERF_SECONDS (the
 # perf stat window, default 3), CALLGRIND_MS (a third of the callgrind
@@ -199,13 +200,13 @@ for label in baseline new; do
       done
       ir="$(sed -n 's/^totals: *//p' "$f")"
       echo "$label,$proto,$c,$((after - before)),$ir" >>"$RAW/callgrind_counts.csv"
-      if [ "$label" = new ] && [ "$proto" = http ] && [ "$c" = 1 ]; then
+      if [ "$ROUNDS" -gt 0 ] && [ "$label" = new ] && [ "$proto" = http ] && [ "$c" = 1 ]; then
         callgrind_annotate --inclusive=no "$f" 2>/dev/null | sed -n '/PROGRAM TOTALS/,$p' |
           head -n 45 | cut -c1-180 >"$OUT/top_symbols.txt" || true
         callgrind_annotate --inclusive=yes "$f" 2>/dev/null | grep -E 'pts_|evhttp_|event_base_loop' |
           head -n 40 | cut -c1-180 >"$OUT/top_inclusive.txt" || true
       fi
-      if [ "$label" = baseline ] && [ "$proto" = http ] && [ "$c" = 1 ]; then
+      if [ "$ROUNDS" -gt 0 ] && [ "$label" = baseline ] && [ "$proto" = http ] && [ "$c" = 1 ]; then
         callgrind_annotate --inclusive=yes "$f" 2>/dev/null | grep -E 'pts_|evhttp_|event_base_loop' |
           head -n 40 | cut -c1-180 >"$OUT/top_inclusive_baseline.txt" || true
       fi
