@@ -49,8 +49,10 @@ pkg-config --exists libnghttp2 || {
 }
 
 mkdir -p "$WORK" "$OUT"
-# abseil's SetMutexDeadlockDetectionMode under Debian's inline namespace
-# (src/core/absl_sync.c finds it the same way, from CMake).
+# abseil's SetMutexDeadlockDetectionMode under Debian's inline namespace:
+# the name CMakeLists.txt derives for src/core/absl_sync.c (PTS_ABSL_SYM),
+# read here from the library itself, since this program is built without
+# CMake.
 absl_lib="$(pkg-config --variable=libdir absl_synchronization)/libabsl_synchronization.so"
 absl_sym="$(nm -D --defined-only "$absl_lib" | awk '/SetMutexDeadlockDetectionMode/ && !f {print $3; f = 1}')"
 cc -O2 -g -Wall -Wextra ${absl_sym:+-DABSL_DETECTOR_SYM="\"$absl_sym\""} \

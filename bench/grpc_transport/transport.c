@@ -409,7 +409,8 @@ struct h2_stream {
   uint8_t *out; /* malloc'd: framed replies not yet handed to nghttp2 */
   size_t out_len, out_off, out_cap;
   bool path_ok, stream_ok, type_ok, enc_ok;
-  long long timeout_us; /* grpc-timeout, -1 when absent */
+  long long timeout_us; /* grpc-timeout, -1 when absent: parsed as a server
+                         * must, though this one enforces no deadline */
   bool responded;       /* HEADERS submitted */
   bool deferred;        /* the data source waits for a reply */
   bool half_closed;     /* the client's END_STREAM came */

@@ -11,8 +11,9 @@
  * absl::SetMutexDeadlockDetectionMode, is a C++ function; nothing but the
  * pytorch bridge includes C++ headers, so it is found with dlsym under its
  * mangled name, which CMake derives from abseil's inline namespace
- * (PTS_ABSL_NS). Where the name is not found (another abseil, or one built
- * with NDEBUG, where the detector never runs), nothing changes.
+ * (PTS_ABSL_SYM; where gRPC is linked statically, the executables export
+ * that symbol for dlsym). Where the name is not found (another abseil, or
+ * one built with NDEBUG, where the detector never runs), nothing changes.
  *
  * Threading: call before grpc_init, before gRPC starts its threads (the
  * server's pts_grpc_start, ptperf's gRPC load); calling it again is harmless.

@@ -14,7 +14,7 @@
 static void test_detector_switch_found(void **state) {
   (void)state;
   grpc_init(); /* abseil is loaded with gRPC, as in the server */
-#ifdef PTS_ABSL_NS
+#ifdef PTS_ABSL_SYM
   assert_true(pts_absl_detector_off());
   assert_true(pts_absl_detector_off()); /* a second server start: still fine */
 #else
