@@ -19,6 +19,7 @@ pkgs=(
   libprotobuf-c-dev libprotobuf-c1 protobuf-c-compiler libprotoc32 libprotobuf32
   zlib1g-dev libcmocka-dev libcmocka0
   libjemalloc-dev libjemalloc2
+  libnghttp2-dev libnghttp2-14
   pkgconf pkgconf-bin libpkgconf3
   # gRPC core (the gRPC frontend) and what its pkg-config file requires.
   # libssl3 itself is left out: every host has it, and a second copy on the

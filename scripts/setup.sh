@@ -23,6 +23,7 @@ DEB_PACKAGES=(
   libjemalloc-dev       # the server's malloc (CMakeLists.txt: PTS_JEMALLOC)
   libcmocka-dev
   libgrpc-dev protobuf-compiler protobuf-compiler-grpc  # gRPC
+  libnghttp2-dev        # HTTP/2 of --grpc-transport nghttp2 (src/frontend/grpc/h2.c)
   python3 python3-venv  # the project venv; LibTorch comes from its pip torch
   libb64-0d             # the one shared library of perf_analyzer not in the venv
   curl
@@ -34,7 +35,7 @@ DEB_PACKAGES=(
   busybox-static binutils haproxy iproute2 util-linux systemd
 )
 
-BREW_PACKAGES=(cmake pkg-config libevent http-parser jansson protobuf-c grpc jemalloc cmocka python@3.11)
+BREW_PACKAGES=(cmake pkg-config libevent http-parser jansson protobuf-c grpc libnghttp2 jemalloc cmocka python@3.11)
 
 # A package counts as present only when dpkg says "installed" (a removed
 # package whose config files remain is listed by dpkg-query -W too).

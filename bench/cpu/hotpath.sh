@@ -38,15 +38,19 @@
 #
 # Environment: ROUNDS, BENCH_INTERVAL_MS (default 1000), PERF_SECONDS (the
 # perf stat window, default 3), CALLGRIND_MS (a third of the callgrind
-# window, default 1000), JOBS, PYTHON, BENCH_BUILD_DIR, SERVER_EXTRA
-# (more ptserve flags for both servers).
+# window, default 1000), JOBS, PYTHON, BENCH_BUILD_DIR, HOTPATH_OUT (the
+# results folder, default bench/cpu/hotpath), SERVER_EXTRA
+# (more ptserve flags for both servers), NEW_EXTRA and BASE_EXTRA (flags for
+# one of them: `NEW_EXTRA="--grpc-transport nghttp2" ROUNDS=0
+# bench/cpu/hotpath.sh build-bench/ptserve` compares the two gRPC
+# transports of one build).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BASE_BIN="${1:?usage: bench/cpu/hotpath.sh BASELINE_PTSERVE}"
 BASE_BIN="$(cd "$(dirname "$BASE_BIN")" && pwd)/$(basename "$BASE_BIN")"
 BUILD="${BENCH_BUILD_DIR:-$ROOT/build-bench}"
-OUT="$ROOT/bench/cpu/hotpath"
+OUT="${HOTPATH_OUT:-$ROOT/bench/cpu/hotpath}"
 RAW="$OUT/raw"
 MODELS="$RAW/models"
 PY=${PYTHON:-$ROOT/.venv/bin/python}
@@ -59,12 +63,15 @@ source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
 
 trap stop_server EXIT
 
-start_server() { # COMMAND... (a ptserve, possibly behind valgrind)
+start_server() { # LABEL COMMAND... (a ptserve, possibly behind valgrind)
+  local extra="${BASE_EXTRA:-}"
+  [ "$1" = new ] && extra="${NEW_EXTRA:-}"
+  shift
   PORT="$(free_port)"
   GRPC_PORT="$(free_port)"
   # shellcheck disable=SC2086
   "$@" --model-repository "$MODELS" --http-port "$PORT" --grpc-port "$GRPC_PORT" \
-    --metrics-port "$(free_port)" ${SERVER_EXTRA:-} >>"$RAW/server.log" 2>&1 &
+    --metrics-port "$(free_port)" ${SERVER_EXTRA:-} $extra >>"$RAW/server.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 1 1200); do
     if curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/models/mlp/ready"; then return 0; fi
@@ -134,7 +141,7 @@ rm -rf "$RAW/all"
 echo "label,round,protocol,concurrency,requests,user_ticks,sys_ticks" >"$RAW/perfstat_counts.csv"
 echo "label,protocol,concurrency,requests,instructions" >"$RAW/callgrind_counts.csv"
 {
-  echo "command=ROUNDS=$ROUNDS BENCH_INTERVAL_MS=$INTERVAL_MS PERF_SECONDS=$PERF_SECONDS bench/cpu/hotpath.sh $1"
+  echo "command=ROUNDS=$ROUNDS BENCH_INTERVAL_MS=$INTERVAL_MS PERF_SECONDS=$PERF_SECONDS${NEW_EXTRA:+ NEW_EXTRA=\"$NEW_EXTRA\"}${BASE_EXTRA:+ BASE_EXTRA=\"$BASE_EXTRA\"} bench/cpu/hotpath.sh $1"
   echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "git=$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo +changes)"
   echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
@@ -148,7 +155,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for label in $order; do
     bin="$BUILD/ptserve"
     [ "$label" = baseline ] && bin="$BASE_BIN"
-    start_server "$bin"
+    start_server "$label" "$bin"
     for proto in http grpc stream; do
       for c in 1 4; do
         log "round $round: $label, $proto, concurrency $c"
@@ -173,7 +180,7 @@ for label in baseline new; do
   # run there (perf stat shows no instance-thread switches), so the limit
   # is raised to count the path the server really takes. Builds older than
   # PTSERVE_INLINE_MAX_US ignore it.
-  PTSERVE_INLINE_MAX_US=100000 start_server valgrind --tool=callgrind --instr-atstart=no \
+  PTSERVE_INLINE_MAX_US=100000 start_server "$label" valgrind --tool=callgrind --instr-atstart=no \
     --callgrind-out-file="$RAW/callgrind_${label}.%p" "$bin"
   # Warm-up, uninstrumented: TorchScript's first runs profile and optimise
   # the graph, and every path should have run once.

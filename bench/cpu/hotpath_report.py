@@ -125,7 +125,15 @@ def main(argv):
         for r in sorted(rs, key=lambda r: (r["protocol"], r["concurrency"], r["server"],
                                            r["round"])):
             w.writerow(r)
-    L = ["# The CPU request path: this tree against the baseline (issue #13)", ""]
+    # HOTPATH_TITLE: a run whose two servers are not "a baseline commit and
+    # this tree" (NEW_EXTRA/BASE_EXTRA on one build: two gRPC transports).
+    # Its title and what "base" and "new" are replace the default, and the
+    # issue's targets, which are against the baseline commit, are left out.
+    title = os.environ.get("HOTPATH_TITLE")
+    L = [f"# {title or 'The CPU request path: this tree against the baseline (issue #13)'}", ""]
+    if title and os.environ.get("HOTPATH_SERVERS"):
+        L.append(os.environ["HOTPATH_SERVERS"])
+        L.append("")
     L.append(f"Produced by `{meta.get('command')}` on {meta.get('date')}, this tree "
              f"`{meta.get('git')}`; machine: {meta.get('cpu')}, {meta.get('cores')} cores, "
              f"load average before {meta.get('load_before')}, after {meta.get('load_after')}.")
@@ -192,10 +200,11 @@ def main(argv):
              "load. This VM exposes no hardware counters to perf, hence callgrind (which "
              "does not see the kernel's side: context switches stand for it).")
     L.append("")
-    L.append("## Against the issue's targets")
-    L.append("")
-    L.extend(verdict)
-    L.append("")
+    if not title:
+        L.append("## Against the issue's targets")
+        L.append("")
+        L.extend(verdict)
+        L.append("")
     # Part 4: gRPC, unary and streaming, at least as fast as HTTP at every
     # concurrency (this tree's servers, same run).
     parity = []

@@ -57,6 +57,14 @@ void pts_overload_charge(size_t n) {
   note_peak(atomic_fetch_add(&held_bytes, n) + n);
 }
 
+size_t pts_overload_recharge(size_t from, size_t to) {
+  if (to > from)
+    pts_overload_charge(to - from);
+  else
+    pts_overload_release(from - to);
+  return to;
+}
+
 void pts_overload_release(size_t n) {
   if (n == 0) return;
   size_t before = atomic_fetch_sub(&held_bytes, n);

@@ -40,6 +40,10 @@ bool pts_overload_try_charge(size_t n);
 void pts_overload_charge(size_t n);
 /* Returns n bytes charged earlier. */
 void pts_overload_release(size_t n);
+/* Moves a charge of `from` bytes to `to` (charging or releasing the
+ * difference; never refused) and returns `to`: what an admitted request
+ * holds once decoded replaces what its message was charged. */
+size_t pts_overload_recharge(size_t from, size_t to);
 /* Bytes held now. */
 size_t pts_overload_held(void);
 

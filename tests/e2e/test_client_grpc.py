@@ -223,6 +223,27 @@ def test_client_deadline(client, server):
     assert_same(r.as_numpy("OUTPUT0"), x, "FP32")
 
 
+def test_server_ends_a_call_past_its_grpc_timeout(server, client):
+    """The server's side of a deadline: a raw HTTP/2 call to the slow model
+    with grpc-timeout well under the model's time ends with
+    DEADLINE_EXCEEDED (status 4) or a RST_STREAM, not with the answer, by
+    the time the model is done; the server goes on."""
+    from tritonclient.grpc import service_pb2
+    from h2_util import grpc_frame, h2_call
+    req = service_pb2.ModelInferRequest(model_name="slow")
+    t = req.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 2])
+    del t  # the tensor's data goes in raw_input_contents
+    req.raw_input_contents.append(np.ones((1, 2), np.float32).tobytes())
+    r = h2_call(server.grpc_target, "/inference.GRPCInferenceService/ModelInfer",
+                grpc_frame(req.SerializeToString()),
+                headers=[("grpc-timeout", "%dm" % (SLOW_MS // 6))],
+                timeout=SLOW_MS / 1000 + 10)
+    status = r.trailers.get("grpc-status") or r.headers.get("grpc-status")
+    assert status == "4" or r.reset is not None, r
+    assert r.seconds < SLOW_MS / 1000 + 5, r
+    assert client.is_server_ready()
+
+
 def test_errors_are_exceptions(client):
     x = identity_values("FP32")
     expect_error(lambda: client.infer("no_such_model", [infer_input("INPUT0", x, "FP32")]),

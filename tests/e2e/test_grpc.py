@@ -785,12 +785,56 @@ def test_grpc_port_in_use(ptserve_bin, tmp_path):
     (["--grpc-infer-thread-count", "0"], ["grpc-infer-thread-count"]),
     (["--grpc-keepalive-time", "-5"], ["grpc-keepalive-time"]),
     (["--allow-grpc", "maybe"], ["allow-grpc"]),
+    (["--grpc-transport", "quic"], ["grpc-transport", "core or nghttp2"]),
 ])
 def test_bad_grpc_flags(ptserve_bin, args, words):
     p = subprocess.run([ptserve_bin, "--model-repository", REPO] + args,
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 1
     assert any(w in p.stderr for w in words), p.stderr
+
+
+@pytest.mark.parametrize("transport", ["core", "nghttp2"])
+def test_transport_flag_picks_the_transport(ptserve_bin, tmp_path, pb, transport):
+    """--grpc-transport serves the same service on either transport (the
+    whole gRPC suite also runs with PTSERVE_GRPC_TRANSPORT=nghttp2 in
+    `make e2e`): the log says which; a gzip-compressed unary call, a
+    stream of three and an unknown method behave alike."""
+    s = launch(ptserve_bin, REPO, tmp_path / "transport.log", "--grpc-transport", transport)
+    try:
+        assert ("serving on nghttp2" in s.log()) == (transport == "nghttp2"), s.log()[-2000:]
+        with grpc.insecure_channel(s.grpc_target,
+                                   compression=grpc.Compression.Gzip) as ch:
+            stub = pb.svc_grpc.GRPCInferenceServiceStub(ch)
+            values = np.arange(4096, dtype="<f4").reshape(1, 4096) * 0.5
+            req = infer_request(pb, "dt_fp32", [("INPUT0", "FP32", [1, 4096], values.tobytes())],
+                                rid="u")
+            resp = stub.ModelInfer(req, timeout=TIMEOUT)
+            assert resp.id == "u" and resp.raw_output_contents[0] == values.tobytes()
+            reqs = []
+            for k in range(3):
+                r = good_fp32(pb)
+                r.id = "s%d" % k
+                reqs.append(r)
+            out = list(stub.ModelStreamInfer(iter(reqs), timeout=TIMEOUT))
+            assert sorted(o.infer_response.id for o in out) == ["s0", "s1", "s2"]
+            assert all(o.error_message == "" and o.infer_response.raw_output_contents[0] ==
+                       np.array([[1, 2, 3, 4]], dtype="<f4").tobytes() for o in out)
+            with pytest.raises(grpc.RpcError) as e:
+                ch.unary_unary("/inference.GRPCInferenceService/NoSuchMethod")(b"",
+                                                                                timeout=TIMEOUT)
+            assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+            assert "NoSuchMethod" in e.value.details()
+            # grpc-message is percent-encoded on the wire: the client gets
+            # the text back as the server wrote it, 100% and non-ASCII too
+            bad = good_fp32(pb)
+            bad.model_name = "m\u00f6del 100%"
+            with pytest.raises(grpc.RpcError) as e:
+                stub.ModelInfer(bad, timeout=TIMEOUT)
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND
+            assert "m\u00f6del 100%" in e.value.details(), e.value.details()
+    finally:
+        assert_clean_exit(s)
 
 
 def test_concurrent_and_cancelled_calls(ptserve_bin, tmp_path, pb):

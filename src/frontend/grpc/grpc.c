@@ -7,6 +7,7 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/compression.h>
 #include <grpc/grpc.h>
+#include <grpc/grpc_posix.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/log.h>
@@ -24,6 +25,8 @@
 #include "core/log.h"
 #include "core/overload.h"
 #include "trace/trace.h"
+#include "frontend/grpc/admit.h"
+#include "frontend/grpc/h2.h"
 #include "frontend/grpc/infer.h"
 #include "frontend/grpc/listen_grpc.h"
 #include "frontend/grpc/restrict_grpc.h"
@@ -84,6 +87,10 @@ struct pts_grpc {
   void *infer_method;                   /* gRPC core's handle; NULL if not registered */
   const struct pts_grpc_rpc *infer_rpc; /* the rpc table's ModelInfer */
   struct pts_grpc_listen *listen; /* accepts connections for gs */
+  grpc_server_credentials *creds;  /* insecure: the only kind ptserve serves */
+  /* --grpc-transport nghttp2: the transport on the listener's loop instead
+   * of gs and the queues (which are then never created) */
+  struct pts_grpc_h2 *h2;
 };
 
 /* A message waiting for the stream's one send slot. */
@@ -359,24 +366,6 @@ static bool start_recv_locked(struct call *c) {
   return start_locked(c, &op, 1, &c->recv_tag);
 }
 
-/* The end of one inference, unary or on a stream: marks GRPC_SEND_START,
- * then either the encoded response in *reply (caller sends it; the reply
- * owns its bytes) or err->code != PTS_OK with the message to send instead.
- * req and resp stay the caller's. */
-static void encode_done(const struct pts_infer_request *req, const struct pts_infer_response *resp,
-                        const struct pts_error *ierr, bool stream, struct pts_grpc_reply *reply,
-                        struct pts_error *err) {
-  pts_error_clear(err);
-  pts_trace_record(req->trace, PTS_TRACE_GRPC_SEND_START, pts_now_ns());
-  if (ierr && ierr->code != PTS_OK)
-    *err = *ierr;
-  else if (!resp)
-    pts_error_set(err, PTS_INTERNAL, "inference on model '%s' returned no response",
-                  req->model_name);
-  else
-    pts_grpc_encode_infer(req, resp, stream, reply, err);
-}
-
 /* ------------------------------------------------------------------ */
 /* unary                                                               */
 
@@ -385,7 +374,7 @@ static void on_unary_done(struct pts_infer_request *req, struct pts_infer_respon
   struct call *c = ctx;
   struct pts_error err;
   struct pts_grpc_reply reply = {0, NULL, 0};
-  encode_done(req, resp, ierr, false, &reply, &err);
+  pts_grpc_encode_done(req, resp, ierr, false, &reply, &err);
   pts_infer_response_free(resp);
   pthread_mutex_lock(&c->mu);
   c->in_flight--;
@@ -400,51 +389,10 @@ static void on_unary_done(struct pts_infer_request *req, struct pts_infer_respon
  * calls `done` with the call. NULL (err set) when the message is bad. */
 static struct pts_infer_request *decode_request(struct call *c, grpc_byte_buffer *bb,
                                                 pts_infer_done_fn done, struct pts_error *err) {
-  uint64_t now = pts_now_ns();
-  /* The memory budget (core/overload.h), shared with HTTP: the message is
-   * in memory already, but admitting it would keep it there, decoded, for
-   * as long as it waits for a model. */
-  size_t len = grpc_byte_buffer_length(bb);
-  if (!pts_overload_try_charge(len)) {
-    pts_overload_count(PTS_OVERLOAD_GRPC_MEMORY_REFUSED, 1);
-    pts_error_set(err, PTS_EXHAUSTED,
-                  "request of %zu bytes refused: the request memory budget is exhausted (%zu of "
-                  "%zu bytes held; --request-memory-budget); retry later",
-                  len, pts_overload_held(), pts_overload_budget());
-    return NULL;
-  }
   struct pts_buf *msg = NULL;
-  if (message_buf(bb, &msg, err) != PTS_OK) {
-    pts_overload_release(len);
-    return NULL;
-  }
-  struct pts_infer_request *req = pts_infer_request_new();
-  if (!req) {
-    pts_overload_release(len);
-    pts_buf_release(msg);
-    pts_error_set(err, PTS_NOMEM, "out of memory accepting a request");
-    return NULL;
-  }
-  req->budget_bytes = len; /* pts_infer_request_free returns it */
-  enum pts_status st = pts_grpc_decode_infer(msg, req, NULL, err);
+  if (message_buf(bb, &msg, err) != PTS_OK) return NULL;
+  struct pts_infer_request *req = pts_grpc_admit(msg, done, c, err);
   pts_buf_release(msg); /* raw inputs hold their own references */
-  if (st != PTS_OK) {
-    pts_infer_request_free(req);
-    return NULL;
-  }
-  /* Admitted: from now on it is charged what it holds, decoded. */
-  size_t hold = pts_infer_request_held_bytes(req);
-  if (hold > req->budget_bytes)
-    pts_overload_charge(hold - req->budget_bytes);
-  else
-    pts_overload_release(req->budget_bytes - hold);
-  req->budget_bytes = hold;
-  req->done = done;
-  req->done_ctx = c;
-  req->receive_ns = now;
-  req->trace = pts_trace_sample(req->model_name);
-  pts_trace_record(req->trace, PTS_TRACE_GRPC_WAITREAD_START, now);
-  pts_trace_record(req->trace, PTS_TRACE_GRPC_WAITREAD_END, pts_now_ns());
   return req;
 }
 
@@ -602,7 +550,7 @@ static void on_stream_done(struct pts_infer_request *req, struct pts_infer_respo
   struct call *c = ctx;
   struct pts_error err;
   struct pts_grpc_reply reply = {0, NULL, 0};
-  encode_done(req, resp, ierr, true, &reply, &err);
+  pts_grpc_encode_done(req, resp, ierr, true, &reply, &err);
   pthread_mutex_lock(&c->mu);
   c->in_flight--;
   if (err.code == PTS_OK)
@@ -618,19 +566,12 @@ static void on_stream_done(struct pts_infer_request *req, struct pts_infer_respo
 }
 
 /* The request id, for an in-band error about a message that could not be
- * fully decoded: protobuf-c on the whole message, best effort. */
+ * admitted. */
 static char *request_id(grpc_byte_buffer *bb) {
   struct pts_buf *msg = NULL;
   struct pts_error err;
   if (message_buf(bb, &msg, &err) != PTS_OK) return NULL;
-  struct pts_infer_request *req = pts_infer_request_new();
-  char *id = NULL;
-  if (req) {
-    pts_grpc_decode_infer(msg, req, NULL, &err);
-    id = req->id;
-    req->id = NULL;
-  }
-  pts_infer_request_free(req);
+  char *id = pts_grpc_request_id(msg);
   pts_buf_release(msg);
   return id;
 }
@@ -890,6 +831,7 @@ static void destroy_queues(struct pts_grpc *g) {
 
 static void grpc_free(struct pts_grpc *g) {
   if (g->quota) grpc_resource_quota_unref(g->quota);
+  if (g->creds) grpc_server_credentials_release(g->creds);
   pts_restrictions_clear(&g->restrictions);
   pts_free(g->queues);
   pthread_cond_destroy(&g->changed);
@@ -921,6 +863,51 @@ static size_t grpc_quota_size(size_t budget) {
   return budget < floor ? floor : budget;
 }
 
+/* The listener's loop: a new connection for gRPC core. */
+static void take_fd(void *ctx, int fd) {
+  struct pts_grpc *g = ctx;
+  grpc_server_add_channel_from_fd(g->gs, fd, g->creds); /* gRPC owns fd now */
+}
+
+static void take_fd_h2(void *ctx, int fd) { pts_grpc_h2_accept(ctx, fd); }
+
+static void free_h2_frontend(struct pts_grpc *g) {
+  pts_grpc_listen_stop(g->listen);
+  pts_restrictions_clear(&g->restrictions);
+  pts_free(g->queues);
+  pts_free(g);
+}
+
+/* --grpc-transport nghttp2: the connections are served on the listener's
+ * loop (h2.h); gRPC core is not started. */
+static enum pts_status start_h2(struct pts_grpc *g, const struct pts_server_options *o,
+                                struct pts_grpc **out, struct pts_error *err) {
+  enum pts_status st = pts_grpc_h2_new(g->server, o, &g->restrictions,
+                                       pts_grpc_listen_base(g->listen), &g->h2, err);
+  if (st == PTS_OK) st = pts_grpc_listen_run(g->listen, take_fd_h2, g->h2, err);
+  if (st != PTS_OK) {
+    pts_grpc_listen_halt(g->listen);
+    pts_grpc_h2_free(g->h2);
+    free_h2_frontend(g);
+    return st;
+  }
+  PTS_LOG_INFO("gRPC: serving on nghttp2 (--grpc-transport nghttp2)");
+  *out = g;
+  return PTS_OK;
+}
+
+/* Shutdown of the nghttp2 transport: GOAWAY, the grace for running calls,
+ * then the loop stops and what is left is closed. */
+static void stop_h2(struct pts_grpc *g) {
+  pts_grpc_h2_drain(g->h2);
+  struct timespec step = {0, 10 * 1000 * 1000};
+  for (int i = 0; i < STOP_GRACE_S * 100 && pts_grpc_h2_live(g->h2) > 0; i++)
+    nanosleep(&step, NULL);
+  pts_grpc_listen_halt(g->listen);
+  if (!pts_grpc_h2_free(g->h2)) return; /* left behind, with a warning */
+  free_h2_frontend(g);
+}
+
 enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_options *o,
                                struct pts_grpc **out, struct pts_error *err) {
   gpr_set_log_function(on_grpc_log);
@@ -941,11 +928,12 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
     pts_free(g);
     return rst;
   }
+  g->server = s;
+  g->compression_level = o->grpc_compression_level;
+  if (o->grpc_nghttp2) return start_h2(g, o, out, err);
   pts_absl_detector_off();
   grpc_init();
-  g->server = s;
   g->n_queues = nq;
-  g->compression_level = o->grpc_compression_level;
   g->shutdown_tag.kind = TAG_SHUTDOWN;
   pthread_mutex_init(&g->mu, NULL);
   pthread_cond_init(&g->changed, NULL);
@@ -974,7 +962,9 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
     else
       PTS_LOG_ERROR("gRPC: failed to start completion-queue thread %zu", i);
   }
-  enum pts_status st = pts_grpc_listen_run(g->listen, g->gs, err);
+  g->creds = grpc_insecure_server_credentials_create();
+  enum pts_status st = g->creds ? pts_grpc_listen_run(g->listen, take_fd, g, err)
+                                : pts_error_set(err, PTS_NOMEM, "out of memory starting gRPC");
   if (st != PTS_OK) {
     pts_grpc_stop(g);
     return st;
@@ -991,6 +981,10 @@ int pts_grpc_port(const struct pts_grpc *g) { return g ? g->port : 0; }
 
 void pts_grpc_stop(struct pts_grpc *g) {
   if (!g) return;
+  if (g->h2) {
+    stop_h2(g);
+    return;
+  }
   atomic_store(&g->stopping, true);
   pts_grpc_listen_stop(g->listen); /* no new connections */
   g->listen = NULL;

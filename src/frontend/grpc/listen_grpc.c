@@ -4,8 +4,6 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/listener.h>
-#include <grpc/grpc_posix.h>
-#include <grpc/grpc_security.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -27,7 +25,7 @@
 /* At most one log line about refused connections per this many seconds. */
 #define REFUSE_LOG_INTERVAL_S 10
 
-/* A socket handed to gRPC: the same descriptor with another inode is a
+/* A socket handed to the transport: the same descriptor with another inode is a
  * new socket, so this one was closed. */
 struct handed {
   int fd;
@@ -36,8 +34,8 @@ struct handed {
 };
 
 struct pts_grpc_listen {
-  grpc_server *gs;
-  grpc_server_credentials *creds;
+  pts_grpc_take_fn take;
+  void *take_ctx;
   int fd; /* listening socket until the listener owns it */
   struct event_base *base;
   struct evconnlistener *lev;
@@ -51,7 +49,7 @@ struct pts_grpc_listen {
   struct pts_log_limit refuse_log;
 };
 
-/* Drops the sockets gRPC has closed; updates the gauge. */
+/* Drops the sockets the transport has closed; updates the gauge. */
 static void sweep(struct pts_grpc_listen *l) {
   size_t before = l->n_open;
   for (size_t i = 0; i < l->n_open;) {
@@ -100,7 +98,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
   int one = 1;
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   remember(l, fd);
-  grpc_server_add_channel_from_fd(l->gs, fd, l->creds); /* gRPC owns fd now */
+  l->take(l->take_ctx, fd); /* the transport's now */
 }
 
 static void on_sweep(evutil_socket_t fd, short what, void *arg) {
@@ -148,16 +146,23 @@ enum pts_status pts_grpc_listen_open(const struct pts_server_options *o,
     pts_free(l);
     return st;
   }
+  /* Lock-aware (pts_libevent_init), so instance threads may wake it. */
+  l->base = pts_libevent_loop_base();
+  if (!l->base) {
+    close(l->fd);
+    pts_free(l);
+    return pts_error_set(err, PTS_NOMEM, "out of memory starting the gRPC listener");
+  }
   *out = l;
   return PTS_OK;
 }
 
-enum pts_status pts_grpc_listen_run(struct pts_grpc_listen *l, grpc_server *gs,
+struct event_base *pts_grpc_listen_base(struct pts_grpc_listen *l) { return l->base; }
+
+enum pts_status pts_grpc_listen_run(struct pts_grpc_listen *l, pts_grpc_take_fn take, void *ctx,
                                     struct pts_error *err) {
-  l->gs = gs;
-  l->creds = grpc_insecure_server_credentials_create();
-  l->base = event_base_new();
-  if (!l->creds || !l->base) goto fail;
+  l->take = take;
+  l->take_ctx = ctx;
   l->stop_ev = event_new(l->base, -1, 0, on_stop, l);
   l->sweep_ev = event_new(l->base, -1, EV_PERSIST, on_sweep, l);
   if (!l->stop_ev || !l->sweep_ev) goto fail;
@@ -185,20 +190,24 @@ unsigned long pts_grpc_listen_max_connections(const struct pts_grpc_listen *l) {
   return l ? l->max : 0;
 }
 
+void pts_grpc_listen_halt(struct pts_grpc_listen *l) {
+  if (!l || !l->thread_started) return;
+  event_active(l->stop_ev, EV_READ, 0);
+  pthread_join(l->thread, NULL);
+  l->thread_started = false;
+}
+
 void pts_grpc_listen_stop(struct pts_grpc_listen *l) {
   if (!l) return;
-  if (l->thread_started) {
-    event_active(l->stop_ev, EV_READ, 0);
-    pthread_join(l->thread, NULL);
-  }
+  pts_grpc_listen_halt(l);
   pts_accept_pause_free(l->pause);
   if (l->lev) evconnlistener_free(l->lev);
   if (l->fd >= 0) close(l->fd);
   if (l->sweep_ev) event_free(l->sweep_ev);
   if (l->stop_ev) event_free(l->stop_ev);
   if (l->base) event_base_free(l->base);
-  if (l->creds) grpc_server_credentials_release(l->creds);
-  /* Connections still open stay gRPC's; they leave the gauge with us. */
+  /* Connections still open stay the transport's; they leave the gauge
+   * with us. */
   pts_overload_count(PTS_OVERLOAD_GRPC_CONNECTIONS, -(int64_t)l->n_open);
   pts_free(l->open);
   pts_free(l);

@@ -639,12 +639,8 @@ static void handle_infer(struct loop *lp, struct conn *cn, struct pts_http_route
     return;
   }
   /* Admitted: decoded tensors are charged whether or not they fit. */
-  size_t hold = pts_infer_request_held_bytes(ireq);
-  if (hold > ireq->budget_bytes)
-    pts_overload_charge(hold - ireq->budget_bytes);
-  else
-    pts_overload_release(ireq->budget_bytes - hold);
-  ireq->budget_bytes = hold;
+  ireq->budget_bytes =
+      pts_overload_recharge(ireq->budget_bytes, pts_infer_request_held_bytes(ireq));
   c->loop = lp;
   c->cn = cn;
   c->accept = pts_http_accept_encoding(hd.accept);

@@ -1,0 +1,1268 @@
+/* frontend/grpc/h2.c — see h2.h. */
+#include "frontend/grpc/h2.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <nghttp2/nghttp2.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "core/alloc.h"
+#include "core/log.h"
+#include "core/overload.h"
+#include "frontend/grpc/admit.h"
+#include "frontend/grpc/restrict_grpc.h"
+#include "frontend/grpc/rpc.h"
+#include "trace/trace.h"
+
+/* Bytes read from a socket per recv(). */
+#define READ_CHUNK 16384
+/* HTTP/2 settings: streams a client may open at once on a connection, and
+ * the flow-control windows (a stream's, the connection's). gRPC core's
+ * defaults move a 1 MiB request without waiting on WINDOW_UPDATEs; so do
+ * these. */
+#define MAX_STREAMS 1024
+#define H2_STREAM_WINDOW (1 << 20)
+#define H2_CONN_WINDOW (16 << 20)
+/* The gRPC message prefix: a compressed flag and a 32-bit length. */
+#define PREFIX 5
+/* gRPC's message limit, as gRPC core's with Triton's settings. */
+#define MAX_MESSAGE 0x7fffffffu
+/* A ModelStreamInfer stream stops taking requests (its HTTP/2 window is
+ * not given back) while this many are in the core or waiting to be sent,
+ * and takes them again below half of it, as grpc.c's STREAM_WINDOW. */
+#define STREAM_PENDING_MAX 128
+
+struct conn;
+
+/* How inference responses are compressed (--grpc-infer-response-compression-level
+ * and what the client accepts). */
+enum resp_enc { ENC_NONE, ENC_GZIP, ENC_DEFLATE };
+
+/* One message to send: the 5-byte prefix, then the reply's pieces. An
+ * error (code != OK) is a status to end the call with instead. */
+struct out_msg {
+  struct out_msg *next;
+  struct pts_grpc_reply reply;
+  uint8_t prefix[PREFIX];
+  size_t at;           /* bytes of prefix + reply handed to nghttp2 */
+  bool compressed;     /* the reply is compressed (the prefix's flag) */
+  enum pts_status code;
+  char *message;       /* owned; the error's */
+};
+
+/* One gRPC call: an HTTP/2 stream from its HEADERS to its close. Lives on
+ * the loop thread. Completions (instance and server threads) only append
+ * to `done` under h->mu and wake the loop; `conn` goes NULL when the
+ * stream or its connection ends first (an orphan, freed once nothing of it
+ * is left in the core). */
+struct call {
+  struct pts_grpc_h2 *h;
+  struct conn *conn;         /* NULL: orphaned */
+  struct call *prev, *next;  /* conn->calls */
+  int32_t id;
+  const struct pts_grpc_rpc *rpc;   /* NULL: unknown method */
+  const struct pts_restriction *rs; /* the restriction on rpc's group, if any */
+  char path[128];                   /* the :path, for messages (truncated) */
+  bool post, grpc_type, rs_ok, encoding_ok;
+  bool status_errors; /* stream: triton_grpc_error: true */
+  bool stream;        /* ModelStreamInfer */
+  int64_t timeout_us;        /* grpc-timeout; -1: none */
+  struct event *deadline_ev; /* owned; armed when timeout_us >= 0 */
+  bool accept_gzip, accept_deflate; /* grpc-accept-encoding */
+  enum resp_enc resp_enc;    /* inference responses' compression, fixed at the headers */
+  /* the request messages as they arrive */
+  uint8_t prefix[PREFIX];
+  size_t prefix_len;
+  struct pts_buf *msg; /* owned; msg->size = bytes so far */
+  size_t msg_len;      /* the prefix's length */
+  size_t charged;      /* budget held for msg */
+  bool msg_compressed;
+  struct pts_buf *unary_msg; /* a unary call's whole message, until END_STREAM */
+  size_t n_core;       /* requests in the core, completions not yet taken */
+  bool half_closed;    /* the client sent END_STREAM */
+  bool closing;        /* no more sending: the status comes once n_core is 0 */
+  enum pts_status close_code;
+  char *close_msg;     /* owned */
+  bool paused;         /* stream: its window is held (STREAM_PENDING_MAX) */
+  size_t unconsumed;   /* stream: bytes received while paused */
+  /* the answer */
+  struct out_msg *out_head, *out_tail; /* to send, in order */
+  size_t n_out;
+  bool started;  /* response HEADERS submitted */
+  bool deferred; /* the data source said "nothing yet": resume on the next message */
+  bool finished; /* END_STREAM (trailers or trailers-only) submitted */
+  /* guarded by h->mu */
+  struct out_msg *done_head, *done_tail;
+  size_t n_lost; /* completions whose message could not be allocated */
+  bool in_ready;
+  struct call *ready_next;
+};
+
+struct conn {
+  struct pts_grpc_h2 *h;
+  int fd;
+  nghttp2_session *s;
+  struct event *rd, *wr;
+  struct evbuffer *out;     /* serialized frames the socket has not taken */
+  struct conn *prev, *next; /* h->conns */
+  struct conn *dirty_next;  /* h->dirty */
+  bool dirty, dead;
+  bool close_after_send;    /* GOAWAY for an offence: close once it is written */
+  struct call *calls;       /* streams with a call */
+  /* --grpc-keepalive-*: the server's pings, and the client's policed */
+  struct event *ka_ev;      /* owned: the next ping, or the wait for its ACK */
+  bool ka_waiting;          /* a ping is out, its ACK not back */
+  int pings_without_data;   /* ours since the client last sent a frame of a call */
+  int strikes;              /* the client's pings too close together */
+  uint64_t last_ping_ns;    /* the client's last ping */
+  /* --grpc-max-connection-age(-grace) */
+  struct event *age_ev;     /* owned: GOAWAY at the age, then the close after the grace */
+  bool aged;                /* GOAWAY sent for age; the grace runs */
+};
+
+struct pts_grpc_h2 {
+  struct pts_server *server;
+  const struct pts_restrictions *restrictions;
+  int compression_level; /* --grpc-infer-response-compression-level, 0-3 */
+  /* the keepalive and connection-age flags (server.h), in ms */
+  int ka_time_ms, ka_timeout_ms, max_pings_without_data, min_ping_interval_ms, max_strikes;
+  bool ka_without_calls;
+  int age_ms, age_grace_ms; /* -1: unset */
+  struct event_base *base;
+  nghttp2_session_callbacks *cbs;
+  nghttp2_option *opt;
+  struct event *wake_ev, *drain_ev;
+  struct conn *conns;  /* loop thread */
+  struct conn *dirty;  /* loop thread: to flush at the end of this callback */
+  bool draining;       /* loop thread */
+  atomic_size_t live;  /* conns + calls */
+  pthread_mutex_t mu;
+  struct call *ready;  /* guarded by mu: calls with completions to take */
+  bool wake_pending;   /* guarded by mu */
+};
+
+/* ------------------------------------------------------------------ */
+/* calls                                                               */
+
+static void out_free(struct out_msg *m) {
+  pts_grpc_reply_clear(&m->reply);
+  pts_free(m->message);
+  pts_free(m);
+}
+
+static void out_free_list(struct out_msg *m) {
+  while (m) {
+    struct out_msg *next = m->next;
+    out_free(m);
+    m = next;
+  }
+}
+
+static struct call *call_new(struct conn *cn, int32_t id) {
+  struct call *c = pts_calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->h = cn->h;
+  c->conn = cn;
+  c->id = id;
+  c->encoding_ok = true;
+  c->timeout_us = -1;
+  c->next = cn->calls;
+  if (cn->calls) cn->calls->prev = c;
+  cn->calls = c;
+  atomic_fetch_add(&cn->h->live, 1);
+  return c;
+}
+
+/* Off its connection's list: it is an orphan from now on. */
+static void call_detach(struct call *c) {
+  struct conn *cn = c->conn;
+  if (!cn) return;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    cn->calls = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->prev = c->next = NULL;
+  c->conn = NULL;
+}
+
+static void call_drop_input(struct call *c) {
+  pts_buf_release(c->msg);
+  c->msg = NULL;
+  pts_buf_release(c->unary_msg);
+  c->unary_msg = NULL;
+  pts_overload_release(c->charged);
+  c->charged = 0;
+}
+
+static void call_free(struct call *c) {
+  call_detach(c);
+  call_drop_input(c);
+  out_free_list(c->out_head);
+  out_free_list(c->done_head); /* none: nothing is in the core */
+  pts_free(c->close_msg);
+  if (c->deadline_ev) event_free(c->deadline_ev);
+  atomic_fetch_sub(&c->h->live, 1);
+  pts_free(c);
+}
+
+/* The call's stream or connection is gone: free it, or leave it to the
+ * last completion. */
+static void call_orphan(struct call *c) {
+  if (c->n_core)
+    call_detach(c);
+  else
+    call_free(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* answers                                                             */
+
+static void mark_dirty(struct conn *cn) {
+  if (cn->dirty) return;
+  cn->dirty = true;
+  cn->dirty_next = cn->h->dirty;
+  cn->h->dirty = cn;
+}
+
+/* grpc-message is percent-encoded: bytes outside printable ASCII and '%'
+ * (the gRPC HTTP/2 spec). `out` holds 3 * strlen(in) + 1. */
+static size_t percent_encode(const char *in, char *out) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+    if (*p >= 0x20 && *p <= 0x7e && *p != '%') {
+      out[n++] = (char)*p;
+    } else {
+      out[n++] = '%';
+      out[n++] = hex[*p >> 4];
+      out[n++] = hex[*p & 15];
+    }
+  }
+  out[n] = '\0';
+  return n;
+}
+
+#define NV(name, value, vlen) \
+  {(uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, (vlen), NGHTTP2_NV_FLAG_NONE}
+
+/* Ends the call with its status: trailers after the messages, or the whole
+ * response as trailers when nothing was sent (trailers-only). */
+static int submit_status(struct call *c, bool trailers_only) {
+  enum pts_status code = c->closing ? c->close_code : PTS_OK;
+  char status[12];
+  int slen = snprintf(status, sizeof status, "%d", pts_status_grpc(code));
+  const char *msg = code == PTS_OK ? "" : c->close_msg ? c->close_msg : pts_status_name(code);
+  char *enc = pts_malloc(3 * strlen(msg) + 1);
+  size_t elen = enc ? percent_encode(msg, enc) : 0;
+  const nghttp2_nv nv[] = {NV(":status", "200", 3), NV("content-type", "application/grpc", 16),
+                           NV("grpc-status", status, (size_t)slen),
+                           NV("grpc-message", enc ? enc : "", elen)};
+  size_t n = elen ? 4 : 3;
+  c->finished = true;
+  int rv = trailers_only ? nghttp2_submit_response(c->conn->s, c->id, nv, n, NULL)
+                         : nghttp2_submit_trailer(c->conn->s, c->id, nv + 2, n - 2);
+  pts_free(enc);
+  return rv;
+}
+
+/* A paused stream gets its window back once below half of
+ * STREAM_PENDING_MAX: the client may send again (a WINDOW_UPDATE, queued
+ * even from inside nghttp2's send). */
+static void maybe_unpause(struct call *c) {
+  if (c->paused && c->n_core + c->n_out < STREAM_PENDING_MAX / 2) {
+    c->paused = false;
+    nghttp2_session_consume_stream(c->conn->s, c->id, c->unconsumed);
+    c->unconsumed = 0;
+  }
+}
+
+/* Whether everything is said: nothing in the core, nothing more to read
+ * (or closing), nothing left to send. */
+static bool call_done(const struct call *c) {
+  return c->n_core == 0 && (c->half_closed || c->closing) && (!c->out_head || c->closing);
+}
+
+/* The messages' bytes (prefix, then the reply's pieces) into nghttp2's
+ * frame buffer; the status trailer after the last. */
+static ssize_t reply_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
+                          uint32_t *flags, nghttp2_data_source *src, void *u) {
+  (void)s;
+  (void)id;
+  (void)u;
+  struct call *c = src->ptr;
+  if (c->closing) { /* a status error or a dead stream: what is queued is dropped */
+    out_free_list(c->out_head);
+    c->out_head = c->out_tail = NULL;
+    c->n_out = 0;
+  }
+  size_t n = 0;
+  while (n < length && c->out_head) {
+    struct out_msg *m = c->out_head;
+    size_t total = PREFIX + m->reply.size, at = m->at, take;
+    if (at < PREFIX) {
+      take = PREFIX - at < length - n ? PREFIX - at : length - n;
+      memcpy(buf + n, m->prefix + at, take);
+    } else {
+      /* The piece holding byte `at`: replies have a handful of pieces. */
+      size_t off = at - PREFIX, i = 0;
+      while (off >= m->reply.pieces[i].size) off -= m->reply.pieces[i++].size;
+      const struct pts_grpc_piece *p = &m->reply.pieces[i];
+      take = p->size - off < length - n ? p->size - off : length - n;
+      memcpy(buf + n, (const uint8_t *)p->data + off, take);
+    }
+    n += take;
+    m->at += take;
+    if (m->at == total) {
+      c->out_head = m->next;
+      if (!c->out_head) c->out_tail = NULL;
+      c->n_out--;
+      out_free(m);
+      maybe_unpause(c);
+    }
+  }
+  if (!c->out_head && call_done(c)) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    if (submit_status(c, false) != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+  } else if (n == 0) {
+    c->deferred = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  return (ssize_t)n;
+}
+
+/* Moves the call along after anything changed: gives a paused stream its
+ * window back, starts the response or resumes its data, ends the call. */
+static void progress(struct call *c) {
+  struct conn *cn = c->conn;
+  if (!cn || c->finished) return;
+  mark_dirty(cn);
+  maybe_unpause(c);
+  if (!c->started) {
+    if (call_done(c)) {
+      if (submit_status(c, true) != 0)
+        nghttp2_submit_rst_stream(cn->s, NGHTTP2_FLAG_NONE, c->id, NGHTTP2_INTERNAL_ERROR);
+      return;
+    }
+    if (!c->out_head || c->closing) return;
+    const nghttp2_nv head[] = {
+        NV(":status", "200", 3), NV("content-type", "application/grpc", 16),
+        NV("grpc-encoding", c->resp_enc == ENC_GZIP ? "gzip" : "deflate",
+           c->resp_enc == ENC_GZIP ? 4 : 7)};
+    nghttp2_data_provider dp = {.source.ptr = c, .read_callback = reply_read};
+    c->started = true;
+    if (nghttp2_submit_response(cn->s, c->id, head, c->resp_enc == ENC_NONE ? 2 : 3, &dp) != 0)
+      nghttp2_submit_rst_stream(cn->s, NGHTTP2_FLAG_NONE, c->id, NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  if (c->deferred && (c->out_head || call_done(c))) {
+    c->deferred = false;
+    nghttp2_session_resume_data(cn->s, c->id);
+  }
+}
+
+/* Ends the call with `code` once what is in the core is back (a unary
+ * call's error; a stream's with triton_grpc_error). The first one counts. */
+static void call_close(struct call *c, enum pts_status code, const char *msg) {
+  if (!c->closing) {
+    c->closing = true;
+    c->close_code = code;
+    c->close_msg = pts_strdup(msg);
+  }
+  call_drop_input(c);
+  progress(c);
+}
+
+static void call_fail(struct call *c, enum pts_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void call_fail(struct call *c, enum pts_status code, const char *fmt, ...) {
+  struct pts_error err;
+  va_list ap;
+  va_start(ap, fmt);
+  pts_error_setv(&err, code, fmt, ap);
+  va_end(ap);
+  call_close(c, err.code, err.msg);
+}
+
+/* Queues one encoded message; takes `reply`. */
+static void call_send(struct call *c, struct out_msg *m) {
+  uint32_t len = (uint32_t)m->reply.size;
+  m->prefix[0] = m->compressed ? 1 : 0;
+  m->prefix[1] = (uint8_t)(len >> 24);
+  m->prefix[2] = (uint8_t)(len >> 16);
+  m->prefix[3] = (uint8_t)(len >> 8);
+  m->prefix[4] = (uint8_t)len;
+  m->next = NULL;
+  if (c->out_tail)
+    c->out_tail->next = m;
+  else
+    c->out_head = m;
+  c->out_tail = m;
+  c->n_out++;
+}
+
+/* Any thread: one completion of the call, `m` (taken; NULL when it could
+ * not be allocated), for the loop. */
+static void hand_back(struct call *c, struct out_msg *m) {
+  struct pts_grpc_h2 *h = c->h;
+  pthread_mutex_lock(&h->mu);
+  if (!m)
+    c->n_lost++;
+  else if (c->done_tail)
+    c->done_tail->next = m;
+  else
+    c->done_head = m;
+  if (m) c->done_tail = m;
+  bool wake = false;
+  if (!c->in_ready) {
+    c->in_ready = true;
+    c->ready_next = h->ready;
+    h->ready = c;
+    wake = !h->wake_pending;
+    h->wake_pending = true;
+  }
+  pthread_mutex_unlock(&h->mu);
+  /* On the loop's own thread (run to completion inside
+   * pts_server_infer_async) the read callback takes it when mem_recv
+   * returns; libevent does not signal a loop from its own thread. */
+  if (wake) event_active(h->wake_ev, EV_READ, 0);
+}
+
+/* A completion as a message: the reply (taken), or the error. NULL when
+ * out of memory (the reply is released). */
+static struct out_msg *out_new(struct pts_grpc_reply *reply, const struct pts_error *err) {
+  struct out_msg *m = pts_calloc(1, sizeof *m);
+  if (!m) {
+    pts_grpc_reply_clear(reply);
+    return NULL;
+  }
+  if (err && err->code != PTS_OK) {
+    m->code = err->code;
+    m->message = pts_strdup(err->msg);
+    pts_grpc_reply_clear(reply);
+  } else if (reply) {
+    m->reply = *reply;
+    *reply = (struct pts_grpc_reply){0, NULL, 0};
+  }
+  return m;
+}
+
+static void hand_back_answer(struct call *c, struct pts_grpc_reply *reply,
+                             const struct pts_error *err) {
+  hand_back(c, out_new(reply, err));
+}
+
+/* The reply's pieces compressed into one (gzip or zlib's deflate, at
+ * zlib level 1, 6 or 9 for low, medium, high). On failure the reply is
+ * cleared and err set. */
+static void compress_reply(enum resp_enc enc, int level, struct pts_grpc_reply *reply,
+                           struct pts_error *err) {
+  static const int zlevel[] = {0, 1, 6, 9};
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  struct pts_buf *out = NULL;
+  struct pts_grpc_piece *piece = pts_calloc(1, sizeof *piece);
+  bool ok = piece && deflateInit2(&z, zlevel[level & 3], Z_DEFLATED,
+                                  enc == ENC_GZIP ? 15 + 16 : 15, 8, Z_DEFAULT_STRATEGY) == Z_OK;
+  if (ok) {
+    size_t cap = deflateBound(&z, (uLong)reply->size) + 32;
+    out = pts_buf_new(cap);
+    ok = out != NULL;
+    z.next_out = out ? out->data : NULL;
+    z.avail_out = (uInt)cap;
+    for (size_t i = 0; ok && i < reply->n_pieces; i++) {
+      z.next_in = (Bytef *)reply->pieces[i].data;
+      z.avail_in = (uInt)reply->pieces[i].size;
+      ok = deflate(&z, Z_NO_FLUSH) == Z_OK && z.avail_in == 0;
+    }
+    ok = ok && deflate(&z, Z_FINISH) == Z_STREAM_END;
+    if (ok) out->size = cap - z.avail_out;
+    deflateEnd(&z);
+  }
+  pts_grpc_reply_clear(reply);
+  if (!ok) {
+    pts_buf_release(out);
+    pts_free(piece);
+    pts_error_set(err, PTS_NOMEM, "out of memory compressing a response");
+    return;
+  }
+  *piece = (struct pts_grpc_piece){out->data, out->size, out};
+  *reply = (struct pts_grpc_reply){1, piece, out->size};
+}
+
+/* Instance thread, or the loop's own inside pts_server_infer_async. */
+static void on_infer_done(struct pts_infer_request *req, struct pts_infer_response *resp,
+                          const struct pts_error *ierr, void *ctx) {
+  struct call *c = ctx;
+  struct pts_error err;
+  struct pts_grpc_reply reply = {0, NULL, 0};
+  pts_grpc_encode_done(req, resp, ierr, c->stream, &reply, &err);
+  pts_infer_response_free(resp);
+  if (err.code != PTS_OK && c->stream && !c->status_errors) {
+    /* in band: a ModelStreamInferResponse naming the failed request */
+    struct pts_error e2;
+    if (pts_grpc_encode_stream_error(req->id, err.msg, &reply, &e2) == PTS_OK)
+      pts_error_clear(&err);
+  }
+  if (err.code == PTS_OK && c->resp_enc != ENC_NONE)
+    compress_reply(c->resp_enc, c->h->compression_level, &reply, &err);
+  pts_trace_record(req->trace, PTS_TRACE_GRPC_SEND_END, pts_now_ns());
+  pts_infer_request_free(req); /* ends its trace */
+  struct out_msg *m = out_new(&reply, &err);
+  if (m) m->compressed = c->resp_enc != ENC_NONE && m->code == PTS_OK;
+  hand_back(c, m);
+}
+
+/* Server thread: a repository rpc's answer. */
+static void on_async_done(struct pts_grpc_reply *reply, const struct pts_error *err, void *arg) {
+  hand_back_answer(arg, reply, err);
+}
+
+/* One completion on the loop: a message to send, or an error that ends
+ * the call. */
+static void take_one(struct call *c, struct out_msg *m) {
+  c->n_core--;
+  if (!c->conn || c->closing) {
+    out_free(m);
+  } else if (m->code != PTS_OK) {
+    call_close(c, m->code, m->message);
+    out_free(m);
+  } else {
+    call_send(c, m);
+  }
+}
+
+/* The completions that came back since the last look. */
+static void take_ready(struct pts_grpc_h2 *h) {
+  pthread_mutex_lock(&h->mu);
+  struct call *c = h->ready;
+  h->ready = NULL;
+  h->wake_pending = false;
+  for (struct call *k = c; k; k = k->ready_next) k->in_ready = false;
+  pthread_mutex_unlock(&h->mu);
+  while (c) {
+    pthread_mutex_lock(&h->mu);
+    struct call *next = c->ready_next;
+    struct out_msg *m = c->done_head;
+    size_t lost = c->n_lost;
+    c->done_head = c->done_tail = NULL;
+    c->n_lost = 0;
+    pthread_mutex_unlock(&h->mu);
+    while (m) {
+      struct out_msg *after = m->next;
+      take_one(c, m);
+      m = after;
+    }
+    c->n_core -= lost;
+    if (lost && c->conn) call_close(c, PTS_NOMEM, "out of memory sending a response");
+    if (!c->conn && c->n_core == 0)
+      call_free(c);
+    else
+      progress(c);
+    c = next;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* requests                                                            */
+
+/* The decompressed message of a call that sent grpc-encoding gzip or
+ * deflate (zlib tells which from the stream's header). */
+static struct pts_buf *inflate_msg(const struct pts_buf *in, struct pts_error *err) {
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  if (inflateInit2(&z, 15 + 32) != Z_OK) {
+    pts_error_set(err, PTS_NOMEM, "out of memory decompressing a request message");
+    return NULL;
+  }
+  z.next_in = in->data;
+  z.avail_in = (uInt)in->size;
+  size_t cap = in->size * 4 + 64, used = 0;
+  struct pts_buf *out = pts_buf_new(cap);
+  int rc = out ? Z_OK : Z_MEM_ERROR;
+  /* What inflating may hold: the request memory budget's room, so that a
+   * small message that inflates to gigabytes is refused before it is. */
+  size_t held = pts_overload_held(), budget = pts_overload_budget();
+  size_t room = budget > held ? budget - held : 0;
+  bool too_big = false;
+  while (rc == Z_OK) {
+    if (used == cap) { /* grow: a new buffer, the bytes so far copied */
+      size_t ncap = cap * 2 > MAX_MESSAGE ? MAX_MESSAGE : cap * 2;
+      if (ncap > room) {
+        too_big = true;
+        break;
+      }
+      struct pts_buf *grown = ncap > cap ? pts_buf_new(ncap) : NULL;
+      if (!grown) break;
+      memcpy(grown->data, out->data, used);
+      pts_buf_release(out);
+      out = grown;
+      cap = ncap;
+    }
+    z.next_out = (uint8_t *)out->data + used;
+    z.avail_out = (uInt)(cap - used);
+    rc = inflate(&z, Z_NO_FLUSH);
+    used = cap - z.avail_out;
+  }
+  inflateEnd(&z);
+  if (too_big) {
+    pts_buf_release(out);
+    pts_error_set(err, PTS_EXHAUSTED,
+                  "request message refused: decompressed, it would exceed the request memory "
+                  "budget (%zu of %zu bytes held; --request-memory-budget)",
+                  held, budget);
+    return NULL;
+  }
+  if (rc != Z_STREAM_END || z.avail_in != 0) {
+    pts_buf_release(out);
+    pts_error_set(err, PTS_INVALID_ARG,
+                  "failed to read the request message (it could not be decompressed)");
+    return NULL;
+  }
+  out->size = used;
+  return out;
+}
+
+/* A stream request that never reached the core: an in-band error naming
+ * it (`id` may be NULL; taken), or with triton_grpc_error the stream's
+ * status. */
+static void stream_reject(struct call *c, char *id, const struct pts_error *err) {
+  if (c->status_errors) {
+    pts_free(id);
+    call_close(c, err->code, err->msg);
+    return;
+  }
+  struct pts_grpc_reply reply = {0, NULL, 0};
+  struct pts_error e2;
+  struct out_msg *m = NULL;
+  if (pts_grpc_encode_stream_error(id, err->msg, &reply, &e2) == PTS_OK)
+    m = out_new(&reply, NULL);
+  pts_free(id);
+  if (m)
+    call_send(c, m);
+  else
+    call_close(c, PTS_NOMEM, "out of memory sending a stream response");
+}
+
+/* A whole request message (`msg` taken, the budget's charge ended). */
+static void dispatch(struct call *c, struct pts_buf *msg, bool compressed) {
+  struct pts_error err;
+  pts_error_clear(&err);
+  if (compressed) {
+    struct pts_buf *plain = inflate_msg(msg, &err);
+    pts_buf_release(msg);
+    msg = plain;
+  }
+  struct pts_grpc_h2 *h = c->h;
+  if (!msg) {
+    if (c->stream)
+      stream_reject(c, NULL, &err);
+    else
+      call_close(c, err.code, err.msg);
+    return;
+  }
+  if (c->rpc->kind == PTS_GRPC_INFER || c->rpc->kind == PTS_GRPC_STREAM) {
+    struct pts_infer_request *req = pts_grpc_admit(msg, on_infer_done, c, &err);
+    if (req) {
+      c->n_core++;
+      if (pts_server_infer_async(h->server, req, &err) == PTS_OK) {
+        pts_buf_release(msg);
+        if (c->stream && c->n_core + c->n_out >= STREAM_PENDING_MAX && !c->paused) {
+          PTS_LOG_VERBOSE(1, "gRPC: stream window full (%zu requests pending); pausing reads",
+                          c->n_core + c->n_out);
+          c->paused = true;
+        }
+        return;
+      }
+      c->n_core--;
+    }
+    if (c->stream)
+      stream_reject(c, !req ? pts_grpc_request_id(msg) : req->id ? pts_strdup(req->id) : NULL,
+                    &err);
+    else
+      call_close(c, err.code, err.msg);
+    pts_infer_request_free(req);
+    pts_buf_release(msg);
+  } else if (c->rpc->kind == PTS_GRPC_ASYNC) {
+    c->n_core++;
+    if (c->rpc->start(h->server, msg, on_async_done, c, &err) != PTS_OK) {
+      c->n_core--;
+      call_close(c, err.code, err.msg);
+    }
+    pts_buf_release(msg);
+  } else {
+    struct pts_grpc_reply reply = {0, NULL, 0};
+    struct out_msg *m = NULL;
+    if (c->rpc->fn(h->server, msg, &reply, &err) == PTS_OK) m = out_new(&reply, NULL);
+    pts_buf_release(msg);
+    if (m)
+      call_send(c, m);
+    else if (err.code != PTS_OK)
+      call_close(c, err.code, err.msg);
+    else
+      call_close(c, PTS_NOMEM, "out of memory sending a response");
+  }
+}
+
+static void flush_dirty(struct pts_grpc_h2 *h);
+
+/* The call's grpc-timeout has passed: it ends with DEADLINE_EXCEEDED
+ * (what is queued is dropped; requests already in the core finish first,
+ * their answers dropped). */
+static void on_deadline(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  struct call *c = arg;
+  struct pts_grpc_h2 *h = c->h;
+  if (c->conn && !c->finished) call_close(c, PTS_DEADLINE, "Deadline Exceeded");
+  flush_dirty(h);
+}
+
+/* The request's headers are all in: refuse what can not be served. */
+static bool headers_ok(struct call *c) {
+  if (!c->post || !c->grpc_type) {
+    /* Not a gRPC request at all: HTTP's answer (gRPC's spec: 415 for a
+     * content-type it does not know). */
+    static const nghttp2_nv head[] = {NV(":status", "415", 3)};
+    c->finished = c->closing = true;
+    nghttp2_submit_response(c->conn->s, c->id, head, 1, NULL);
+    mark_dirty(c->conn);
+    return false;
+  }
+  if (!c->rpc) {
+    call_fail(c, PTS_UNSUPPORTED,
+              "unknown method %s: ptserve serves GRPCInferenceService and "
+              "grpc.health.v1.Health/Check",
+              c->path);
+    return false;
+  }
+  if (c->rs && !c->rs_ok) {
+    call_fail(c, PTS_UNAVAILABLE, "This protocol is restricted, expecting header '%s'",
+              c->rs->header);
+    return false;
+  }
+  if (!c->encoding_ok) {
+    call_fail(c, PTS_UNSUPPORTED,
+              "grpc-encoding of %s is not supported: ptserve reads identity, gzip and deflate",
+              c->path);
+    return false;
+  }
+  c->stream = c->rpc->kind == PTS_GRPC_STREAM;
+  if (c->h->compression_level > 0 && (c->stream || c->rpc->kind == PTS_GRPC_INFER))
+    c->resp_enc = c->accept_gzip ? ENC_GZIP : c->accept_deflate ? ENC_DEFLATE : ENC_NONE;
+  if (c->timeout_us >= 0) {
+    c->deadline_ev = evtimer_new(c->h->base, on_deadline, c);
+    struct timeval tv = {(time_t)(c->timeout_us / 1000000), (suseconds_t)(c->timeout_us % 1000000)};
+    if (c->deadline_ev) evtimer_add(c->deadline_ev, &tv);
+  }
+  return true;
+}
+
+/* Message bytes of a DATA frame: the prefix, then into c->msg. The budget
+ * is charged when the prefix gives the length, before anything is kept.
+ * A stream's messages go to the core as each completes; a unary call's
+ * one waits for END_STREAM. */
+static void take_data(struct call *c, const uint8_t *data, size_t len) {
+  while (len && !c->closing) {
+    if (c->prefix_len < PREFIX) {
+      size_t take = PREFIX - c->prefix_len < len ? PREFIX - c->prefix_len : len;
+      memcpy(c->prefix + c->prefix_len, data, take);
+      c->prefix_len += take;
+      data += take;
+      len -= take;
+      if (c->prefix_len < PREFIX) return;
+      const uint8_t *p = c->prefix;
+      size_t n = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
+      c->msg_compressed = p[0] == 1;
+      if (p[0] > 1) {
+        call_fail(c, PTS_INVALID_ARG, "bad message prefix on %s (flag byte not 0 or 1)", c->path);
+        return;
+      }
+      if (c->unary_msg) {
+        call_fail(c, PTS_INVALID_ARG, "%s is unary: the call carried more than one message",
+                  c->path);
+        return;
+      }
+      if (n > MAX_MESSAGE) {
+        call_fail(c, PTS_EXHAUSTED, "a message on %s is larger than 2147483647 bytes", c->path);
+        return;
+      }
+      if (!pts_overload_try_charge(n)) {
+        pts_overload_count(PTS_OVERLOAD_GRPC_MEMORY_REFUSED, 1);
+        call_fail(c, PTS_EXHAUSTED,
+                  "request of %zu bytes refused: the request memory budget is exhausted (%zu of "
+                  "%zu bytes held; --request-memory-budget); retry later",
+                  n, pts_overload_held(), pts_overload_budget());
+        return;
+      }
+      c->charged = n;
+      c->msg_len = n;
+      c->msg = pts_buf_new(n ? n : 1);
+      if (!c->msg) {
+        call_fail(c, PTS_NOMEM, "out of memory reading a message on %s", c->path);
+        return;
+      }
+      c->msg->size = 0;
+    }
+    size_t want = c->msg_len - c->msg->size, take = want < len ? want : len;
+    memcpy((uint8_t *)c->msg->data + c->msg->size, data, take);
+    c->msg->size += take;
+    data += take;
+    len -= take;
+    if (c->msg->size < c->msg_len) continue;
+    /* A whole message: the core charges what it keeps (pts_grpc_admit). */
+    struct pts_buf *msg = c->msg;
+    c->msg = NULL;
+    c->prefix_len = 0;
+    pts_overload_release(c->charged);
+    c->charged = 0;
+    if (c->stream)
+      dispatch(c, msg, c->msg_compressed);
+    else
+      c->unary_msg = msg;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* nghttp2 callbacks                                                   */
+
+static void arm(struct event *ev, int ms);
+static void ping_received(struct conn *cn);
+
+static bool name_is(const uint8_t *name, size_t n, const char *lit, size_t litn) {
+  return n == litn && memcmp(name, lit, n) == 0;
+}
+#define IS(lit) name_is(name, namelen, lit, sizeof(lit) - 1)
+
+/* grpc-timeout: at most 8 digits and a unit (H M S m u n), in µs; -1 when
+ * malformed (then no deadline, as gRPC core ignores a bad one). */
+static int64_t grpc_timeout_us(const uint8_t *v, size_t n) {
+  if (n < 2 || n > 9) return -1;
+  int64_t x = 0;
+  for (size_t i = 0; i + 1 < n; i++) {
+    if (v[i] < '0' || v[i] > '9') return -1;
+    x = x * 10 + (v[i] - '0');
+  }
+  switch (v[n - 1]) {
+    case 'H': return x * 3600 * 1000000;
+    case 'M': return x * 60 * 1000000;
+    case 'S': return x * 1000000;
+    case 'm': return x * 1000;
+    case 'u': return x;
+    case 'n': return (x + 999) / 1000;
+    default: return -1;
+  }
+}
+
+/* Whether a comma-separated header value lists `tok`. */
+static bool list_has(const uint8_t *v, size_t n, const char *tok) {
+  size_t t = strlen(tok);
+  for (size_t i = 0; i < n;) {
+    while (i < n && (v[i] == ' ' || v[i] == ',')) i++;
+    size_t j = i;
+    while (j < n && v[j] != ',' && v[j] != ' ') j++;
+    if (j - i == t && memcmp(v + i, tok, t) == 0) return true;
+    i = j;
+  }
+  return false;
+}
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *u) {
+  struct conn *cn = u;
+  if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  struct call *c = call_new(cn, f->hd.stream_id);
+  if (!c)
+    return nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id,
+                                     NGHTTP2_INTERNAL_ERROR) == 0
+               ? 0
+               : NGHTTP2_ERR_CALLBACK_FAILURE;
+  nghttp2_session_set_stream_user_data(s, f->hd.stream_id, c);
+  return 0;
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *u) {
+  (void)flags;
+  (void)u;
+  if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  struct call *c = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+  if (!c) return 0;
+  if (IS(":path")) {
+    c->rpc = pts_grpc_rpc_find((const char *)value, valuelen);
+    size_t n = valuelen < sizeof c->path - 1 ? valuelen : sizeof c->path - 1;
+    memcpy(c->path, value, n);
+    c->path[n] = '\0';
+    c->rs = pts_restriction_for(c->h->restrictions,
+                                pts_grpc_api_of_method((const char *)value, valuelen));
+  } else if (IS(":method")) {
+    c->post = valuelen == 4 && memcmp(value, "POST", 4) == 0;
+  } else if (IS("content-type")) {
+    /* application/grpc, optionally +proto or ;params */
+    c->grpc_type = valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
+                   (valuelen == 16 || value[16] == '+' || value[16] == ';');
+  } else if (IS("triton_grpc_error")) {
+    c->status_errors = valuelen == 4 && strncasecmp((const char *)value, "true", 4) == 0;
+  } else if (IS("grpc-timeout")) {
+    c->timeout_us = grpc_timeout_us(value, valuelen);
+  } else if (IS("grpc-accept-encoding")) {
+    c->accept_gzip = list_has(value, valuelen, "gzip");
+    c->accept_deflate = list_has(value, valuelen, "deflate");
+  } else if (IS("grpc-encoding")) {
+    c->encoding_ok = (valuelen == 8 && memcmp(value, "identity", 8) == 0) ||
+                       (valuelen == 4 && memcmp(value, "gzip", 4) == 0) ||
+                       (valuelen == 7 && memcmp(value, "deflate", 7) == 0);
+  } else if (c->rs && !c->rs_ok && strlen(c->rs->header) == namelen &&
+             strncasecmp((const char *)name, c->rs->header, namelen) == 0) {
+    c->rs_ok = strlen(c->rs->value) == valuelen && memcmp(value, c->rs->value, valuelen) == 0;
+  }
+  return 0;
+}
+
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *u) {
+  (void)flags;
+  (void)u;
+  /* Window updates are ours (NO_AUTO_WINDOW_UPDATE): the connection's at
+   * once, a stream's unless it is paused (STREAM_PENDING_MAX). */
+  nghttp2_session_consume_connection(s, len);
+  struct call *c = nghttp2_session_get_stream_user_data(s, id);
+  if (c && !c->closing) take_data(c, data, len);
+  if (c && c->paused)
+    c->unconsumed += len;
+  else
+    nghttp2_session_consume_stream(s, id, len);
+  return 0;
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *u) {
+  struct conn *cn = u;
+  if (f->hd.type == NGHTTP2_PING) {
+    if (!(f->hd.flags & NGHTTP2_FLAG_ACK)) {
+      ping_received(cn);
+    } else if (cn->ka_waiting) {
+      cn->ka_waiting = false;
+      arm(cn->ka_ev, cn->h->ka_time_ms);
+    }
+    return 0;
+  }
+  if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
+  cn->pings_without_data = 0;
+  cn->strikes = 0;
+  struct call *c = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+  if (!c || c->finished) return 0;
+  if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST &&
+      !headers_ok(c))
+    return 0;
+  if (!(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+  c->half_closed = true;
+  if (!c->closing && (c->prefix_len || c->msg))
+    call_fail(c, PTS_INVALID_ARG, "the last message on %s was cut short", c->path);
+  else if (!c->closing && !c->stream && !c->unary_msg)
+    call_fail(c, PTS_INVALID_ARG, "the call carried no request message");
+  if (!c->closing && !c->stream) {
+    struct pts_buf *msg = c->unary_msg;
+    c->unary_msg = NULL;
+    dispatch(c, msg, c->msg_compressed);
+  }
+  progress(c);
+  return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *u) {
+  (void)code;
+  (void)u;
+  struct call *c = nghttp2_session_get_stream_user_data(s, id);
+  if (!c) return 0;
+  nghttp2_session_set_stream_user_data(s, id, NULL);
+  call_orphan(c); /* freed now, or when its last completion comes */
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* connections                                                         */
+
+static void conn_free(struct conn *cn) {
+  struct pts_grpc_h2 *h = cn->h;
+  while (cn->calls) call_orphan(cn->calls);
+  if (cn->prev) cn->prev->next = cn->next;
+  else if (h->conns == cn) h->conns = cn->next;
+  if (cn->next) cn->next->prev = cn->prev;
+  if (cn->rd) event_free(cn->rd);
+  if (cn->wr) event_free(cn->wr);
+  if (cn->ka_ev) event_free(cn->ka_ev);
+  if (cn->age_ev) event_free(cn->age_ev);
+  if (cn->out) evbuffer_free(cn->out);
+  nghttp2_session_del(cn->s);
+  if (cn->fd >= 0) close(cn->fd);
+  atomic_fetch_sub(&h->live, 1);
+  pts_free(cn);
+}
+
+/* What nghttp2 has to send, to the socket; the connection closes when
+ * neither side has anything more to say, or the socket failed. */
+static void flush(struct conn *cn) {
+  while (!cn->dead) {
+    const uint8_t *data;
+    ssize_t n = nghttp2_session_mem_send(cn->s, &data);
+    if (n < 0) {
+      PTS_LOG_VERBOSE(1, "gRPC: closing a connection: %s", nghttp2_strerror((int)n));
+      cn->dead = true;
+    }
+    if (n <= 0) break;
+    if (evbuffer_add(cn->out, data, (size_t)n) != 0) cn->dead = true;
+  }
+  while (!cn->dead && evbuffer_get_length(cn->out)) {
+    int w = evbuffer_write(cn->out, cn->fd);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) cn->dead = true;
+    break;
+  }
+  bool written = evbuffer_get_length(cn->out) == 0;
+  if (cn->dead || (written && cn->close_after_send) ||
+      (written && !nghttp2_session_want_read(cn->s) && !nghttp2_session_want_write(cn->s))) {
+    conn_free(cn);
+    return;
+  }
+  if (evbuffer_get_length(cn->out))
+    event_add(cn->wr, NULL);
+  else
+    event_del(cn->wr);
+}
+
+/* At the end of each loop callback: every connection that has something
+ * to send (or has died). Frees happen only here. */
+static void flush_dirty(struct pts_grpc_h2 *h) {
+  while (h->dirty) {
+    struct conn *cn = h->dirty;
+    h->dirty = cn->dirty_next;
+    cn->dirty = false;
+    flush(cn);
+  }
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg) {
+  (void)what;
+  struct conn *cn = arg;
+  uint8_t buf[READ_CHUNK];
+  ssize_t n = recv(fd, buf, sizeof buf, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  ssize_t rv = n > 0 ? nghttp2_session_mem_recv(cn->s, buf, (size_t)n) : 0;
+  if (rv < 0)
+    PTS_LOG_VERBOSE(1, "gRPC: closing a connection: %s", nghttp2_strerror((int)rv));
+  if (n <= 0 || rv < 0) cn->dead = true;
+  mark_dirty(cn);
+  take_ready(cn->h);
+  flush_dirty(cn->h);
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  struct conn *cn = arg;
+  mark_dirty(cn);
+  flush_dirty(cn->h);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  struct pts_grpc_h2 *h = arg;
+  take_ready(h);
+  flush_dirty(h);
+}
+
+static void on_drain(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  struct pts_grpc_h2 *h = arg;
+  h->draining = true;
+  for (struct conn *cn = h->conns; cn; cn = cn->next) {
+    nghttp2_submit_goaway(cn->s, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(cn->s),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+    mark_dirty(cn);
+  }
+  flush_dirty(h);
+}
+
+static void arm(struct event *ev, int ms) {
+  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+  evtimer_add(ev, &tv);
+}
+
+/* Keepalive: a PING every --grpc-keepalive-time (while calls run, or
+ * always with --grpc-keepalive-permit-without-calls; at most
+ * --grpc-http2-max-pings-without-data in a row while the client sends
+ * nothing), and the connection closed when its ACK does not come within
+ * --grpc-keepalive-timeout. */
+static void on_keepalive(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  struct conn *cn = arg;
+  struct pts_grpc_h2 *h = cn->h;
+  if (cn->ka_waiting) {
+    PTS_LOG_VERBOSE(1, "gRPC: closing a connection: no keepalive ACK in %d ms",
+                    h->ka_timeout_ms);
+    cn->dead = true;
+  } else if ((cn->calls || h->ka_without_calls) &&
+             (h->max_pings_without_data == 0 ||
+              cn->pings_without_data < h->max_pings_without_data) &&
+             nghttp2_submit_ping(cn->s, NGHTTP2_FLAG_NONE, NULL) == 0) {
+    cn->ka_waiting = true;
+    cn->pings_without_data++;
+    arm(cn->ka_ev, h->ka_timeout_ms);
+  } else {
+    arm(cn->ka_ev, h->ka_time_ms);
+  }
+  mark_dirty(cn);
+  flush_dirty(h);
+}
+
+/* The client's PINGs: one sooner than --grpc-http2-min-recv-ping-interval-
+ * without-data after the last, while no call runs, is a strike; more than
+ * --grpc-http2-max-ping-strikes end the connection with GOAWAY
+ * ENHANCE_YOUR_CALM "too_many_pings", as gRPC core does (its clients back
+ * off on that text). */
+static void ping_received(struct conn *cn) {
+  struct pts_grpc_h2 *h = cn->h;
+  uint64_t now = pts_now_ns();
+  if (!cn->calls && cn->last_ping_ns &&
+      now - cn->last_ping_ns < (uint64_t)h->min_ping_interval_ms * 1000000u)
+    cn->strikes++;
+  cn->last_ping_ns = now;
+  if (h->max_strikes > 0 && cn->strikes > h->max_strikes && !cn->close_after_send) {
+    static const char why[] = "too_many_pings";
+    nghttp2_submit_goaway(cn->s, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(cn->s),
+                          NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)why, sizeof why - 1);
+    cn->close_after_send = true;
+  }
+}
+
+/* --grpc-max-connection-age: GOAWAY (calls already started go on), then
+ * after --grpc-max-connection-age-grace the connection is closed. */
+static void on_age(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  struct conn *cn = arg;
+  struct pts_grpc_h2 *h = cn->h;
+  if (!cn->aged) {
+    cn->aged = true;
+    nghttp2_submit_goaway(cn->s, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(cn->s), NGHTTP2_NO_ERROR,
+                          NULL, 0);
+    if (h->age_grace_ms >= 0) arm(cn->age_ev, h->age_grace_ms);
+  } else {
+    PTS_LOG_VERBOSE(1, "gRPC: closing a connection at the end of its age's grace");
+    cn->dead = true;
+  }
+  mark_dirty(cn);
+  flush_dirty(h);
+}
+
+void pts_grpc_h2_accept(struct pts_grpc_h2 *h, int fd) {
+  struct conn *cn = h->draining ? NULL : pts_calloc(1, sizeof *cn);
+  if (!cn) {
+    close(fd);
+    return;
+  }
+  cn->h = h;
+  cn->fd = fd;
+  atomic_fetch_add(&h->live, 1);
+  cn->next = h->conns;
+  if (h->conns) h->conns->prev = cn;
+  h->conns = cn;
+  cn->out = evbuffer_new();
+  cn->rd = event_new(h->base, fd, EV_READ | EV_PERSIST, on_read, cn);
+  cn->wr = event_new(h->base, fd, EV_WRITE | EV_PERSIST, on_write, cn);
+  cn->ka_ev = evtimer_new(h->base, on_keepalive, cn);
+  if (cn->ka_ev) arm(cn->ka_ev, h->ka_time_ms);
+  if (h->age_ms >= 0) {
+    cn->age_ev = evtimer_new(h->base, on_age, cn);
+    if (cn->age_ev) arm(cn->age_ev, h->age_ms);
+  }
+  nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS},
+                                 {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW}};
+  if (!cn->out || !cn->rd || !cn->wr || !cn->ka_ev || (h->age_ms >= 0 && !cn->age_ev) ||
+      nghttp2_session_server_new2(&cn->s, h->cbs, cn, h->opt) != 0 ||
+      nghttp2_submit_settings(cn->s, NGHTTP2_FLAG_NONE, iv, 2) != 0 ||
+      nghttp2_session_set_local_window_size(cn->s, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW) != 0 ||
+      event_add(cn->rd, NULL) != 0) {
+    PTS_LOG_ERROR("gRPC: out of memory taking a connection; closed it");
+    cn->dead = true;
+  }
+  mark_dirty(cn);
+  flush_dirty(h);
+}
+
+/* ------------------------------------------------------------------ */
+/* the transport                                                       */
+
+enum pts_status pts_grpc_h2_new(struct pts_server *s, const struct pts_server_options *o,
+                                const struct pts_restrictions *r, struct event_base *base,
+                                struct pts_grpc_h2 **out, struct pts_error *err) {
+  struct pts_grpc_h2 *h = pts_calloc(1, sizeof *h);
+  if (!h) return pts_error_set(err, PTS_NOMEM, "out of memory starting the gRPC transport");
+  h->server = s;
+  h->restrictions = r;
+  h->compression_level = o->grpc_compression_level;
+  h->ka_time_ms = o->grpc_keepalive_time_ms;
+  h->ka_timeout_ms = o->grpc_keepalive_timeout_ms;
+  h->ka_without_calls = o->grpc_keepalive_permit_without_calls;
+  h->max_pings_without_data = o->grpc_http2_max_pings_without_data;
+  h->min_ping_interval_ms = o->grpc_http2_min_recv_ping_interval_ms;
+  h->max_strikes = o->grpc_http2_max_ping_strikes;
+  h->age_ms = o->grpc_max_connection_age_ms;
+  h->age_grace_ms = o->grpc_max_connection_age_grace_ms;
+  h->base = base;
+  pthread_mutex_init(&h->mu, NULL);
+  h->wake_ev = event_new(base, -1, 0, on_wake, h);
+  h->drain_ev = event_new(base, -1, 0, on_drain, h);
+  if (!h->wake_ev || !h->drain_ev || nghttp2_session_callbacks_new(&h->cbs) != 0 ||
+      nghttp2_option_new(&h->opt) != 0) {
+    pts_grpc_h2_free(h);
+    return pts_error_set(err, PTS_NOMEM, "out of memory starting the gRPC transport");
+  }
+  nghttp2_option_set_no_auto_window_update(h->opt, 1);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(h->cbs, on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(h->cbs, on_header);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(h->cbs, on_data_chunk);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(h->cbs, on_frame_recv);
+  nghttp2_session_callbacks_set_on_stream_close_callback(h->cbs, on_stream_close);
+  *out = h;
+  return PTS_OK;
+}
+
+void pts_grpc_h2_drain(struct pts_grpc_h2 *h) { event_active(h->drain_ev, EV_READ, 0); }
+
+size_t pts_grpc_h2_live(struct pts_grpc_h2 *h) { return atomic_load(&h->live); }
+
+bool pts_grpc_h2_free(struct pts_grpc_h2 *h) {
+  if (!h) return true;
+  take_ready(h);
+  while (h->conns) conn_free(h->conns);
+  size_t left = atomic_load(&h->live);
+  if (left) {
+    PTS_LOG_WARN("gRPC: %zu calls still in the core at shutdown; leaving the gRPC transport "
+                 "behind",
+                 left);
+    return false;
+  }
+  if (h->cbs) nghttp2_session_callbacks_del(h->cbs);
+  if (h->opt) nghttp2_option_del(h->opt);
+  if (h->wake_ev) event_free(h->wake_ev);
+  if (h->drain_ev) event_free(h->drain_ev);
+  pthread_mutex_destroy(&h->mu);
+  pts_free(h);
+  return true;
+}

@@ -1,0 +1,209 @@
+"""The gRPC service's HTTP/2 frames, read with a raw HTTP/2 client
+(h2_util.py): what grpcio does not show. `make e2e` runs this file on both
+transports (gRPC core, and nghttp2 through PTSERVE_GRPC_TRANSPORT), so
+every assertion here holds for both."""
+import gzip
+import zlib
+
+import numpy as np
+import pytest
+
+from conftest import GRPC_TRANSPORT, assert_clean_exit
+from h2_util import (FRAME_GOAWAY, FRAME_PING, frame, grpc_frame, h2_call, messages,
+                     raw_connection, read_frames)
+from test_grpc import REPO, infer_request, launch, pb  # noqa: F401  (pb: a fixture)
+
+SVC = "/inference.GRPCInferenceService/"
+
+
+@pytest.fixture(scope="module")
+def server(ptserve_bin, tmp_path_factory):
+    s = launch(ptserve_bin, REPO, tmp_path_factory.mktemp("h2") / "server.log",
+               "--grpc-infer-response-compression-level", "high")
+    yield s
+    assert_clean_exit(s)
+
+
+def fp32_call(pb, n=1024, rid="h2"):  # noqa: F811
+    values = np.linspace(-3, 3, n, dtype="<f4").reshape(1, n)
+    req = infer_request(pb, "dt_fp32", [("INPUT0", "FP32", [1, n], values.tobytes())], rid=rid)
+    return values, req.SerializeToString()
+
+
+def test_compressed_response(server, pb):  # noqa: F811
+    """With --grpc-infer-response-compression-level high and a client that
+    accepts gzip and deflate: the response names its grpc-encoding, its
+    message carries the compressed flag, and decompressed it is the answer;
+    the status comes in the trailers."""
+    values, msg = fp32_call(pb)
+    r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg),
+                headers=[("grpc-accept-encoding", "identity,deflate,gzip")])
+    assert r.headers.get(":status") == "200", r
+    enc = r.headers.get("grpc-encoding")
+    assert enc in ("gzip", "deflate"), r.headers
+    (flag, payload), = messages(r.data)
+    assert flag == 1
+    plain = gzip.decompress(payload) if enc == "gzip" else zlib.decompress(payload)
+    resp = pb.svc.ModelInferResponse.FromString(plain)
+    assert resp.id == "h2" and resp.raw_output_contents[0] == values.tobytes()
+    assert r.trailers.get("grpc-status") == "0", r
+
+
+def test_compressed_request(server, pb):  # noqa: F811
+    """A gzip request message (grpc-encoding: gzip, flag 1) is inflated; a
+    client that accepts only identity gets its response uncompressed."""
+    values, msg = fp32_call(pb, 300, rid="gz")
+    r = h2_call(server.grpc_target, SVC + "ModelInfer",
+                grpc_frame(gzip.compress(msg), compressed=True),
+                headers=[("grpc-encoding", "gzip"), ("grpc-accept-encoding", "identity")])
+    (flag, payload), = messages(r.data)
+    assert flag == 0 and r.headers.get("grpc-encoding", "identity") == "identity", r.headers
+    resp = pb.svc.ModelInferResponse.FromString(payload)
+    assert resp.id == "gz" and resp.raw_output_contents[0] == values.tobytes()
+    assert r.trailers.get("grpc-status") == "0", r
+
+
+def test_errors_are_trailers_only(server, pb):  # noqa: F811
+    """An error before any message is one HEADERS frame that ends the stream
+    (gRPC's Trailers-Only): the status and the percent-encoded message."""
+    r = h2_call(server.grpc_target, SVC + "NoSuchMethod", grpc_frame(b""))
+    assert r.data == b"" and r.trailers == {}, r
+    assert r.headers.get("grpc-status") == "12", r.headers
+    _, msg = fp32_call(pb)
+    bad = pb.svc.ModelInferRequest.FromString(msg)
+    bad.model_name = "no such model"
+    r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(bad.SerializeToString()))
+    assert r.data == b"", r
+    assert r.headers.get("grpc-status") == "5", r.headers
+    assert "no%20such%20model" in r.headers.get("grpc-message", "") or \
+        "no such model" in r.headers.get("grpc-message", ""), r.headers
+
+
+def test_truncated_message_and_two_messages(server, pb):  # noqa: F811
+    """A message cut short by the end of the stream fails with a status
+    (not a crash). Two messages on a unary method: the nghttp2 transport
+    refuses the call (INVALID_ARGUMENT), gRPC core answers the first one;
+    either way the call ends properly. The server goes on."""
+    values, msg = fp32_call(pb)
+    r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg)[:-10])
+    status = r.headers.get("grpc-status") or r.trailers.get("grpc-status")
+    assert status not in (None, "0") or r.reset is not None, r
+    r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg) + grpc_frame(msg),
+                headers=[("grpc-accept-encoding", "identity")])
+    status = r.headers.get("grpc-status") or r.trailers.get("grpc-status")
+    if GRPC_TRANSPORT == "nghttp2":
+        assert status == "3", r
+    elif status == "0":
+        (_, payload), = messages(r.data)
+        assert pb.svc.ModelInferResponse.FromString(payload).raw_output_contents[0] == \
+            values.tobytes()
+    else:
+        assert status is not None or r.reset is not None, r
+    values, msg = fp32_call(pb, 8, rid="after")
+    r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg),
+                headers=[("grpc-accept-encoding", "identity")])
+    (_, payload), = messages(r.data)
+    assert pb.svc.ModelInferResponse.FromString(payload).raw_output_contents[0] == \
+        values.tobytes()
+
+
+def test_grpc_timeout_header(server, pb):  # noqa: F811
+    """A call with a generous grpc-timeout is answered as usual (its timer
+    goes with it: the sanitizer runs check for leaks); a malformed one is
+    ignored."""
+    for timeout in ("5S", "3000m", "bogus"):
+        values, msg = fp32_call(pb, 16, rid=timeout)
+        r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg),
+                    headers=[("grpc-timeout", timeout), ("grpc-accept-encoding", "identity")])
+        assert r.trailers.get("grpc-status") == "0", (timeout, r)
+        (_, payload), = messages(r.data)
+        assert pb.svc.ModelInferResponse.FromString(payload).id == timeout
+
+
+def goaways(frames):
+    """(error code, debug data) of each GOAWAY among read_frames' frames."""
+    return [(int.from_bytes(p[4:8], "big"), p[8:]) for f in frames if f
+            for t, _, p in [f] if t == FRAME_GOAWAY]
+
+
+def test_max_connection_age(ptserve_bin, tmp_path):
+    """--grpc-max-connection-age: an idle connection gets GOAWAY (NO_ERROR)
+    at its age and is closed after the grace."""
+    s = launch(ptserve_bin, REPO, tmp_path / "age.log", "--grpc-max-connection-age", "300",
+               "--grpc-max-connection-age-grace", "300")
+    try:
+        sock = raw_connection(s.grpc_target)
+        frames = read_frames(sock, 5.0, stop=lambda fs: fs and fs[-1] is None)
+        sock.close()
+        assert any(code == 0 for code, _ in goaways(frames)), frames
+        assert frames[-1] is None, "the connection was not closed after the grace: %r" % frames
+    finally:
+        assert_clean_exit(s)
+
+
+def test_keepalive_pings_and_their_timeout(ptserve_bin, tmp_path):
+    """--grpc-keepalive-time/-timeout with pings permitted without calls:
+    the server pings an idle connection, and closes it when the ping is not
+    acknowledged."""
+    s = launch(ptserve_bin, REPO, tmp_path / "ka.log", "--grpc-keepalive-time", "300",
+               "--grpc-keepalive-timeout", "300", "--grpc-keepalive-permit-without-calls", "true",
+               "--grpc-http2-max-pings-without-data", "0")
+    try:
+        sock = raw_connection(s.grpc_target)
+        frames = read_frames(sock, 8.0, stop=lambda fs: fs and fs[-1] is None)
+        sock.close()
+        pings = [f for f in frames if f and f[0] == FRAME_PING and not f[1] & 1]
+        assert pings, frames
+        assert frames[-1] is None or goaways(frames), \
+            "an unacknowledged keepalive did not end the connection: %r" % frames
+    finally:
+        assert_clean_exit(s)
+
+
+def ping_answered(frames):
+    """Whether the server answered a ping: its ACK, a GOAWAY, or the close."""
+    return any(f is None or f[0] == FRAME_GOAWAY or (f[0] == FRAME_PING and f[1] & 1)
+               for f in frames)
+
+
+def test_ping_flood_gets_goaway_too_many_pings(server):
+    """A client that pings more often than
+    --grpc-http2-min-recv-ping-interval-without-data (default 5 min) with no
+    call running gets more than --grpc-http2-max-ping-strikes (default 2)
+    strikes: GOAWAY ENHANCE_YOUR_CALM "too_many_pings", as gRPC core."""
+    sock = raw_connection(server.grpc_target)
+    frames = []
+    # One ping at a time, reading the answer to each: a connection closed
+    # with our unread pings in its buffer would be reset, and the GOAWAY
+    # lost with it.
+    for k in range(6):
+        sock.sendall(frame(FRAME_PING, 0, 0, bytes([k]) * 8))
+        frames += read_frames(sock, 1.0, stop=ping_answered)
+        if goaways(frames) or (frames and frames[-1] is None):
+            break
+    sock.close()
+    assert (11, b"too_many_pings") in goaways(frames), frames
+
+
+def test_compressed_request_beyond_the_budget(ptserve_bin, tmp_path, pb):  # noqa: F811
+    """A small gzip message that inflates past --request-memory-budget is
+    refused with RESOURCE_EXHAUSTED (the nghttp2 transport stops inflating
+    at the budget's room; gRPC core inflates, then the budget refuses it);
+    the server goes on."""
+    s = launch(ptserve_bin, REPO, tmp_path / "bomb.log", "--request-memory-budget", str(8 << 20))
+    try:
+        n = 24 << 20 >> 2  # 24 MiB of float zeros: about 24 KiB compressed
+        req = infer_request(pb, "dt_fp32", [("INPUT0", "FP32", [1, n], bytes(4 * n))])
+        body = gzip.compress(req.SerializeToString())
+        assert len(body) < 1 << 20
+        r = h2_call(s.grpc_target, SVC + "ModelInfer", grpc_frame(body, compressed=True),
+                    headers=[("grpc-encoding", "gzip")])
+        status = r.headers.get("grpc-status") or r.trailers.get("grpc-status")
+        assert status == "8", r.headers
+        values, msg = fp32_call(pb, 8, rid="after")
+        r = h2_call(s.grpc_target, SVC + "ModelInfer", grpc_frame(msg),
+                    headers=[("grpc-accept-encoding", "identity")])
+        (_, payload), = messages(r.data)
+        assert pb.svc.ModelInferResponse.FromString(payload).id == "after"
+    finally:
+        assert_clean_exit(s)
