@@ -207,3 +207,37 @@ def test_compressed_request_beyond_the_budget(ptserve_bin, tmp_path, pb):  # noq
         assert pb.svc.ModelInferResponse.FromString(payload).id == "after"
     finally:
         assert_clean_exit(s)
+
+
+def test_connections_over_several_threads(ptserve_bin, tmp_path, pb):  # noqa: F811
+    """--grpc-infer-thread-count 3: connections are dealt to three threads
+    (the nghttp2 transport's loops, gRPC core's queues); twelve at once, a
+    call each, every answer its own."""
+    import threading
+    s = launch(ptserve_bin, REPO, tmp_path / "loops.log", "--grpc-infer-thread-count", "3")
+    try:
+        if GRPC_TRANSPORT == "nghttp2":
+            assert "3 loops" in s.log(), s.log()[-1500:]
+        results, errors = {}, []
+
+        def one(k):
+            try:
+                values, msg = fp32_call(pb, 64 + k, rid="c%d" % k)
+                r = h2_call(s.grpc_target, SVC + "ModelInfer", grpc_frame(msg),
+                            headers=[("grpc-accept-encoding", "identity")])
+                (_, payload), = messages(r.data)
+                resp = pb.svc.ModelInferResponse.FromString(payload)
+                results[k] = resp.id == "c%d" % k and \
+                    resp.raw_output_contents[0] == values.tobytes()
+            except Exception as e:  # noqa: BLE001 — reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=one, args=(k,)) for k in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        assert results == {k: True for k in range(12)}, results
+    finally:
+        assert_clean_exit(s)

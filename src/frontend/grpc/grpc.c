@@ -3,6 +3,7 @@
  * conversions live in infer.c, the small rpcs in rpc.c. */
 #include "frontend/grpc/grpc.h"
 
+#include <event2/event.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/compression.h>
@@ -31,6 +32,7 @@
 #include "frontend/grpc/listen_grpc.h"
 #include "frontend/grpc/restrict_grpc.h"
 #include "frontend/grpc/rpc.h"
+#include "net/libevent.h"
 
 /* grpc_server_request_call()s kept outstanding on each queue: how many new
  * calls a queue can be handed at once before its thread asks for more. */
@@ -88,9 +90,21 @@ struct pts_grpc {
   const struct pts_grpc_rpc *infer_rpc; /* the rpc table's ModelInfer */
   struct pts_grpc_listen *listen; /* accepts connections for gs */
   grpc_server_credentials *creds;  /* insecure: the only kind ptserve serves */
-  /* --grpc-transport nghttp2: the transport on the listener's loop instead
-   * of gs and the queues (which are then never created) */
+  /* --grpc-transport nghttp2: --grpc-infer-thread-count loops instead of
+   * gs and the queues (which are then never created); loop 0 is the
+   * listener's own */
+  struct h2_loop *loops;
+  size_t n_loops;
+  size_t next_loop; /* listener thread: round robin of new connections */
+};
+
+/* One loop of the nghttp2 transport. */
+struct h2_loop {
   struct pts_grpc_h2 *h2;
+  struct event_base *base; /* owned, but loop 0's: the listener's */
+  struct event *stop_ev;   /* owned; NULL for loop 0 */
+  pthread_t thread;
+  bool started;
 };
 
 /* A message waiting for the stream's one send slot. */
@@ -869,43 +883,106 @@ static void take_fd(void *ctx, int fd) {
   grpc_server_add_channel_from_fd(g->gs, fd, g->creds); /* gRPC owns fd now */
 }
 
-static void take_fd_h2(void *ctx, int fd) { pts_grpc_h2_accept(ctx, fd); }
-
-static void free_h2_frontend(struct pts_grpc *g) {
-  pts_grpc_listen_stop(g->listen);
-  pts_restrictions_clear(&g->restrictions);
-  pts_free(g->queues);
-  pts_free(g);
+/* The listener's thread: a new connection for the nghttp2 transport, to
+ * the loops in turn; loop 0 is this thread's own. */
+static void take_fd_h2(void *ctx, int fd) {
+  struct pts_grpc *g = ctx;
+  size_t i = g->next_loop++ % g->n_loops;
+  if (i == 0)
+    pts_grpc_h2_accept(g->loops[0].h2, fd);
+  else
+    pts_grpc_h2_give(g->loops[i].h2, fd);
 }
 
-/* --grpc-transport nghttp2: the connections are served on the listener's
- * loop (h2.h); gRPC core is not started. */
+static void on_loop_stop(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  event_base_loopbreak(arg);
+}
+
+static void *loop_main(void *arg) {
+  event_base_loop(arg, EVLOOP_NO_EXIT_ON_EMPTY);
+  return NULL;
+}
+
+/* Stops the loops (the listener's with the listener) and frees the
+ * transports; false when one is left behind (a call still in the core). */
+static bool stop_loops(struct pts_grpc *g) {
+  pts_grpc_listen_halt(g->listen);
+  for (size_t i = 1; i < g->n_loops; i++) {
+    struct h2_loop *lp = &g->loops[i];
+    if (!lp->started) continue;
+    event_active(lp->stop_ev, EV_READ, 0);
+    pthread_join(lp->thread, NULL);
+  }
+  bool all = true;
+  for (size_t i = 0; i < g->n_loops; i++) all &= pts_grpc_h2_free(g->loops[i].h2);
+  if (!all) return false;
+  for (size_t i = 1; i < g->n_loops; i++) {
+    if (g->loops[i].stop_ev) event_free(g->loops[i].stop_ev);
+    if (g->loops[i].base) event_base_free(g->loops[i].base);
+  }
+  pts_grpc_listen_stop(g->listen);
+  pts_restrictions_clear(&g->restrictions);
+  pts_free(g->loops);
+  pts_free(g->queues);
+  pts_free(g);
+  return true;
+}
+
+/* --grpc-transport nghttp2: --grpc-infer-thread-count libevent loops, the
+ * first the listener's own (h2.h); gRPC core is not started. */
 static enum pts_status start_h2(struct pts_grpc *g, const struct pts_server_options *o,
                                 struct pts_grpc **out, struct pts_error *err) {
-  enum pts_status st = pts_grpc_h2_new(g->server, o, &g->restrictions,
-                                       pts_grpc_listen_base(g->listen), &g->h2, err);
-  if (st == PTS_OK) st = pts_grpc_listen_run(g->listen, take_fd_h2, g->h2, err);
+  g->n_loops = g->n_queues;
+  g->loops = pts_calloc(g->n_loops, sizeof *g->loops);
+  enum pts_status st = g->loops ? PTS_OK
+                                : pts_error_set(err, PTS_NOMEM, "out of memory starting gRPC");
+  for (size_t i = 0; st == PTS_OK && i < g->n_loops; i++) {
+    struct h2_loop *lp = &g->loops[i];
+    lp->base = i == 0 ? pts_grpc_listen_base(g->listen) : pts_libevent_loop_base();
+    if (i > 0 && lp->base) lp->stop_ev = event_new(lp->base, -1, 0, on_loop_stop, lp->base);
+    if (!lp->base || (i > 0 && !lp->stop_ev))
+      st = pts_error_set(err, PTS_NOMEM, "out of memory starting gRPC");
+    else
+      st = pts_grpc_h2_new(g->server, o, &g->restrictions, lp->base, &lp->h2, err);
+    if (st == PTS_OK && i > 0) {
+      int rc = pthread_create(&lp->thread, NULL, loop_main, lp->base);
+      if (rc != 0)
+        st = pts_error_set(err, PTS_INTERNAL, "failed to start gRPC loop %zu: %s", i, strerror(rc));
+      lp->started = rc == 0;
+    }
+  }
+  if (st == PTS_OK) st = pts_grpc_listen_run(g->listen, take_fd_h2, g, err);
   if (st != PTS_OK) {
-    pts_grpc_listen_halt(g->listen);
-    pts_grpc_h2_free(g->h2);
-    free_h2_frontend(g);
+    if (g->loops) {
+      stop_loops(g);
+    } else {
+      pts_grpc_listen_stop(g->listen);
+      pts_restrictions_clear(&g->restrictions);
+      pts_free(g->queues);
+      pts_free(g);
+    }
     return st;
   }
-  PTS_LOG_INFO("gRPC: serving on nghttp2 (--grpc-transport nghttp2)");
+  PTS_LOG_INFO("gRPC: serving on nghttp2 (--grpc-transport nghttp2), %zu loop%s", g->n_loops,
+               g->n_loops == 1 ? "" : "s");
   *out = g;
   return PTS_OK;
 }
 
-/* Shutdown of the nghttp2 transport: GOAWAY, the grace for running calls,
- * then the loop stops and what is left is closed. */
+/* Shutdown of the nghttp2 transport: GOAWAY on every connection, the grace
+ * for running calls, then the loops stop and what is left is closed. */
 static void stop_h2(struct pts_grpc *g) {
-  pts_grpc_h2_drain(g->h2);
+  for (size_t i = 0; i < g->n_loops; i++) pts_grpc_h2_drain(g->loops[i].h2);
   struct timespec step = {0, 10 * 1000 * 1000};
-  for (int i = 0; i < STOP_GRACE_S * 100 && pts_grpc_h2_live(g->h2) > 0; i++)
+  for (int k = 0; k < STOP_GRACE_S * 100; k++) {
+    size_t live = 0;
+    for (size_t i = 0; i < g->n_loops; i++) live += pts_grpc_h2_live(g->loops[i].h2);
+    if (live == 0) break;
     nanosleep(&step, NULL);
-  pts_grpc_listen_halt(g->listen);
-  if (!pts_grpc_h2_free(g->h2)) return; /* left behind, with a warning */
-  free_h2_frontend(g);
+  }
+  stop_loops(g); /* a transport left behind says so */
 }
 
 enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_options *o,
@@ -930,10 +1007,10 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
   }
   g->server = s;
   g->compression_level = o->grpc_compression_level;
+  g->n_queues = nq;
   if (o->grpc_nghttp2) return start_h2(g, o, out, err);
   pts_absl_detector_off();
   grpc_init();
-  g->n_queues = nq;
   g->shutdown_tag.kind = TAG_SHUTDOWN;
   pthread_mutex_init(&g->mu, NULL);
   pthread_cond_init(&g->changed, NULL);
@@ -981,7 +1058,7 @@ int pts_grpc_port(const struct pts_grpc *g) { return g ? g->port : 0; }
 
 void pts_grpc_stop(struct pts_grpc *g) {
   if (!g) return;
-  if (g->h2) {
+  if (g->loops) {
     stop_h2(g);
     return;
   }

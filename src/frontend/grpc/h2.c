@@ -106,6 +106,10 @@ struct call {
   size_t n_lost; /* completions whose message could not be allocated */
   bool in_ready;
   struct call *ready_next;
+  /* loop thread: what take_ready moved out of the above in one go */
+  struct out_msg *taken;
+  size_t taken_lost;
+  struct call *taken_next;
 };
 
 struct conn {
@@ -130,6 +134,12 @@ struct conn {
   bool aged;                /* GOAWAY sent for age; the grace runs */
 };
 
+/* A socket handed over by pts_grpc_h2_give. */
+struct incoming {
+  struct incoming *next;
+  int fd;
+};
+
 struct pts_grpc_h2 {
   struct pts_server *server;
   const struct pts_restrictions *restrictions;
@@ -149,6 +159,11 @@ struct pts_grpc_h2 {
   pthread_mutex_t mu;
   struct call *ready;  /* guarded by mu: calls with completions to take */
   bool wake_pending;   /* guarded by mu */
+  atomic_bool any_ready; /* ready is not empty: take_ready's look without the lock */
+  struct incoming *incoming; /* guarded by mu: sockets given from another thread */
+  struct event *incoming_ev; /* owned: wakes the loop for them */
+  pthread_t loop_thread; /* set by the first accept, before any call exists */
+  bool loop_known;
 };
 
 /* ------------------------------------------------------------------ */
@@ -428,13 +443,14 @@ static void hand_back(struct call *c, struct out_msg *m) {
     c->in_ready = true;
     c->ready_next = h->ready;
     h->ready = c;
-    wake = !h->wake_pending;
-    h->wake_pending = true;
+    atomic_store_explicit(&h->any_ready, true, memory_order_relaxed);
+    /* On the loop's own thread (run to completion inside
+     * pts_server_infer_async, under on_read) the read callback takes it
+     * when mem_recv returns: no wake-up, no extra callback. */
+    wake = !h->wake_pending && !pthread_equal(pthread_self(), h->loop_thread);
+    if (wake) h->wake_pending = true;
   }
   pthread_mutex_unlock(&h->mu);
-  /* On the loop's own thread (run to completion inside
-   * pts_server_infer_async) the read callback takes it when mem_recv
-   * returns; libevent does not signal a loop from its own thread. */
   if (wake) event_active(h->wake_ev, EV_READ, 0);
 }
 
@@ -544,20 +560,30 @@ static void take_one(struct call *c, struct out_msg *m) {
 
 /* The completions that came back since the last look. */
 static void take_ready(struct pts_grpc_h2 *h) {
+  /* Most reads come with no completion waiting: no lock then. A completion
+   * that lands after this look wakes the loop itself. */
+  if (!atomic_load_explicit(&h->any_ready, memory_order_relaxed)) return;
+  /* Everything is moved out under one lock: once it is released, another
+   * completion may put a call on the ready list again (ready_next). */
   pthread_mutex_lock(&h->mu);
   struct call *c = h->ready;
   h->ready = NULL;
   h->wake_pending = false;
-  for (struct call *k = c; k; k = k->ready_next) k->in_ready = false;
+  atomic_store_explicit(&h->any_ready, false, memory_order_relaxed);
+  for (struct call *k = c; k; k = k->ready_next) {
+    k->in_ready = false;
+    k->taken = k->done_head;
+    k->taken_lost = k->n_lost;
+    k->taken_next = k->ready_next;
+    k->done_head = k->done_tail = NULL;
+    k->n_lost = 0;
+  }
   pthread_mutex_unlock(&h->mu);
   while (c) {
-    pthread_mutex_lock(&h->mu);
-    struct call *next = c->ready_next;
-    struct out_msg *m = c->done_head;
-    size_t lost = c->n_lost;
-    c->done_head = c->done_tail = NULL;
-    c->n_lost = 0;
-    pthread_mutex_unlock(&h->mu);
+    struct call *next = c->taken_next;
+    struct out_msg *m = c->taken;
+    size_t lost = c->taken_lost;
+    c->taken = NULL;
     while (m) {
       struct out_msg *after = m->next;
       take_one(c, m);
@@ -915,7 +941,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     c->status_errors = valuelen == 4 && strncasecmp((const char *)value, "true", 4) == 0;
   } else if (IS("grpc-timeout")) {
     c->timeout_us = grpc_timeout_us(value, valuelen);
-  } else if (IS("grpc-accept-encoding")) {
+  } else if (IS("grpc-accept-encoding") && c->h->compression_level > 0) {
     c->accept_gzip = list_has(value, valuelen, "gzip");
     c->accept_deflate = list_has(value, valuelen, "deflate");
   } else if (IS("grpc-encoding")) {
@@ -1171,6 +1197,10 @@ static void on_age(evutil_socket_t fd, short what, void *arg) {
 }
 
 void pts_grpc_h2_accept(struct pts_grpc_h2 *h, int fd) {
+  if (!h->loop_known) { /* the first connection: no call exists yet */
+    h->loop_thread = pthread_self();
+    h->loop_known = true;
+  }
   struct conn *cn = h->draining ? NULL : pts_calloc(1, sizeof *cn);
   if (!cn) {
     close(fd);
@@ -1205,6 +1235,37 @@ void pts_grpc_h2_accept(struct pts_grpc_h2 *h, int fd) {
   flush_dirty(h);
 }
 
+static void on_incoming(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  struct pts_grpc_h2 *h = arg;
+  pthread_mutex_lock(&h->mu);
+  struct incoming *in = h->incoming;
+  h->incoming = NULL;
+  pthread_mutex_unlock(&h->mu);
+  while (in) {
+    struct incoming *next = in->next;
+    pts_grpc_h2_accept(h, in->fd);
+    pts_free(in);
+    in = next;
+  }
+}
+
+void pts_grpc_h2_give(struct pts_grpc_h2 *h, int fd) {
+  struct incoming *in = pts_malloc(sizeof *in);
+  if (!in) {
+    PTS_LOG_ERROR("gRPC: out of memory handing a connection to its loop; closed it");
+    close(fd);
+    return;
+  }
+  in->fd = fd;
+  pthread_mutex_lock(&h->mu);
+  in->next = h->incoming;
+  h->incoming = in;
+  pthread_mutex_unlock(&h->mu);
+  event_active(h->incoming_ev, EV_READ, 0);
+}
+
 /* ------------------------------------------------------------------ */
 /* the transport                                                       */
 
@@ -1228,7 +1289,8 @@ enum pts_status pts_grpc_h2_new(struct pts_server *s, const struct pts_server_op
   pthread_mutex_init(&h->mu, NULL);
   h->wake_ev = event_new(base, -1, 0, on_wake, h);
   h->drain_ev = event_new(base, -1, 0, on_drain, h);
-  if (!h->wake_ev || !h->drain_ev || nghttp2_session_callbacks_new(&h->cbs) != 0 ||
+  h->incoming_ev = event_new(base, -1, 0, on_incoming, h);
+  if (!h->wake_ev || !h->drain_ev || !h->incoming_ev || nghttp2_session_callbacks_new(&h->cbs) != 0 ||
       nghttp2_option_new(&h->opt) != 0) {
     pts_grpc_h2_free(h);
     return pts_error_set(err, PTS_NOMEM, "out of memory starting the gRPC transport");
@@ -1249,6 +1311,12 @@ size_t pts_grpc_h2_live(struct pts_grpc_h2 *h) { return atomic_load(&h->live); }
 
 bool pts_grpc_h2_free(struct pts_grpc_h2 *h) {
   if (!h) return true;
+  while (h->incoming) { /* given, never taken: the loop had stopped */
+    struct incoming *in = h->incoming;
+    h->incoming = in->next;
+    close(in->fd);
+    pts_free(in);
+  }
   take_ready(h);
   while (h->conns) conn_free(h->conns);
   size_t left = atomic_load(&h->live);
@@ -1262,6 +1330,7 @@ bool pts_grpc_h2_free(struct pts_grpc_h2 *h) {
   if (h->opt) nghttp2_option_del(h->opt);
   if (h->wake_ev) event_free(h->wake_ev);
   if (h->drain_ev) event_free(h->drain_ev);
+  if (h->incoming_ev) event_free(h->incoming_ev);
   pthread_mutex_destroy(&h->mu);
   pts_free(h);
   return true;

@@ -7,24 +7,27 @@
  * GOAWAY) and gRPC's own layer is written out: the 5-byte message prefix,
  * `grpc-encoding` (gzip and deflate requests, through zlib), the
  * `grpc-status` and `grpc-message` trailers, trailers-only errors.
- * Connections are served on the gRPC listener's libevent loop, the way an
- * HTTP loop serves its own: a small model with an idle instance runs to
- * completion on that thread, and instance and server threads hand answers
- * back with one event_active per wake-up.
+ *
+ * Each transport serves its connections on one libevent loop, the way an
+ * HTTP loop serves its own (grpc.c runs --grpc-infer-thread-count of them,
+ * the first on the gRPC listener's loop, and deals the connections out):
+ * a small model with an idle instance runs to completion on that thread,
+ * and instance and server threads hand answers back with one event_active
+ * per wake-up.
  *
  * ModelStreamInfer streams use HTTP/2 flow control as their backpressure
  * (a stream's window is held while it has too many requests pending).
  *
  * Deadlines (`grpc-timeout`) end a call with DEADLINE_EXCEEDED; inference
  * responses are compressed (gzip or deflate, whichever the client accepts)
- * at --grpc-infer-response-compression-level.
- * Keepalive pings, the policing of the client's pings and connection age
+ * at --grpc-infer-response-compression-level. Keepalive pings, the policing of the client's pings and connection age
  * follow gRPC core's flags (--grpc-keepalive-*, --grpc-http2-*,
  * --grpc-max-connection-age*).
  *
- * Threading: every function runs on the listener's loop thread, except
+ * Threading: every function runs on the transport's loop thread, except
  * pts_grpc_h2_new, pts_grpc_h2_live and pts_grpc_h2_free (main thread, the
- * last after the loop has stopped) and pts_grpc_h2_drain (any thread).
+ * last after the loop has stopped) and pts_grpc_h2_drain and
+ * pts_grpc_h2_give (any thread).
  * Inference and async-rpc completions arrive on instance and server
  * threads; they only store their answer and wake the loop.
  */
@@ -49,6 +52,9 @@ enum pts_status pts_grpc_h2_new(struct pts_server *s, const struct pts_server_op
 /* Serves the accepted, non-blocking socket `fd` (taken: closed on every
  * path). Loop thread. */
 void pts_grpc_h2_accept(struct pts_grpc_h2 *h, int fd);
+/* The same from another thread (the listener's, for a transport on another
+ * loop): the socket is queued and the loop woken to accept it. */
+void pts_grpc_h2_give(struct pts_grpc_h2 *h, int fd);
 /* Shutdown, first step: GOAWAY on every connection (calls already started
  * go on), and connections accepted from now on are closed at once. Wakes
  * the loop; any thread. */
