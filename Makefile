@@ -53,8 +53,9 @@ FUZZ_SECONDS ?= 60
 run: build models
 	exec $(BUILD_DIR)/ptserve --model-repository examples/models $(ARGS)
 
-# The gRPC test files, run a second time on the nghttp2 transport
-# (--grpc-transport nghttp2, docs/internals/grpc.md) by e2e and asan.
+# The gRPC test files, run a second time on gRPC core, the transport that
+# is not the default (--grpc-transport core, docs/internals/grpc.md), by
+# e2e and asan.
 GRPC_E2E = tests/e2e/test_grpc.py tests/e2e/test_grpc_h2.py tests/e2e/test_client_grpc.py \
 	tests/e2e/test_grpc_security.py tests/e2e/test_trace_grpc.py tests/e2e/test_client_aio.py
 
@@ -77,7 +78,7 @@ unit: build
 e2e: WERROR = ON
 e2e: build
 	PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q tests/e2e $(PYTEST_ARGS)
-	PTSERVE_GRPC_TRANSPORT=nghttp2 PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q $(GRPC_E2E) $(PYTEST_ARGS)
+	PTSERVE_GRPC_TRANSPORT=core PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q $(GRPC_E2E) $(PYTEST_ARGS)
 
 deploy-test: WERROR = ON
 deploy-test: build
@@ -90,7 +91,7 @@ asan-build: setup
 asan: asan-build
 	$(SAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure
 	$(SAN_ENV) PTSERVE_BIN=$(CURDIR)/$(ASAN_DIR)/ptserve $(PYTHON) -m pytest -q tests/e2e $(PYTEST_ARGS)
-	$(SAN_ENV) PTSERVE_GRPC_TRANSPORT=nghttp2 PTSERVE_BIN=$(CURDIR)/$(ASAN_DIR)/ptserve $(PYTHON) -m pytest -q $(GRPC_E2E) $(PYTEST_ARGS)
+	$(SAN_ENV) PTSERVE_GRPC_TRANSPORT=core PTSERVE_BIN=$(CURDIR)/$(ASAN_DIR)/ptserve $(PYTHON) -m pytest -q $(GRPC_E2E) $(PYTEST_ARGS)
 
 fuzz-build: setup
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -94,8 +94,8 @@ struct pts_server_options {
   int grpc_max_connection_age_grace_ms; /* --grpc-max-connection-age-grace (-1 = unset) */
   int grpc_max_connections;         /* --grpc-max-connections (ptserve; 0 = no limit): gRPC's
                                        GRPC_ARG_MAX_ALLOWED_INCOMING_CONNECTIONS */
-  bool grpc_nghttp2;                /* --grpc-transport nghttp2 (ptserve; default core):
-                                       frontend/grpc/h2.h instead of gRPC core */
+  bool grpc_nghttp2;                /* --grpc-transport nghttp2 (ptserve; the default) or
+                                       core: frontend/grpc/h2.h or gRPC core */
   /* metrics (src/metrics); strings borrowed, they must outlive the server */
   bool allow_metrics;               /* --allow-metrics (default true) */
   bool allow_cpu_metrics;           /* --allow-cpu-metrics (default true) */

@@ -113,7 +113,9 @@ def bytes_encode(items):
 # $PTSERVE_GRPC_TRANSPORT (core or nghttp2) adds --grpc-transport to every
 # server the tests start, so that one test file runs against either gRPC
 # transport (docs/internals/grpc.md); unset, the server's default.
+# GRPC_TRANSPORT_USED is the one the servers run: that, or the default.
 GRPC_TRANSPORT = os.environ.get("PTSERVE_GRPC_TRANSPORT", "")
+GRPC_TRANSPORT_USED = GRPC_TRANSPORT or "nghttp2"
 
 
 @pytest.fixture(scope="session")

@@ -797,7 +797,7 @@ def test_bad_grpc_flags(ptserve_bin, args, words):
 @pytest.mark.parametrize("transport", ["core", "nghttp2"])
 def test_transport_flag_picks_the_transport(ptserve_bin, tmp_path, pb, transport):
     """--grpc-transport serves the same service on either transport (the
-    whole gRPC suite also runs with PTSERVE_GRPC_TRANSPORT=nghttp2 in
+    whole gRPC suite also runs with PTSERVE_GRPC_TRANSPORT=core in
     `make e2e`): the log says which; a gzip-compressed unary call, a
     stream of three and an unknown method behave alike."""
     s = launch(ptserve_bin, REPO, tmp_path / "transport.log", "--grpc-transport", transport)

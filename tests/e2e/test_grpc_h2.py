@@ -1,14 +1,14 @@
 """The gRPC service's HTTP/2 frames, read with a raw HTTP/2 client
 (h2_util.py): what grpcio does not show. `make e2e` runs this file on both
-transports (gRPC core, and nghttp2 through PTSERVE_GRPC_TRANSPORT), so
-every assertion here holds for both."""
+transports (nghttp2, the default, and gRPC core through
+PTSERVE_GRPC_TRANSPORT=core); where they differ, the test says how."""
 import gzip
 import zlib
 
 import numpy as np
 import pytest
 
-from conftest import GRPC_TRANSPORT, assert_clean_exit
+from conftest import GRPC_TRANSPORT_USED, assert_clean_exit
 from h2_util import (FRAME_GOAWAY, FRAME_PING, frame, grpc_frame, h2_call, messages,
                      raw_connection, read_frames)
 from test_grpc import REPO, infer_request, launch, pb  # noqa: F401  (pb: a fixture)
@@ -91,7 +91,7 @@ def test_truncated_message_and_two_messages(server, pb):  # noqa: F811
     r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg) + grpc_frame(msg),
                 headers=[("grpc-accept-encoding", "identity")])
     status = r.headers.get("grpc-status") or r.trailers.get("grpc-status")
-    if GRPC_TRANSPORT == "nghttp2":
+    if GRPC_TRANSPORT_USED == "nghttp2":
         assert status == "3", r
     elif status == "0":
         (_, payload), = messages(r.data)
@@ -216,7 +216,7 @@ def test_connections_over_several_threads(ptserve_bin, tmp_path, pb):  # noqa: F
     import threading
     s = launch(ptserve_bin, REPO, tmp_path / "loops.log", "--grpc-infer-thread-count", "3")
     try:
-        if GRPC_TRANSPORT == "nghttp2":
+        if GRPC_TRANSPORT_USED == "nghttp2":
             assert "3 loops" in s.log(), s.log()[-1500:]
         results, errors = {}, []
 

@@ -1,6 +1,9 @@
 /* frontend/grpc/grpc.h — the KServe v2 gRPC frontend (GRPCInferenceService
- * and grpc.health.v1.Health) on the gRPC core C API.
+ * and grpc.health.v1.Health): its start and stop, and its two transports.
  *
+ * The default (--grpc-transport nghttp2) is h2.h's: --grpc-infer-thread-count
+ * libevent loops, the first the listener's, each serving the connections
+ * dealt to it. The other (--grpc-transport core) is the gRPC core C API:
  * --grpc-infer-thread-count completion-queue threads, each with its own
  * queue registered with one grpc_server. Every call is driven by batches on
  * the queue of the thread that accepted it; unary rpcs are answered there.

@@ -1,5 +1,6 @@
-/* frontend/grpc/h2.h — the gRPC transport on nghttp2 (--grpc-transport
- * nghttp2), beside the one on gRPC core (grpc.c).
+/* frontend/grpc/h2.h — the gRPC transport on nghttp2, the default
+ * (--grpc-transport nghttp2); the one on gRPC core (grpc.c) remains behind
+ * --grpc-transport core.
  *
  * gRPC core spends about half of a small unary ModelInfer's instructions
  * on its own machinery (docs/internals/grpc.md, "The transport, measured").
