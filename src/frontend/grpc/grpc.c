@@ -1,6 +1,8 @@
-/* frontend/grpc/grpc.c — the transport: completion-queue threads, the life
- * of each call, the hop back from instance threads, shutdown. The wire
- * conversions live in infer.c, the small rpcs in rpc.c. */
+/* frontend/grpc/grpc.c — the frontend's start and stop: the nghttp2
+ * transport's loops (h2.h, the default), or the transport on gRPC core
+ * (--grpc-transport core): completion-queue threads, the life of each
+ * call, the hop back from instance threads, shutdown. The wire
+ * conversions live in infer.c and admit.c, the small rpcs in rpc.c. */
 #include "frontend/grpc/grpc.h"
 
 #include <event2/event.h>

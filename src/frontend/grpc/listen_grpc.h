@@ -5,8 +5,9 @@
  * descriptor exhaustion would end the gRPC service. Instead the frontend
  * binds the port itself, accepts on a libevent loop whose accept() failures
  * pause it with a backoff (net/listen.h), and hands each connection to the
- * transport: gRPC core takes it with grpc_server_add_channel_from_fd (grpc.c),
- * the nghttp2 transport serves it on this same loop (h2.h).
+ * transport: the nghttp2 transport (h2.h, the default) serves it on this
+ * loop or hands it to another of its loops; gRPC core takes it with
+ * grpc_server_add_channel_from_fd (grpc.c).
  *
  * That is also where --grpc-max-connections is enforced: beyond it a new
  * connection is closed at once (what gRPC's own connection quota does in

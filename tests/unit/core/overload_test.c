@@ -40,6 +40,22 @@ static void budget_admits_up_to_the_limit(void **state) {
   assert_int_equal(pts_overload_held(), 0);
 }
 
+/* A message's charge moved to what its decoded request holds: up (past the
+ * budget if need be: the request is admitted) and down. */
+static void recharge_moves_a_charge(void **state) {
+  (void)state;
+  pts_overload_configure(1000);
+  assert_true(pts_overload_try_charge(300));
+  assert_int_equal(pts_overload_recharge(300, 1200), 1200);
+  assert_int_equal(pts_overload_held(), 1200);
+  assert_int_equal(pts_overload_recharge(1200, 50), 50);
+  assert_int_equal(pts_overload_held(), 50);
+  assert_int_equal(pts_overload_recharge(50, 50), 50);
+  assert_int_equal(pts_overload_held(), 50);
+  pts_overload_release(50);
+  assert_int_equal(pts_overload_held(), 0);
+}
+
 static void release_without_charge_is_clamped(void **state) {
   (void)state;
   pts_overload_configure(1000);
@@ -138,6 +154,7 @@ static void log_limit(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(budget_admits_up_to_the_limit),
+      cmocka_unit_test(recharge_moves_a_charge),
       cmocka_unit_test(release_without_charge_is_clamped),
       cmocka_unit_test(counters_and_snapshot),
       cmocka_unit_test(trims_only_after_a_burst),
