@@ -14,7 +14,6 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "core/alloc.h"
 #include "core/log.h"
@@ -22,6 +21,7 @@
 #include "frontend/grpc/admit.h"
 #include "frontend/grpc/restrict_grpc.h"
 #include "frontend/grpc/rpc.h"
+#include "frontend/http/compress.h"
 #include "trace/trace.h"
 
 /* Bytes read from a socket per recv(). */
@@ -43,10 +43,6 @@
 #define STREAM_PENDING_MAX 128
 
 struct conn;
-
-/* How inference responses are compressed (--grpc-infer-response-compression-level
- * and what the client accepts). */
-enum resp_enc { ENC_NONE, ENC_GZIP, ENC_DEFLATE };
 
 /* One message to send: the 5-byte prefix, then the reply's pieces. An
  * error (code != OK) is a status to end the call with instead. */
@@ -73,13 +69,16 @@ struct call {
   const struct pts_grpc_rpc *rpc;   /* NULL: unknown method */
   const struct pts_restriction *rs; /* the restriction on rpc's group, if any */
   char path[128];                   /* the :path, for messages (truncated) */
-  bool post, grpc_type, rs_ok, encoding_ok;
+  bool post, grpc_type, rs_ok;
+  enum pts_http_encoding req_enc; /* grpc-encoding of its messages */
   bool status_errors; /* stream: triton_grpc_error: true */
   bool stream;        /* ModelStreamInfer */
   int64_t timeout_us;        /* grpc-timeout; -1: none */
   struct event *deadline_ev; /* owned; armed when timeout_us >= 0 */
   bool accept_gzip, accept_deflate; /* grpc-accept-encoding */
-  enum resp_enc resp_enc;    /* inference responses' compression, fixed at the headers */
+  /* inference responses' compression (--grpc-infer-response-compression-level
+   * and what the client accepts), fixed at the headers */
+  enum pts_http_encoding resp_enc;
   /* the request messages as they arrive */
   uint8_t prefix[PREFIX];
   size_t prefix_len;
@@ -189,7 +188,6 @@ static struct call *call_new(struct conn *cn, int32_t id) {
   c->h = cn->h;
   c->conn = cn;
   c->id = id;
-  c->encoding_ok = true;
   c->timeout_us = -1;
   c->next = cn->calls;
   if (cn->calls) cn->calls->prev = c;
@@ -372,11 +370,12 @@ static void progress(struct call *c) {
     if (!c->out_head || c->closing) return;
     const nghttp2_nv head[] = {
         NV(":status", "200", 3), NV("content-type", "application/grpc", 16),
-        NV("grpc-encoding", c->resp_enc == ENC_GZIP ? "gzip" : "deflate",
-           c->resp_enc == ENC_GZIP ? 4 : 7)};
+        NV("grpc-encoding", pts_http_encoding_name(c->resp_enc),
+           strlen(pts_http_encoding_name(c->resp_enc)))};
     nghttp2_data_provider dp = {.source.ptr = c, .read_callback = reply_read};
     c->started = true;
-    if (nghttp2_submit_response(cn->s, c->id, head, c->resp_enc == ENC_NONE ? 2 : 3, &dp) != 0)
+    size_t n = c->resp_enc == PTS_HTTP_ENC_IDENTITY ? 2 : 3;
+    if (nghttp2_submit_response(cn->s, c->id, head, n, &dp) != 0)
       nghttp2_submit_rst_stream(cn->s, NGHTTP2_FLAG_NONE, c->id, NGHTTP2_INTERNAL_ERROR);
     return;
   }
@@ -473,43 +472,32 @@ static struct out_msg *out_new(struct pts_grpc_reply *reply, const struct pts_er
   return m;
 }
 
-static void hand_back_answer(struct call *c, struct pts_grpc_reply *reply,
-                             const struct pts_error *err) {
-  hand_back(c, out_new(reply, err));
-}
-
 /* The reply's pieces compressed into one (gzip or zlib's deflate, at
- * zlib level 1, 6 or 9 for low, medium, high). On failure the reply is
- * cleared and err set. */
-static void compress_reply(enum resp_enc enc, int level, struct pts_grpc_reply *reply,
+ * zlib level 1, 6 or 9 for low, medium, high), by HTTP's compressor. On
+ * failure the reply is cleared and err set. */
+static void compress_reply(enum pts_http_encoding enc, int level, struct pts_grpc_reply *reply,
                            struct pts_error *err) {
   static const int zlevel[] = {0, 1, 6, 9};
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  struct pts_buf *out = NULL;
+  struct pts_http_piece *in = pts_calloc(reply->n_pieces ? reply->n_pieces : 1, sizeof *in);
   struct pts_grpc_piece *piece = pts_calloc(1, sizeof *piece);
-  bool ok = piece && deflateInit2(&z, zlevel[level & 3], Z_DEFLATED,
-                                  enc == ENC_GZIP ? 15 + 16 : 15, 8, Z_DEFAULT_STRATEGY) == Z_OK;
-  if (ok) {
-    size_t cap = deflateBound(&z, (uLong)reply->size) + 32;
-    out = pts_buf_new(cap);
-    ok = out != NULL;
-    z.next_out = out ? out->data : NULL;
-    z.avail_out = (uInt)cap;
-    for (size_t i = 0; ok && i < reply->n_pieces; i++) {
-      z.next_in = (Bytef *)reply->pieces[i].data;
-      z.avail_in = (uInt)reply->pieces[i].size;
-      ok = deflate(&z, Z_NO_FLUSH) == Z_OK && z.avail_in == 0;
-    }
-    ok = ok && deflate(&z, Z_FINISH) == Z_STREAM_END;
-    if (ok) out->size = cap - z.avail_out;
-    deflateEnd(&z);
+  void *z = NULL;
+  size_t zlen = 0;
+  struct pts_buf *out = NULL;
+  enum pts_status st = PTS_NOMEM;
+  if (in && piece) {
+    for (size_t i = 0; i < reply->n_pieces; i++)
+      in[i] = (struct pts_http_piece){reply->pieces[i].data, reply->pieces[i].size};
+    st = pts_http_deflate(enc, zlevel[level & 3], in, reply->n_pieces, &z, &zlen, err);
   }
+  pts_free(in);
   pts_grpc_reply_clear(reply);
-  if (!ok) {
-    pts_buf_release(out);
+  if (st == PTS_OK && !(out = pts_buf_wrap(z, zlen, NULL, NULL))) {
+    pts_free(z);
+    st = PTS_NOMEM;
+  }
+  if (st != PTS_OK) {
     pts_free(piece);
-    pts_error_set(err, PTS_NOMEM, "out of memory compressing a response");
+    if (st == PTS_NOMEM) pts_error_set(err, PTS_NOMEM, "out of memory compressing a response");
     return;
   }
   *piece = (struct pts_grpc_piece){out->data, out->size, out};
@@ -530,18 +518,18 @@ static void on_infer_done(struct pts_infer_request *req, struct pts_infer_respon
     if (pts_grpc_encode_stream_error(req->id, err.msg, &reply, &e2) == PTS_OK)
       pts_error_clear(&err);
   }
-  if (err.code == PTS_OK && c->resp_enc != ENC_NONE)
+  if (err.code == PTS_OK && c->resp_enc != PTS_HTTP_ENC_IDENTITY)
     compress_reply(c->resp_enc, c->h->compression_level, &reply, &err);
   pts_trace_record(req->trace, PTS_TRACE_GRPC_SEND_END, pts_now_ns());
   pts_infer_request_free(req); /* ends its trace */
   struct out_msg *m = out_new(&reply, &err);
-  if (m) m->compressed = c->resp_enc != ENC_NONE && m->code == PTS_OK;
+  if (m) m->compressed = c->resp_enc != PTS_HTTP_ENC_IDENTITY && m->code == PTS_OK;
   hand_back(c, m);
 }
 
 /* Server thread: a repository rpc's answer. */
 static void on_async_done(struct pts_grpc_reply *reply, const struct pts_error *err, void *arg) {
-  hand_back_answer(arg, reply, err);
+  hand_back(arg, out_new(reply, err));
 }
 
 /* One completion on the loop: a message to send, or an error that ends
@@ -603,60 +591,31 @@ static void take_ready(struct pts_grpc_h2 *h) {
 /* requests                                                            */
 
 /* The decompressed message of a call that sent grpc-encoding gzip or
- * deflate (zlib tells which from the stream's header). */
-static struct pts_buf *inflate_msg(const struct pts_buf *in, struct pts_error *err) {
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  if (inflateInit2(&z, 15 + 32) != Z_OK) {
-    pts_error_set(err, PTS_NOMEM, "out of memory decompressing a request message");
-    return NULL;
-  }
-  z.next_in = in->data;
-  z.avail_in = (uInt)in->size;
-  size_t cap = in->size * 4 + 64, used = 0;
-  struct pts_buf *out = pts_buf_new(cap);
-  int rc = out ? Z_OK : Z_MEM_ERROR;
-  /* What inflating may hold: the request memory budget's room, so that a
-   * small message that inflates to gigabytes is refused before it is. */
+ * deflate, by HTTP's decompressor, which stops at `max_out`: here the
+ * request memory budget's room, so that a small message that inflates to
+ * gigabytes is refused before it is. The errors are gRPC's: the budget's
+ * message, and for a bad stream the one gRPC core's path gives. */
+static struct pts_buf *inflate_msg(const struct pts_buf *in, enum pts_http_encoding enc,
+                                   struct pts_error *err) {
   size_t held = pts_overload_held(), budget = pts_overload_budget();
   size_t room = budget > held ? budget - held : 0;
-  bool too_big = false;
-  while (rc == Z_OK) {
-    if (used == cap) { /* grow: a new buffer, the bytes so far copied */
-      size_t ncap = cap * 2 > MAX_MESSAGE ? MAX_MESSAGE : cap * 2;
-      if (ncap > room) {
-        too_big = true;
-        break;
-      }
-      struct pts_buf *grown = ncap > cap ? pts_buf_new(ncap) : NULL;
-      if (!grown) break;
-      memcpy(grown->data, out->data, used);
-      pts_buf_release(out);
-      out = grown;
-      cap = ncap;
-    }
-    z.next_out = (uint8_t *)out->data + used;
-    z.avail_out = (uInt)(cap - used);
-    rc = inflate(&z, Z_NO_FLUSH);
-    used = cap - z.avail_out;
+  struct pts_buf *out = NULL;
+  switch (pts_http_inflate(in->data, in->size, room, enc, &out, err)) {
+    case PTS_OK:
+      return out;
+    case PTS_TOO_LARGE:
+      pts_error_set(err, PTS_EXHAUSTED,
+                    "request message refused: decompressed, it would exceed the request memory "
+                    "budget (%zu of %zu bytes held; --request-memory-budget)",
+                    held, budget);
+      return NULL;
+    case PTS_INVALID_ARG:
+      pts_error_set(err, PTS_INVALID_ARG,
+                    "failed to read the request message (it could not be decompressed)");
+      return NULL;
+    default:
+      return NULL;
   }
-  inflateEnd(&z);
-  if (too_big) {
-    pts_buf_release(out);
-    pts_error_set(err, PTS_EXHAUSTED,
-                  "request message refused: decompressed, it would exceed the request memory "
-                  "budget (%zu of %zu bytes held; --request-memory-budget)",
-                  held, budget);
-    return NULL;
-  }
-  if (rc != Z_STREAM_END || z.avail_in != 0) {
-    pts_buf_release(out);
-    pts_error_set(err, PTS_INVALID_ARG,
-                  "failed to read the request message (it could not be decompressed)");
-    return NULL;
-  }
-  out->size = used;
-  return out;
 }
 
 /* A stream request that never reached the core: an in-band error naming
@@ -685,7 +644,7 @@ static void dispatch(struct call *c, struct pts_buf *msg, bool compressed) {
   struct pts_error err;
   pts_error_clear(&err);
   if (compressed) {
-    struct pts_buf *plain = inflate_msg(msg, &err);
+    struct pts_buf *plain = inflate_msg(msg, c->req_enc, &err);
     pts_buf_release(msg);
     msg = plain;
   }
@@ -777,7 +736,7 @@ static bool headers_ok(struct call *c) {
               c->rs->header);
     return false;
   }
-  if (!c->encoding_ok) {
+  if (c->req_enc == PTS_HTTP_ENC_UNKNOWN) {
     call_fail(c, PTS_UNSUPPORTED,
               "grpc-encoding of %s is not supported: ptserve reads identity, gzip and deflate",
               c->path);
@@ -785,7 +744,9 @@ static bool headers_ok(struct call *c) {
   }
   c->stream = c->rpc->kind == PTS_GRPC_STREAM;
   if (c->h->compression_level > 0 && (c->stream || c->rpc->kind == PTS_GRPC_INFER))
-    c->resp_enc = c->accept_gzip ? ENC_GZIP : c->accept_deflate ? ENC_DEFLATE : ENC_NONE;
+    c->resp_enc = c->accept_gzip      ? PTS_HTTP_ENC_GZIP
+                  : c->accept_deflate ? PTS_HTTP_ENC_DEFLATE
+                                      : PTS_HTTP_ENC_IDENTITY;
   if (c->timeout_us >= 0) {
     c->deadline_ev = evtimer_new(c->h->base, on_deadline, c);
     struct timeval tv = {(time_t)(c->timeout_us / 1000000), (suseconds_t)(c->timeout_us % 1000000)};
@@ -945,9 +906,10 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     c->accept_gzip = list_has(value, valuelen, "gzip");
     c->accept_deflate = list_has(value, valuelen, "deflate");
   } else if (IS("grpc-encoding")) {
-    c->encoding_ok = (valuelen == 8 && memcmp(value, "identity", 8) == 0) ||
-                       (valuelen == 4 && memcmp(value, "gzip", 4) == 0) ||
-                       (valuelen == 7 && memcmp(value, "deflate", 7) == 0);
+    c->req_enc = valuelen == 8 && memcmp(value, "identity", 8) == 0 ? PTS_HTTP_ENC_IDENTITY
+                 : valuelen == 4 && memcmp(value, "gzip", 4) == 0   ? PTS_HTTP_ENC_GZIP
+                 : valuelen == 7 && memcmp(value, "deflate", 7) == 0 ? PTS_HTTP_ENC_DEFLATE
+                                                                     : PTS_HTTP_ENC_UNKNOWN;
   } else if (c->rs && !c->rs_ok && strlen(c->rs->header) == namelen &&
              strncasecmp((const char *)name, c->rs->header, namelen) == 0) {
     c->rs_ok = strlen(c->rs->value) == valuelen && memcmp(value, c->rs->value, valuelen) == 0;

@@ -191,14 +191,14 @@ done:
   return st;
 }
 
-enum pts_status pts_http_deflate(enum pts_http_encoding enc, const struct pts_http_piece *pieces,
-                                 size_t n_pieces, void **out, size_t *out_len,
-                                 struct pts_error *err) {
+enum pts_status pts_http_deflate(enum pts_http_encoding enc, int level,
+                                 const struct pts_http_piece *pieces, size_t n_pieces, void **out,
+                                 size_t *out_len, struct pts_error *err) {
   const char *name = pts_http_encoding_name(enc);
   int bits = enc == PTS_HTTP_ENC_GZIP ? 15 | 16 : 15;
   z_stream zs;
   memset(&zs, 0, sizeof zs);
-  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+  if (deflateInit2(&zs, level, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
     return pts_error_set(err, PTS_INTERNAL, "failed to start %s compression", name);
   size_t total = 0;
   for (size_t i = 0; i < n_pieces; i++) total += pieces[i].len;

@@ -421,7 +421,7 @@ static bool send_compressed(struct conn *cn, struct pts_v2_reply *r,
   void *z = NULL;
   size_t zlen = 0;
   struct pts_error err;
-  enum pts_status st = pts_http_deflate(enc, pieces, n, &z, &zlen, &err);
+  enum pts_status st = pts_http_deflate(enc, PTS_HTTP_DEFLATE_DEFAULT, pieces, n, &z, &zlen, &err);
   if (pieces != stack) pts_free(pieces);
   if (st != PTS_OK) {
     PTS_LOG_WARN("sending an uncompressed response: %s", err.msg);

@@ -167,8 +167,8 @@ static void deflate_round_trip_through_zlib(void **state) {
     void *z = NULL;
     size_t zlen = 0;
     struct pts_error err;
-    assert_int_equal(pts_http_deflate(gzip ? PTS_HTTP_ENC_GZIP : PTS_HTTP_ENC_DEFLATE, pieces, 3,
-                                      &z, &zlen, &err),
+    assert_int_equal(pts_http_deflate(gzip ? PTS_HTTP_ENC_GZIP : PTS_HTTP_ENC_DEFLATE,
+                                      PTS_HTTP_DEFLATE_DEFAULT, pieces, 3, &z, &zlen, &err),
                      PTS_OK);
     const unsigned char *zb = z;
     if (gzip) {
@@ -194,7 +194,7 @@ static void deflate_empty_body(void **state) {
   void *z = NULL;
   size_t zlen = 0;
   struct pts_error err;
-  assert_int_equal(pts_http_deflate(PTS_HTTP_ENC_GZIP, &p, 1, &z, &zlen, &err), PTS_OK);
+  assert_int_equal(pts_http_deflate(PTS_HTTP_ENC_GZIP, 9, &p, 1, &z, &zlen, &err), PTS_OK);
   size_t got = 99;
   unsigned char *back = zlib_decompress(z, zlen, 1, 16, &got);
   assert_int_equal(got, 0);
