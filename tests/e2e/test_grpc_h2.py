@@ -111,7 +111,7 @@ def test_grpc_timeout_header(server, pb):  # noqa: F811
     """A call with a generous grpc-timeout is answered as usual (its timer
     goes with it: the sanitizer runs check for leaks); a malformed one is
     ignored."""
-    for timeout in ("5S", "3000m", "bogus"):
+    for timeout in ("60S", "60000m", "bogus"):
         values, msg = fp32_call(pb, 16, rid=timeout)
         r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg),
                     headers=[("grpc-timeout", timeout), ("grpc-accept-encoding", "identity")])
@@ -181,6 +181,9 @@ def test_ping_flood_gets_goaway_too_many_pings(server):
         frames += read_frames(sock, 1.0, stop=ping_answered)
         if goaways(frames) or (frames and frames[-1] is None):
             break
+    else:  # a busy machine may answer the last ping late
+        frames += read_frames(sock, 10.0, stop=lambda fs: bool(goaways(fs)) or
+                              (fs and fs[-1] is None))
     sock.close()
     assert (11, b"too_many_pings") in goaways(frames), frames
 
