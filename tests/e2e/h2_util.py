@@ -26,21 +26,29 @@ def messages(data):
     return out
 
 
-def h2_call(target, path, body=b"", headers=(), content_type="application/grpc", timeout=10.0):
+def h2_call(target, path, body=b"", headers=(), content_type="application/grpc", timeout=10.0,
+            request_headers=None):
     """POSTs `body` (already framed; b"" sends none) to `path` on `target`
     ("host:port") and reads until the stream ends, is reset or the
-    connection goes. Returns a namespace: headers and trailers (dicts,
+    connection goes. `request_headers`, when given, is the whole header
+    list, sent as it is (hyper-h2's checks of outbound headers off: for
+    malformed requests). Returns a namespace: headers and trailers (dicts,
     str), data (bytes), reset (the RST_STREAM code or None), goaway (the
     GOAWAY code or None), seconds (until the end)."""
     host, port = target.rsplit(":", 1)
     t0 = time.monotonic()
     sock = socket.create_connection((host, int(port)), timeout=timeout)
+    raw = request_headers is not None
     conn = h2.connection.H2Connection(
-        h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        h2.config.H2Configuration(client_side=True, header_encoding="utf-8",
+                                  validate_outbound_headers=not raw,
+                                  normalize_outbound_headers=not raw))
     conn.initiate_connection()
     sid = conn.get_next_available_stream_id()
     hdrs = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", target),
             ("content-type", content_type), ("te", "trailers")] + list(headers)
+    if raw:
+        hdrs = list(request_headers)
     conn.send_headers(sid, hdrs, end_stream=not body)
     # Within the initial flow-control window: no WINDOW_UPDATE to wait for.
     assert len(body) < 65535, "h2_call sends at most 64 KiB"

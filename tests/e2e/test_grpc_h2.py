@@ -79,6 +79,52 @@ def test_errors_are_trailers_only(server, pb):  # noqa: F811
         "no such model" in r.headers.get("grpc-message", ""), r.headers
 
 
+def test_malformed_request_headers(server, pb):  # noqa: F811
+    """Requests whose headers are not a gRPC call's: a GET and a missing
+    :path are never answered as calls that succeeded. The nghttp2
+    transport (which does HTTP's checks of a request itself) answers 415
+    to what is not a POST of application/grpc, which includes an
+    upper-case content-type name (malformed in HTTP/2, RFC 9113 8.2.1;
+    gRPC core reads it as content-type and serves the call), and
+    UNIMPLEMENTED to a missing :path; gRPC core may reset the stream
+    instead. A control character in the value of a header the server does
+    not read is let through. No case closes the connection, and the server
+    goes on serving a good call afterwards."""
+    values, msg = fp32_call(pb, 8, rid="after-bad-headers")
+    base = [(":method", "POST"), (":scheme", "http"), (":path", SVC + "ModelInfer"),
+            (":authority", server.grpc_target), ("content-type", "application/grpc"),
+            ("te", "trailers")]
+
+    def swap(name, value):
+        return [(n, value if n == name else v) for n, v in base if n != name or value is not None]
+
+    cases = {
+        "GET": (swap(":method", "GET"), "415"),
+        "no :path": (swap(":path", None), "12"),
+        "Content-Type": ([(n.title() if n == "content-type" else n, v) for n, v in base], "415"),
+    }
+    for what, (hdrs, expect) in cases.items():
+        r = h2_call(server.grpc_target, "", grpc_frame(msg), request_headers=hdrs)
+        status = r.headers.get("grpc-status") or r.trailers.get("grpc-status")
+        answered_ok = r.headers.get(":status") == "200" and status == "0"
+        assert r.goaway is None, (what, r)
+        if what != "Content-Type":
+            assert not answered_ok, (what, r)
+        if GRPC_TRANSPORT_USED == "nghttp2":
+            got = r.headers.get(":status") if expect == "415" else status
+            assert got == expect, (what, r)
+    r = h2_call(server.grpc_target, "", grpc_frame(msg),
+                request_headers=base + [("x-note", "a\x01b")])
+    assert r.goaway is None, r
+    if GRPC_TRANSPORT_USED == "nghttp2":
+        assert r.trailers.get("grpc-status") == "0", r
+    r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg),
+                headers=[("grpc-accept-encoding", "identity")])
+    (_, payload), = messages(r.data)
+    assert pb.svc.ModelInferResponse.FromString(payload).raw_output_contents[0] == \
+        values.tobytes()
+
+
 def test_truncated_message_and_two_messages(server, pb):  # noqa: F811
     """A message cut short by the end of the stream fails with a status
     (not a crash). Two messages on a unary method: the nghttp2 transport
