@@ -1,5 +1,5 @@
 /* frontend/grpc/admit.h — a ModelInferRequest message into the core and
- * its response out of it, for either transport (grpc.c on gRPC core, h2.c
+ * its response out of it, for either transport (grpc.c on gRPC core, h2_call.c
  * on nghttp2): the request memory budget, decoding, tracing, encoding.
  *
  * Threading: pts_grpc_admit runs on the transport's thread;

@@ -41,7 +41,7 @@ enum pts_http_encoding pts_http_accept_encoding(const char *value);
  * inflateInit2(15|32) does) into a new buffer (caller releases with
  * pts_buf_release). More than `max_out` bytes of output is TOO_LARGE; a
  * corrupt or truncated stream is INVALID_ARG naming `enc`. The gRPC
- * frontend inflates its messages with it too (frontend/grpc/h2.c). */
+ * frontend inflates its messages with it too (frontend/grpc/h2_call.c). */
 enum pts_status pts_http_inflate(const void *in, size_t in_len, size_t max_out,
                                  enum pts_http_encoding enc, struct pts_buf **out,
                                  struct pts_error *err);
@@ -55,7 +55,7 @@ struct pts_http_piece {
 /* Compresses the concatenation of the pieces as gzip or deflate (zlib
  * format) at zlib's `level` (0-9, or PTS_HTTP_DEFLATE_DEFAULT) into a new
  * buffer (caller frees with pts_free). The gRPC frontend uses it too
- * (frontend/grpc/h2.c), with the levels of
+ * (frontend/grpc/h2_call.c), with the levels of
  * --grpc-infer-response-compression-level. */
 #define PTS_HTTP_DEFLATE_DEFAULT (-1) /* zlib's Z_DEFAULT_COMPRESSION */
 enum pts_status pts_http_deflate(enum pts_http_encoding enc, int level,
