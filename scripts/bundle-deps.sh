@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bundles the .deb packages of ptserve's C dependencies into .bundle/debs so
 # that ptserve can be built on an offline GPU host (e.g. Ubuntu 24.04 with a
-# pip torch) that lacks jansson, protobuf-c and friends.
+# pip torch) that lacks jansson, protobuf-c and friends; and tritonclient's
+# wheel into .bundle/wheels for the GPU suite (below).
 #
 # Run here (Debian 12, network to the package mirror), carry .bundle to the
 # offline host, and there: `source scripts/use-bundle.sh` before cmake.
@@ -34,3 +35,14 @@ for p in "${pkgs[@]}"; do
 done
 [ "$missing" = 0 ] || exit 1
 echo "bundle-deps: $(ls "$out" | wc -l) packages in $out ($(du -sh "$out" | cut -f1))"
+
+# tritonclient's wheel (pure Python, without its dependencies), at the
+# version requirements.txt pins: tests/gpu/test_shm_cuda.py makes its CUDA
+# regions with tritonclient.utils.cuda_shared_memory, and GPU hosts carry
+# torch, numpy, ml_dtypes and cuda-bindings but not tritonclient.
+# tests/gpu/run.sh installs it from here into .bundle/py when it is missing.
+wheels=.bundle/wheels
+mkdir -p "$wheels"
+pin=$(grep -o '^tritonclient[^=]*==[0-9.]*' requirements.txt | sed 's/\[.*\]//')
+"${PYTHON:-.venv/bin/python}" -m pip download --no-deps -q "$pin" -d "$wheels"
+echo "bundle-deps: $(ls "$wheels")"

@@ -20,9 +20,17 @@ rc=0
 echo "== unit tests"; ctest --test-dir build-gpu --output-on-failure || rc=1
 echo "== GPU end-to-end tests"
 # test_shm_cuda.py makes its regions with tritonclient.utils (pure Python;
-# its cuda_shared_memory needs cuda-python): say so up front when missing.
+# its cuda_shared_memory needs cuda-python). An offline host without
+# tritonclient gets the wheel scripts/bundle-deps.sh put in .bundle/wheels,
+# installed into .bundle/py (nothing system-wide); say so when it still
+# does not import (those tests then fail, naming it; the others run).
+if ! $PY -c 'import tritonclient.utils.cuda_shared_memory' 2>/dev/null &&
+   ls .bundle/wheels/tritonclient-*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-deps --no-index --target .bundle/py .bundle/wheels/tritonclient-*.whl &&
+    export PYTHONPATH=$PWD/.bundle/py${PYTHONPATH:+:$PYTHONPATH}
+fi
 $PY -c 'import tritonclient.utils.cuda_shared_memory' 2>/dev/null ||
-  echo "NOTE: tritonclient.utils.cuda_shared_memory does not import here: tests/gpu/test_shm_cuda.py will fail; install tritonclient and cuda-python (or put a copy of tritonclient on PYTHONPATH)"
+  echo "NOTE: tritonclient.utils.cuda_shared_memory does not import here: tests/gpu/test_shm_cuda.py will fail; install tritonclient and cuda-python (or run scripts/bundle-deps.sh where there is a network and carry .bundle)"
 # Tests append what they measured to this file; it ends the section.
 export PTS_GPU_MEASUREMENTS=$(mktemp)
 PTSERVE_BIN=$PWD/build-gpu/ptserve $PY -m pytest -q -rs -p no:cacheprovider tests/gpu || rc=1
