@@ -17,8 +17,8 @@
 
 #include "core/alloc.h"
 #include "core/log.h"
-#include "scheduler/request.h"
 #include "frontend/grpc/h2_priv.h"
+#include "scheduler/request.h"
 
 /* Bytes read from a socket per recv(). */
 #define READ_CHUNK 16384

@@ -228,10 +228,10 @@ static void progress(struct call *c) {
       return;
     }
     if (!c->out_head || c->closing) return;
-    const nghttp2_nv head[] = {
-        NV_STATIC(":status", "200", 3), NV_STATIC("content-type", "application/grpc", 16),
-        NV_STATIC("grpc-encoding", pts_http_encoding_name(c->resp_enc),
-           strlen(pts_http_encoding_name(c->resp_enc)))};
+    const char *enc = pts_http_encoding_name(c->resp_enc);
+    const nghttp2_nv head[] = {NV_STATIC(":status", "200", 3),
+                               NV_STATIC("content-type", "application/grpc", 16),
+                               NV_STATIC("grpc-encoding", enc, strlen(enc))};
     nghttp2_data_provider dp = {.source.ptr = c, .read_callback = reply_read};
     c->started = true;
     size_t n = c->resp_enc == PTS_HTTP_ENC_IDENTITY ? 2 : 3;
