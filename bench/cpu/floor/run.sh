@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# bench/cpu/floor/run.sh — ptserve's CPU per request against the floor of
+# this machine: the same client (ptperf), the same model's requests, the
+# same answers, served by floor.c (one epoll loop that writes back bytes
+# ptserve recorded; no parser library, no model). What the floor spends is
+# what any server on this VM pays per request (loopback TCP, the sleep in
+# epoll_wait, the wake-ups); ptserve's figure minus it is what ptserve's
+# own code and LibTorch add (issue #13).
+#
+#   bench/cpu/floor/run.sh     (ROUNDS, default 5; BENCH_INTERVAL_MS, 1000;
+#                               PERF_SECONDS, 3; PLACE_ROUNDS, 3)
+#
+# Per round and concurrency (1 and 4), the two servers back to back, the
+# order alternating between rounds:
+#   1. ptperf --server-pid: infer/s, p50, server CPU per request (the
+#      server's /proc CPU time over ptperf's windows ÷ requests);
+#   2. a further window of PERF_SECONDS under the same load: the server's
+#      user and kernel ticks from /proc/PID/stat ÷ the exact number of
+#      requests it answered meanwhile (ptserve: its statistics endpoint;
+#      floor: GET /floor/count).
+# Then PLACE_ROUNDS rounds at c=1 with the server's threads and ptperf pinned
+# to the same CPU, and to two different ones (below). Then, once per
+# concurrency, `perf record -e cpu-clock` on ptserve (a timer
+# sample, as this VM has no hardware counters): its time by shared object,
+# which report.py turns into µs per request.
+#
+# Writes bench/cpu/floor/results/{results.csv,results.md,plot.png}; raw files
+# stay in bench/cpu/floor/results/raw (not committed).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+HERE="$ROOT/bench/cpu/floor"
+OUT="$HERE/results"
+RAW="$OUT/raw"
+BUILD="${BENCH_BUILD_DIR:-$ROOT/build-bench}"
+PY=${PYTHON:-$ROOT/.venv/bin/python}
+ROUNDS="${ROUNDS:-5}"
+INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
+PERF_SECONDS="${PERF_SECONDS:-3}"
+PLACE_ROUNDS="${PLACE_ROUNDS:-3}"
+SERVER_PID=
+FLOOR_PID=
+source "$ROOT/bench/lib.sh" # log, stop_server, free_port
+
+cleanup() {
+  stop_server
+  if [ -n "$FLOOR_PID" ]; then kill "$FLOOR_PID" 2>/dev/null || true; fi
+}
+trap cleanup EXIT
+
+log "build (Release) in $BUILD"
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF \
+  -DPTS_PYTHON="$PY" >/dev/null
+cmake --build "$BUILD" --target ptserve ptperf -j"${JOBS:-2}" >/dev/null
+rm -rf "$RAW"
+mkdir -p "$RAW/models" "$RAW/answers"
+cc -O2 -Wall -Wextra -o "$RAW/floor" "$HERE/floor.c"
+"$PY" "$ROOT/bench/cpu/gen_models.py" "$RAW/all" >/dev/null
+mv "$RAW/all/mlp" "$RAW/models/"
+rm -rf "$RAW/all"
+
+PORT="$(free_port)"
+"$BUILD/ptserve" --model-repository "$RAW/models" --http-port "$PORT" \
+  --grpc-port "$(free_port)" --metrics-port "$(free_port)" >"$RAW/server.log" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 600); do
+  curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/models/mlp/ready" && break
+  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$RAW/server.log" >&2; exit 1; }
+  sleep 0.1
+done
+
+# The floor's answers: ptserve's own responses, status line and headers
+# included, to the requests ptperf makes (its infer request is the one
+# ptperf sends for mlp: the JSON header, then 16 FP32 values).
+A="$RAW/answers"
+"$PY" - "$A/request.bin" <<'EOF'
+import json, struct, sys
+head = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
+                               "parameters": {"binary_data_size": 64}}],
+                   "parameters": {"binary_data_output": True}}, separators=(",", ":")).encode()
+open(sys.argv[1], "wb").write(head + struct.pack("16f", *[i / 16 for i in range(16)]))
+print(len(head), file=open(sys.argv[1] + ".hlen", "w"))
+EOF
+curl -sf -i "http://127.0.0.1:$PORT/v2/models/mlp" >"$A/metadata.http"
+curl -sf -i "http://127.0.0.1:$PORT/v2/models/mlp/config" >"$A/config.http"
+curl -sf -i -H "Content-Type: application/octet-stream" \
+  -H "Inference-Header-Content-Length: $(cat "$A/request.bin.hlen")" \
+  --data-binary @"$A/request.bin" "http://127.0.0.1:$PORT/v2/models/mlp/infer" >"$A/infer.http"
+grep -q '^HTTP/1.1 200' "$A/infer.http" || { echo "run.sh: ptserve's infer answer is not 200" >&2; exit 1; }
+
+FPORT="$(free_port)"
+"$RAW/floor" "$FPORT" "$A" 2>"$RAW/floor.log" &
+FLOOR_PID=$!
+for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$FPORT/floor/count" && break; sleep 0.05; done
+
+pid_of() { [ "$1" = ptserve ] && echo "$SERVER_PID" || echo "$FLOOR_PID"; }
+port_of() { [ "$1" = ptserve ] && echo "$PORT" || echo "$FPORT"; }
+answered() { # SERVER
+  if [ "$1" = ptserve ]; then
+    curl -sf "http://127.0.0.1:$PORT/v2/models/mlp/stats" |
+      "$PY" -c 'import json,sys; s=json.load(sys.stdin)["model_stats"][0]["inference_stats"]; print(s["success"]["count"] + s["fail"]["count"])'
+  else
+    curl -sf "http://127.0.0.1:$FPORT/floor/count"
+  fi
+}
+cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12, $13}'; }
+
+# Both servers warm: TorchScript's first runs profile the graph.
+for s in ptserve floor; do
+  "$BUILD/ptperf" -m mlp -u "127.0.0.1:$(port_of $s)" -q --no-server-stats -p 1000 -r 3 -s 100 \
+    --concurrency 4 >/dev/null 2>&1
+done
+
+echo "server,round,concurrency,requests,user_ticks,sys_ticks" >"$RAW/ticks.csv"
+measure() { # SERVER ROUND C
+  local s="$1" r="$2" c="$3" pid port
+  pid="$(pid_of "$s")"
+  port="$(port_of "$s")"
+  "$BUILD/ptperf" -m mlp -u "127.0.0.1:$port" -q --no-server-stats -p "$INTERVAL_MS" \
+    --concurrency "$c" --server-pid "$pid" -f "$RAW/ptperf_${s}_r${r}_c${c}.csv" >>"$RAW/ptperf.log" 2>&1
+  "$BUILD/ptperf" -m mlp -u "127.0.0.1:$port" -q --no-server-stats \
+    -p $(((PERF_SECONDS * 1000 + 1500) / 3)) -r 3 -s 100 --concurrency "$c" >/dev/null 2>&1 &
+  local load=$! before after t0 t1
+  sleep 0.7
+  before="$(answered "$s")"
+  t0="$(cpu_ticks "$pid")"
+  sleep "$PERF_SECONDS"
+  t1="$(cpu_ticks "$pid")"
+  after="$(answered "$s")"
+  wait "$load" || true
+  set -- $t0 $t1
+  echo "$s,$r,$c,$((after - before)),$(($3 - $1)),$(($4 - $2))" >>"$RAW/ticks.csv"
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+  for c in 1 4; do
+    if [ $((r % 2)) -eq 1 ]; then order="ptserve floor"; else order="floor ptserve"; fi
+    for s in $order; do
+      log "round $r c=$c $s"
+      measure "$s" "$r" "$c"
+    done
+  done
+done
+
+# Placement, at c=1: every thread of the server and ptperf on the same CPU,
+# then on two different CPUs (taskset), alternating. Whether a reply must
+# wake a client sleeping on another virtual CPU (and a request a server
+# sleeping on another) is most of what a request costs at c=1 on this VM.
+ALL_CPUS="0-$(($(nproc) - 1))"
+if [ "$(nproc)" -ge 2 ]; then
+  for r in $(seq 1 "$PLACE_ROUNDS"); do
+    for place in same apart; do
+      for s in ptserve floor; do
+        log "placement round $r $place $s"
+        pid="$(pid_of "$s")"
+        taskset -a -p -c 0 "$pid" >/dev/null
+        cpu=0
+        [ "$place" = apart ] && cpu=1
+        taskset -c "$cpu" "$BUILD/ptperf" -m mlp -u "127.0.0.1:$(port_of "$s")" -q --no-server-stats \
+          -p "$INTERVAL_MS" --concurrency 1 --server-pid "$pid" \
+          -f "$RAW/place_${s}_${place}_r${r}.csv" >>"$RAW/ptperf.log" 2>&1
+        taskset -a -p -c "$ALL_CPUS" "$pid" >/dev/null
+      done
+    done
+  done
+fi
+
+# Where ptserve's time goes: timer samples by shared object.
+if command -v perf >/dev/null; then
+  for c in 1 4; do
+    log "perf record: ptserve c=$c"
+    "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" -q --no-server-stats \
+      -p $(((PERF_SECONDS * 1000 + 1500) / 3)) -r 3 -s 100 --concurrency "$c" >/dev/null 2>&1 &
+    load=$!
+    sleep 0.7
+    perf record -F 4999 -e cpu-clock -p "$SERVER_PID" -o "$RAW/perf_c$c.data" -- sleep "$PERF_SECONDS" \
+      >/dev/null 2>&1 || true
+    wait "$load" || true
+    perf report -i "$RAW/perf_c$c.data" --sort dso --stdio 2>/dev/null | grep -v '^#' |
+      sed '/^$/d' >"$RAW/dso_c$c.txt" || true
+  done
+fi
+{
+  echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "tree=$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src || echo +)"
+  echo "cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1)"
+  echo "cores=$(nproc)"
+  echo "clk_tck=$(getconf CLK_TCK)"
+  echo "load=$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "rounds=$ROUNDS"
+  echo "place_rounds=$PLACE_ROUNDS"
+} >"$RAW/meta.txt"
+"$PY" "$HERE/report.py" "$RAW" "$OUT"
