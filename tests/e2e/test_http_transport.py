@@ -3,7 +3,10 @@ sees of request parsing, keep-alive and bodies, spoken in raw bytes where a
 client library would hide it. Expected values are HTTP's (RFC 9110/9112)
 and the identity model's echo of the input."""
 import json
+import os
+import signal
 import socket
+import struct
 
 import requests
 
@@ -137,6 +140,87 @@ def test_pipelined_requests_answered_in_order(server):
     assert json.loads(bodies[0])["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
     assert bodies[1] == b""
     assert json.loads(bodies[2])["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
+
+
+def infer_request(values, keep_alive=True):
+    body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                                   "data": values}]}).encode()
+    return (b"POST /v2/models/id_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+            + (b"" if keep_alive else b"Connection: close\r\n")
+            + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+class Stopped:
+    """The server stopped (SIGSTOP) for the block, so that everything sent
+    meanwhile is waiting on its sockets when it resumes: its loops find the
+    requests of several connections ready in the same epoll_wait."""
+
+    def __init__(self, server):
+        self.pid = server.proc.pid
+
+    def __enter__(self):
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def __exit__(self, *exc):
+        os.kill(self.pid, signal.SIGCONT)
+
+
+def test_requests_ready_together_on_many_connections_each_get_their_answer(server):
+    """Eight connections whose requests are all waiting when the server
+    looks (answers of one turn of a loop leave together, conn.c's
+    conn_flush_soon): each connection gets its own answer, then, kept
+    alive, answers a second request and a pipelined pair."""
+    n = 8
+    socks = [socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT)
+             for _ in range(n)]
+    try:
+        with Stopped(server):
+            for i, s in enumerate(socks):
+                s.sendall(infer_request([i, i + 1, i + 2, i + 3]))
+        for i, s in enumerate(socks):
+            status, _, body, rest = read_reply(s)
+            assert status == "HTTP/1.1 200 OK"
+            assert rest == b""
+            assert json.loads(body)["outputs"][0]["data"] == [float(i + k) for k in range(4)]
+        with Stopped(server):
+            for i, s in enumerate(socks):
+                s.sendall(infer_request([-i, 0, 0, 1]) + infer_request([i * 10, 1, 2, 3]))
+        for i, s in enumerate(socks):
+            rest = b""
+            for want in ([-i, 0, 0, 1], [i * 10, 1, 2, 3]):
+                status, _, body, rest = read_reply(s, rest)
+                assert status == "HTTP/1.1 200 OK"
+                assert json.loads(body)["outputs"][0]["data"] == [float(v) for v in want]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_connections_closing_among_ready_requests_leave_the_others_answered(server):
+    """Among requests waiting together, one client resets its connection
+    and another asks for Connection: close: the reset one gets nothing,
+    the closing one its answer then the end of the stream, the rest their
+    answers, and the server keeps serving."""
+    socks = [socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT)
+             for _ in range(4)]
+    try:
+        with Stopped(server):
+            for i, s in enumerate(socks):
+                s.sendall(infer_request([i, 2 * i, 3 * i, 4 * i], keep_alive=(i != 2)))
+            # A reset (RST, not FIN) of connection 1 after its request.
+            socks[1].setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            socks[1].close()
+        for i in (0, 2, 3):
+            status, headers, body, rest = read_reply(socks[i])
+            assert status == "HTTP/1.1 200 OK"
+            assert json.loads(body)["outputs"][0]["data"] == [float(i * k) for k in (1, 2, 3, 4)]
+            if i == 2:
+                assert headers.get("connection") == "close"
+                assert rest + read_to_close(socks[i]) == b""
+    finally:
+        for s in socks:
+            s.close()
+    still_serving(server)
 
 
 def test_request_target_forms_route_by_their_path(server):
