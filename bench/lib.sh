@@ -14,6 +14,19 @@ stop_server() {
   fi
 }
 
+# Waits (at most 60 s) until URL answers 200; fails with the server's log
+# if process PID exits first.
+wait_ready() { # URL PID LOG
+  local _
+  for _ in $(seq 1 600); do
+    curl -sf -o /dev/null "$1" && return 0
+    kill -0 "$2" 2>/dev/null || { cat "$3" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "$1 did not become ready" >&2
+  return 1
+}
+
 # A TCP port free on 127.0.0.1 at this moment.
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

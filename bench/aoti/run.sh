@@ -37,7 +37,7 @@ ROUNDS="${BENCH_ROUNDS:-3}"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 [ -x "$PY" ] || PY=python3
 SERVER_PID=
-source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
+source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct, wait_ready
 trap stop_server EXIT
 if [ -d "$ROOT/.bundle/debs" ] && ! pkg-config --exists libevent 2>/dev/null; then
   source "$ROOT/scripts/use-bundle.sh"
@@ -104,11 +104,7 @@ PORT="$(free_port)"
 "$BUILD/ptserve" --model-repository "$MODELS" --http-port "$PORT" --http-address 127.0.0.1 \
   --grpc-port "$(free_port)" --metrics-port "$(free_port)" >"$RAW/server.log" 2>&1 &
 SERVER_PID=$!
-for _ in $(seq 1 600); do
-  curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/health/ready" && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$RAW/server.log" >&2; exit 1; }
-  sleep 0.1
-done
+wait_ready "http://127.0.0.1:$PORT/v2/health/ready" "$SERVER_PID" "$RAW/server.log"
 # Rounds: every variant measured ROUNDS times, interleaved, so that a burst
 # of load from elsewhere hits one round, not one variant; the report keeps
 # each variant's best (lowest median) round.

@@ -30,7 +30,7 @@ PROTO="${PROTO:-http}"
 export CS PROTO
 INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 SERVER_PID=
-source "$ROOT/bench/lib.sh" # log, free_port
+source "$ROOT/bench/lib.sh" # log, free_port, wait_ready
 RAW="$(mktemp -d)"
 declare -A PID PORT GPORT
 
@@ -56,11 +56,7 @@ for s in base new; do
   "$bin" --model-repository "$RAW/models" --http-port "${PORT[$s]}" --grpc-port "${GPORT[$s]}" \
     --metrics-port "$(free_port)" >"$RAW/server_$s.log" 2>&1 &
   PID[$s]=$!
-  for _ in $(seq 1 600); do
-    curl -sf -o /dev/null "http://127.0.0.1:${PORT[$s]}/v2/models/mlp/ready" && break
-    kill -0 "${PID[$s]}" 2>/dev/null || { cat "$RAW/server_$s.log" >&2; exit 1; }
-    sleep 0.1
-  done
+  wait_ready "http://127.0.0.1:${PORT[$s]}/v2/models/mlp/ready" "${PID[$s]}" "$RAW/server_$s.log"
 done
 
 proto_args() { # SERVER

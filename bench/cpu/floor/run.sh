@@ -40,7 +40,7 @@ PERF_SECONDS="${PERF_SECONDS:-3}"
 PLACE_ROUNDS="${PLACE_ROUNDS:-3}"
 SERVER_PID=
 FLOOR_PID=
-source "$ROOT/bench/lib.sh" # log, stop_server, free_port
+source "$ROOT/bench/lib.sh" # log, stop_server, free_port, wait_ready
 
 cleanup() {
   stop_server
@@ -63,11 +63,7 @@ PORT="$(free_port)"
 "$BUILD/ptserve" --model-repository "$RAW/models" --http-port "$PORT" \
   --grpc-port "$(free_port)" --metrics-port "$(free_port)" >"$RAW/server.log" 2>&1 &
 SERVER_PID=$!
-for _ in $(seq 1 600); do
-  curl -sf -o /dev/null "http://127.0.0.1:$PORT/v2/models/mlp/ready" && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$RAW/server.log" >&2; exit 1; }
-  sleep 0.1
-done
+wait_ready "http://127.0.0.1:$PORT/v2/models/mlp/ready" "$SERVER_PID" "$RAW/server.log"
 
 # The floor's answers: ptserve's own responses, status line and headers
 # included, to the requests ptperf makes (its infer request is the one
