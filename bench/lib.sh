@@ -27,6 +27,19 @@ wait_ready() { # URL PID LOG
   return 1
 }
 
+# Requests model MODEL has answered so far (success + fail), from the
+# statistics endpoint of the server on 127.0.0.1:PORT.
+model_answered() { # PORT MODEL
+  curl -sf --retry 5 --retry-all-errors "http://127.0.0.1:$1/v2/models/$2/stats" |
+    "$PY" -c 'import json,sys; s=json.load(sys.stdin)["model_stats"][0]["inference_stats"]; print(s["success"]["count"] + s["fail"]["count"])'
+}
+
+# "user system" CPU ticks of process PID so far (proc(5): fields 14 and 15;
+# the fields are counted after the command name, which may hold spaces).
+cpu_ticks() { # PID
+  sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12, $13}'
+}
+
 # A TCP port free on 127.0.0.1 at this moment.
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

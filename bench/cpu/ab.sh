@@ -30,7 +30,7 @@ PROTO="${PROTO:-http}"
 export CS PROTO
 INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 SERVER_PID=
-source "$ROOT/bench/lib.sh" # log, free_port, wait_ready
+source "$ROOT/bench/lib.sh" # log, free_port, wait_ready, model_answered
 RAW="$(mktemp -d)"
 declare -A PID PORT GPORT
 
@@ -65,10 +65,7 @@ proto_args() { # SERVER
     stream) echo "-i grpc --grpc-url 127.0.0.1:${GPORT[$1]} --streaming" ;;
   esac
 }
-answered() { # SERVER
-  curl -sf "http://127.0.0.1:${PORT[$1]}/v2/models/mlp/stats" |
-    "$PY" -c 'import json,sys; s=json.load(sys.stdin)["model_stats"][0]["inference_stats"]; print(s["success"]["count"] + s["fail"]["count"])'
-}
+answered() { model_answered "${PORT[$1]}" mlp; } # SERVER
 switches() { # PID: context switches of every thread so far
   cat /proc/"$1"/task/*/status 2>/dev/null |
     awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {n += $2} END {print n + 0}'

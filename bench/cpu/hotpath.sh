@@ -59,7 +59,7 @@ INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 PERF_SECONDS="${PERF_SECONDS:-3}"
 CALLGRIND_MS="${CALLGRIND_MS:-1000}"
 SERVER_PID=
-source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
+source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, model_answered, cpu_ticks
 
 trap stop_server EXIT
 
@@ -83,16 +83,7 @@ start_server() { # LABEL COMMAND... (a ptserve, possibly behind valgrind)
 }
 
 # Requests the server has answered for mlp (statistics endpoint).
-answered() {
-  curl -sf --retry 5 --retry-all-errors "http://127.0.0.1:$PORT/v2/models/mlp/stats" |
-    "$PY" -c 'import json,sys; s=json.load(sys.stdin)["model_stats"][0]["inference_stats"]; print(s["success"]["count"] + s["fail"]["count"])'
-}
-
-# "user system" CPU ticks of process PID so far (proc(5): fields 14 and 15;
-# the fields are counted after the command name, which may hold spaces).
-cpu_ticks() { # PID
-  sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12, $13}'
-}
+answered() { model_answered "$PORT" mlp; }
 
 proto_args() { # PROTO
   case "$1" in

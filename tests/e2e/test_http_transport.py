@@ -13,8 +13,22 @@ import requests
 from conftest import launch_server, module_server
 
 TIMEOUT = 10
-BODY = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
-                               "data": [1, 2, 3, 4]}]}).encode()
+
+
+def infer_body(values):
+    """A JSON inference request for id_fp32 with four FP32 values."""
+    return json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                                   "data": values}]}).encode()
+
+
+BODY = infer_body([1, 2, 3, 4])
+
+
+def infer_request(values, keep_alive=True):
+    body = infer_body(values)
+    return (b"POST /v2/models/id_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+            + (b"" if keep_alive else b"Connection: close\r\n")
+            + b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
 
 def launch(bin_path, repo, log_path, *args, expect_ready=True, timeout=60):
@@ -127,8 +141,7 @@ def test_expect_continue_is_not_sent_for_a_refused_body(server):
 
 def test_pipelined_requests_answered_in_order(server):
     """Three requests in one send: three replies, in the order asked."""
-    infer = (b"POST /v2/models/id_fp32/infer HTTP/1.1\r\nHost: x\r\n"
-             b"Content-Length: %d\r\n\r\n" % len(BODY)) + BODY
+    infer = infer_request([1, 2, 3, 4])
     with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as s:
         s.sendall(infer + b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n" + infer)
         rest = b""
@@ -140,14 +153,6 @@ def test_pipelined_requests_answered_in_order(server):
     assert json.loads(bodies[0])["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
     assert bodies[1] == b""
     assert json.loads(bodies[2])["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
-
-
-def infer_request(values, keep_alive=True):
-    body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
-                                   "data": values}]}).encode()
-    return (b"POST /v2/models/id_fp32/infer HTTP/1.1\r\nHost: x\r\n"
-            + (b"" if keep_alive else b"Connection: close\r\n")
-            + b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
 
 class Stopped:

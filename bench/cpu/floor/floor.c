@@ -43,7 +43,7 @@ struct answer {
 };
 
 struct fconn {
-  int fd;            /* -1: free slot */
+  int fd;            /* the connection's socket; owned */
   size_t len;        /* bytes in buf */
   size_t skip;       /* body bytes still to drop (read past without a copy) */
   char buf[BUF_CAP]; /* the request head being read */

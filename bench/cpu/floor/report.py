@@ -58,6 +58,14 @@ def dso_shares(path):
     return out
 
 
+def read_ptperf(path):
+    """ptperf's figures from its -f CSV (one row): infer/s, p50 and the
+    server's and client's CPU per request."""
+    with open(path, newline="") as f:
+        p = list(csv.DictReader(f))[0]
+    return {k: float(p[k]) for k in ("infer_per_sec", "p50_us", "server_cpu_us", "client_cpu_us")}
+
+
 def rows_from_raw(raw, meta):
     clk = float(meta.get("clk_tck", "100"))
     ticks = {}
@@ -70,14 +78,11 @@ def rows_from_raw(raw, meta):
         if not m:
             continue
         s, rnd, c = m.groups()
-        with open(os.path.join(raw, name), newline="") as f:
-            p = list(csv.DictReader(f))[0]
         t = ticks[(s, rnd, c)]
         n = int(t["requests"])
         out.append({
             "kind": "run", "server": s, "round": int(rnd), "concurrency": int(c),
-            "infer_per_sec": float(p["infer_per_sec"]), "p50_us": float(p["p50_us"]),
-            "server_cpu_us": float(p["server_cpu_us"]), "client_cpu_us": float(p["client_cpu_us"]),
+            **read_ptperf(os.path.join(raw, name)),
             "window_requests": n,
             "user_us": int(t["user_ticks"]) * 1e6 / clk / n if n else None,
             "kernel_us": int(t["sys_ticks"]) * 1e6 / clk / n if n else None,
@@ -88,12 +93,8 @@ def rows_from_raw(raw, meta):
         if not m:
             continue
         s, place, rnd = m.groups()
-        with open(os.path.join(raw, name), newline="") as f:
-            p = list(csv.DictReader(f))[0]
         out.append({"kind": f"place_{place}", "server": s, "round": int(rnd), "concurrency": 1,
-                    "infer_per_sec": float(p["infer_per_sec"]), "p50_us": float(p["p50_us"]),
-                    "server_cpu_us": float(p["server_cpu_us"]),
-                    "client_cpu_us": float(p["client_cpu_us"]), "group": "", "share_pct": ""})
+                    **read_ptperf(os.path.join(raw, name)), "group": "", "share_pct": ""})
     for c in (1, 4):
         for g, pct in sorted(dso_shares(os.path.join(raw, f"dso_c{c}.txt")).items()):
             out.append({"kind": "dso", "server": "ptserve", "round": "", "concurrency": c,
@@ -252,11 +253,7 @@ def main():
         out = sys.argv[2]
         with open(os.path.join(out, "results.csv"), newline="") as f:
             rows = list(csv.DictReader(f))
-        meta = {}
-        with open(os.path.join(out, "meta.txt")) as f:
-            for line in f:
-                k, _, v = line.rstrip("\n").partition("=")
-                meta[k] = v
+        meta = read_meta(out)  # report.py wrote it there beside results.csv
     else:
         raw, out = sys.argv[1], sys.argv[2]
         meta = read_meta(raw)

@@ -40,7 +40,7 @@ PERF_SECONDS="${PERF_SECONDS:-3}"
 PLACE_ROUNDS="${PLACE_ROUNDS:-3}"
 SERVER_PID=
 FLOOR_PID=
-source "$ROOT/bench/lib.sh" # log, stop_server, free_port, wait_ready
+source "$ROOT/bench/lib.sh" # log, stop_server, free_port, wait_ready, model_answered, cpu_ticks
 
 cleanup() {
   stop_server
@@ -93,13 +93,11 @@ pid_of() { [ "$1" = ptserve ] && echo "$SERVER_PID" || echo "$FLOOR_PID"; }
 port_of() { [ "$1" = ptserve ] && echo "$PORT" || echo "$FPORT"; }
 answered() { # SERVER
   if [ "$1" = ptserve ]; then
-    curl -sf "http://127.0.0.1:$PORT/v2/models/mlp/stats" |
-      "$PY" -c 'import json,sys; s=json.load(sys.stdin)["model_stats"][0]["inference_stats"]; print(s["success"]["count"] + s["fail"]["count"])'
+    model_answered "$PORT" mlp
   else
     curl -sf "http://127.0.0.1:$FPORT/floor/count"
   fi
 }
-cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12, $13}'; }
 
 # Both servers warm: TorchScript's first runs profile the graph.
 for s in ptserve floor; do
