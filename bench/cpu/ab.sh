@@ -9,7 +9,9 @@
 #
 #   bench/cpu/ab.sh BASE_PTSERVE NEW_PTSERVE OUT_DIR
 #       ROUNDS (default 8), CS (concurrencies, default "1 4"),
-#       PROTO (http, grpc or stream; default http), BENCH_INTERVAL_MS (1000)
+#       PROTO (http, grpc or stream; default http), BENCH_INTERVAL_MS (1000),
+#       BASE_EXTRA and NEW_EXTRA (more ptserve flags for one server: the same
+#       binary twice with NEW_EXTRA="--http-thread-count 1" measures a flag)
 #
 # Per cell: ptperf's infer/s, p50 and server CPU per request (--server-pid),
 # and the server's context switches per request over ptperf's run
@@ -49,12 +51,13 @@ mkdir -p "$OUT" "$RAW/models"
 mv "$RAW/all/mlp" "$RAW/models/"
 
 for s in base new; do
-  bin="$BASE"
-  [ "$s" = new ] && bin="$NEW"
+  bin="$BASE" extra="${BASE_EXTRA:-}"
+  [ "$s" = new ] && bin="$NEW" extra="${NEW_EXTRA:-}"
+  # shellcheck disable=SC2086 # the extra flags are words
   PORT[$s]="$(free_port)"
   GPORT[$s]="$(free_port)"
   "$bin" --model-repository "$RAW/models" --http-port "${PORT[$s]}" --grpc-port "${GPORT[$s]}" \
-    --metrics-port "$(free_port)" >"$RAW/server_$s.log" 2>&1 &
+    --metrics-port "$(free_port)" $extra >"$RAW/server_$s.log" 2>&1 &
   PID[$s]=$!
   wait_ready "http://127.0.0.1:${PORT[$s]}/v2/models/mlp/ready" "${PID[$s]}" "$RAW/server_$s.log"
 done
@@ -110,10 +113,14 @@ def med(s, p, c, k):
     return statistics.median(float(r[k]) for r in rows
                              if r["server"] == s and r["protocol"] == p and int(r["concurrency"]) == c)
 load = open("/proc/loadavg").read().split()[:3]
+def extra(side):
+    flags = os.environ.get(side + "_EXTRA", "")
+    return " " + flags if flags else ""
 L = ["# A/B: two ptserve builds, cell by cell\n",
      f"Produced by `bench/cpu/ab.sh` (ROUNDS={rounds}, CS=\"{os.environ.get('CS', '1 4')}\", "
      f"PROTO={os.environ.get('PROTO', 'http')}) on "
-     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%SZ}; base `{base}`, new `{new}`; "
+     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%SZ}; base `{base}{extra('BASE')}`, "
+     f"new `{new}{extra('NEW')}`; "
      f"load average after {' '.join(load)}. The 16 → 4 MLP, ptperf on the same 2-core VM; each cell "
      "measured on one server then the other, back to back, the order alternating; medians over the "
      "rounds.\n",

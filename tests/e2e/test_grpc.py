@@ -96,9 +96,10 @@ def pb(tmp_path_factory):
                                  health=health_pb2, health_grpc=health_pb2_grpc)
 
 
-def launch(bin_path, repo, log_path, *args, expect_ready=True, timeout=60):
+def launch(bin_path, repo, log_path, *args, expect_ready=True, timeout=60, env=None):
     return launch_server(bin_path, repo, log_path, *args, metrics_port=0, grpc_port=free_port(),
-                         grpc_address="127.0.0.1", expect_ready=expect_ready, timeout=timeout)
+                         grpc_address="127.0.0.1", expect_ready=expect_ready, timeout=timeout,
+                         env=env)
 
 
 server = module_server(launch, "grpc")

@@ -290,3 +290,83 @@ def test_connections_over_several_threads(ptserve_bin, tmp_path, pb):  # noqa: F
         assert results == {k: True for k in range(12)}, results
     finally:
         assert_clean_exit(s)
+
+
+def _unary_frames(conn, sid, target, model, pb, rid):  # noqa: F811
+    """Queues on hyper-h2 connection `conn` one ModelInfer call, whole, on
+    stream `sid`, for identity model `model` (INPUT0: four FP32)."""
+    values = np.arange(4, dtype="<f4").reshape(1, 4) + sid
+    msg = infer_request(pb, model, [("INPUT0", "FP32", [1, 4], values.tobytes())], rid=rid)
+    conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"),
+                            (":path", SVC + "ModelInfer"), (":authority", target),
+                            ("content-type", "application/grpc"), ("te", "trailers")])
+    conn.send_data(sid, grpc_frame(msg.SerializeToString()), end_stream=True)
+    return values
+
+
+def test_an_answer_leaves_before_the_requests_read_after_it(ptserve_bin, tmp_path, pb):  # noqa: F811
+    """Of calls that arrive in one read, the first answered leaves at once:
+    a fast call's answer is not held back until a slow call sent right
+    after it on the same connection has run (the nghttp2 transport hands
+    nghttp2 the read's frames one at a time until an answer is ready; both
+    calls run to completion on the loop thread, the slow one holding it
+    for 600 ms). The connection's first call comes a byte at a time, so
+    that reads cut the preface and the frame headers: the frames are still
+    followed after it. gRPC core's transport answers both, correctly,
+    without that promise."""
+    import socket
+    import time
+    import h2.config
+    import h2.connection
+    import h2.events
+    from sched_util import identity_model, infer_fp32
+    repo = tmp_path / "repo"
+    identity_model(repo, "fast")
+    identity_model(repo, "slow", params={"execute_delay_ms": 600})
+    # Inline (run to completion) for batches of up to 10 s on average.
+    s = launch(ptserve_bin, repo, tmp_path / "order.log",
+               env={"PTSERVE_INLINE_MAX_US": "10000000"})
+    try:
+        for m in ("fast", "slow"):  # an average of execution for each
+            assert infer_fp32(s, m, np.zeros((1, 4), "float32")).status_code == 200
+        host, port = s.grpc_target.rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)), timeout=10)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        expected = {1: _unary_frames(conn, 1, s.grpc_target, "fast", pb, "first")}
+        for b in conn.data_to_send():  # a byte per send: reads cut everything
+            sock.sendall(bytes([b]))
+            time.sleep(0.002)
+        data, ended = {}, {}
+        sent = None
+        deadline = time.monotonic() + 20
+        while len(ended) < 3 and time.monotonic() < deadline:
+            if 1 in ended and sent is None:  # the pair, in one write
+                expected[3] = _unary_frames(conn, 3, s.grpc_target, "fast", pb, "quick")
+                expected[5] = _unary_frames(conn, 5, s.grpc_target, "slow", pb, "slow")
+                sock.sendall(conn.data_to_send())
+                sent = time.monotonic()
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            for ev in conn.receive_data(chunk):
+                if isinstance(ev, h2.events.DataReceived):
+                    data[ev.stream_id] = data.get(ev.stream_id, b"") + ev.data
+                    conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.TrailersReceived):
+                    ended[ev.stream_id] = (time.monotonic(), dict(ev.headers))
+            out = conn.data_to_send()  # acknowledgements
+            if out and len(ended) < 3:
+                sock.sendall(out)
+        sock.close()
+        assert sorted(ended) == [1, 3, 5], ended
+        for sid, values in expected.items():
+            assert ended[sid][1].get(b"grpc-status") == b"0", ended[sid]
+            (_, payload), = messages(data[sid])
+            resp = pb.svc.ModelInferResponse.FromString(payload)
+            assert resp.raw_output_contents[0] == values.tobytes(), sid
+        quick, slow = ended[3][0] - sent, ended[5][0] - sent
+        assert slow >= 0.55, (quick, slow)
+        if GRPC_TRANSPORT_USED == "nghttp2":
+            assert quick < 0.3, (quick, slow)
+    finally:
+        assert_clean_exit(s)

@@ -125,6 +125,13 @@ struct conn {
   /* --grpc-max-connection-age(-grace) */
   struct event *age_ev;     /* owned: GOAWAY at the age, then the close after the grace */
   bool aged;                /* GOAWAY sent for age; the grace runs */
+  /* Where the input stands in the client's frames (frame_piece): bytes of
+   * its 24-byte preface still to come, of the current frame's payload
+   * still to come, and the start of a frame header cut by a read. */
+  size_t preface_left;
+  size_t frame_left;
+  uint8_t head[9];
+  size_t head_len;
 };
 
 /* A socket handed over by pts_grpc_h2_give. */
