@@ -98,43 +98,49 @@ void pts_grpc_h2_flush_dirty(struct pts_grpc_h2 *h) {
   }
 }
 
-/* How many of the `len` bytes at `p` (the next input) belong to the
- * preface or the frame being read, so that on_read hands nghttp2 one
- * frame at a time; the frame header's 24-bit length is all it looks at.
- * nghttp2 checks everything, and parses the same whatever the pieces: a
- * wrong guess here (a client that is not speaking HTTP/2) only changes
- * when answers are written. */
+/* How many of the `len` bytes at `p` (the next input) go to nghttp2
+ * next: those up to the end of the next DATA frame, where a request
+ * message may end, or all of them. It follows the client's preface and
+ * each frame header's type and length, nothing else: nghttp2 checks
+ * everything, and parses the same whatever the pieces, so a wrong guess
+ * (a client that is not speaking HTTP/2) only changes when answers are
+ * written. */
 static size_t frame_piece(struct conn *cn, const uint8_t *p, size_t len) {
-  size_t n;
-  if (cn->preface_left) {
-    n = len < cn->preface_left ? len : cn->preface_left;
-    cn->preface_left -= n;
-    return n;
+  size_t at = 0;
+  while (at < len) {
+    size_t n;
+    if (cn->preface_left) {
+      n = len - at < cn->preface_left ? len - at : cn->preface_left;
+      cn->preface_left -= n;
+      at += n;
+      continue;
+    }
+    if (cn->frame_left) {
+      n = len - at < cn->frame_left ? len - at : cn->frame_left;
+      cn->frame_left -= n;
+      at += n;
+      if (cn->frame_left == 0 && cn->frame_data) return at;
+      continue;
+    }
+    while (cn->head_len < sizeof cn->head && at < len) cn->head[cn->head_len++] = p[at++];
+    if (cn->head_len < sizeof cn->head) return at; /* the header goes on in the next read */
+    cn->head_len = 0;
+    cn->frame_left = (size_t)cn->head[0] << 16 | (size_t)cn->head[1] << 8 | cn->head[2];
+    cn->frame_data = cn->head[3] == NGHTTP2_DATA;
+    if (cn->frame_left == 0 && cn->frame_data) return at;
   }
-  if (cn->frame_left) {
-    n = len < cn->frame_left ? len : cn->frame_left;
-    cn->frame_left -= n;
-    return n;
-  }
-  n = 0;
-  while (cn->head_len < sizeof cn->head && n < len) cn->head[cn->head_len++] = p[n++];
-  if (cn->head_len < sizeof cn->head) return n; /* the header goes on in the next read */
-  size_t payload = (size_t)cn->head[0] << 16 | (size_t)cn->head[1] << 8 | cn->head[2];
-  cn->head_len = 0;
-  size_t here = len - n < payload ? len - n : payload;
-  cn->frame_left = payload - here;
-  return n + here;
+  return at;
 }
 
-/* frame_piece over all `len` bytes at `p`: its place kept, for input
- * that goes to nghttp2 in one piece. Returns len. */
+/* frame_piece over all `len` bytes at `p`, for input that goes to
+ * nghttp2 in one piece: its place is kept. Returns len. */
 static size_t frame_walk(struct conn *cn, const uint8_t *p, size_t len) {
   for (size_t at = 0; at < len;) at += frame_piece(cn, p + at, len - at);
   return len;
 }
 
-/* A read's frames go to nghttp2 one at a time until one of them ends a
- * request message whose answer is ready at once (the request ran to
+/* A read's frames go to nghttp2 a DATA frame at a time until one of them
+ * ends a request message whose answer is ready at once (the request ran to
  * completion on this thread: scheduler.c); that answer is written before
  * the rest of the read is parsed, in one piece, and the rest's answers
  * leave together at the end of the callback, as the other connections'.

@@ -127,9 +127,11 @@ struct conn {
   bool aged;                /* GOAWAY sent for age; the grace runs */
   /* Where the input stands in the client's frames (frame_piece): bytes of
    * its 24-byte preface still to come, of the current frame's payload
-   * still to come, and the start of a frame header cut by a read. */
+   * still to come (a DATA frame's: frame_data), and the start of a frame
+   * header cut by a read. */
   size_t preface_left;
   size_t frame_left;
+  bool frame_data;
   uint8_t head[9];
   size_t head_len;
 };
