@@ -122,11 +122,17 @@ static size_t frame_piece(struct conn *cn, const uint8_t *p, size_t len) {
       if (cn->frame_left == 0 && cn->frame_data) return at;
       continue;
     }
-    while (cn->head_len < sizeof cn->head && at < len) cn->head[cn->head_len++] = p[at++];
-    if (cn->head_len < sizeof cn->head) return at; /* the header goes on in the next read */
-    cn->head_len = 0;
-    cn->frame_left = (size_t)cn->head[0] << 16 | (size_t)cn->head[1] << 8 | cn->head[2];
-    cn->frame_data = cn->head[3] == NGHTTP2_DATA;
+    const uint8_t *head = p + at; /* a whole header in this read, most often */
+    if (cn->head_len > 0 || len - at < sizeof cn->head) {
+      while (cn->head_len < sizeof cn->head && at < len) cn->head[cn->head_len++] = p[at++];
+      if (cn->head_len < sizeof cn->head) return at; /* the header goes on in the next read */
+      cn->head_len = 0;
+      head = cn->head;
+    } else {
+      at += sizeof cn->head;
+    }
+    cn->frame_left = (size_t)head[0] << 16 | (size_t)head[1] << 8 | head[2];
+    cn->frame_data = head[3] == NGHTTP2_DATA;
     if (cn->frame_left == 0 && cn->frame_data) return at;
   }
   return at;
