@@ -101,22 +101,28 @@ measure() { # LABEL ROUND PROTO C
     >>"$RAW/ptperf.log" 2>&1 || rc=$?
   [ "$rc" -eq 0 ] || { echo "hotpath.sh: ptperf failed ($rc), see $RAW/ptperf.log" >&2; exit 1; }
   # A fixed window under perf stat; ptperf keeps the load on meanwhile.
-  local before after ticks0 ticks1
   # shellcheck disable=SC2046
   "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" $(proto_args "$proto") -q --no-server-stats \
     -p $(((PERF_SECONDS * 1000 + 1500) / 3)) -r 3 -s 100 --concurrency "$c" >/dev/null 2>&1 &
   local load=$!
   sleep 0.7
-  before="$(answered)"
-  ticks0="$(cpu_ticks "$SERVER_PID")"
-  perf stat -x, -e context-switches,cpu-migrations,task-clock -p "$SERVER_PID" \
-    -o "$RAW/perfstat_$tag.txt" -- sleep "$PERF_SECONDS" 2>/dev/null || true
-  ticks1="$(cpu_ticks "$SERVER_PID")"
-  after="$(answered)"
+  # The requests and ticks are read by the command perf runs, so they
+  # bracket exactly the time perf counts (read outside it, they took in
+  # perf's own start-up, about half a second of requests it did not count).
+  local win="$RAW/window_$tag.txt" window=(bash -c "$(declare -f model_answered cpu_ticks)"'
+    PY="$1"; a0="$(model_answered "$2" mlp)"; t0="$(cpu_ticks "$3")"; sleep "$4"
+    t1="$(cpu_ticks "$3")"; a1="$(model_answered "$2" mlp)"; echo "$a0 $t0 $a1 $t1"' _
+    "$PY" "$PORT" "$SERVER_PID" "$PERF_SECONDS")
+  if command -v perf >/dev/null; then
+    perf stat -x, -e context-switches,cpu-migrations,task-clock -p "$SERVER_PID" \
+      -o "$RAW/perfstat_$tag.txt" -- "${window[@]}" >"$win" 2>/dev/null || "${window[@]}" >"$win"
+  else
+    "${window[@]}" >"$win"
+  fi
+  local before u0 s0 after u1 s1 # requests answered, user and system ticks
+  read -r before u0 s0 after u1 s1 <"$win"
   wait "$load" || true
-  # shellcheck disable=SC2086
-  set -- $ticks0 $ticks1
-  echo "$label,$round,$proto,$c,$((after - before)),$(($3 - $1)),$(($4 - $2))" \
+  echo "$label,$round,$proto,$c,$((after - before)),$((u1 - u0)),$((s1 - s0))" \
     >>"$RAW/perfstat_counts.csv"
 }
 

@@ -38,72 +38,13 @@ ROUNDS="${ROUNDS:-5}"
 INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 PERF_SECONDS="${PERF_SECONDS:-3}"
 PLACE_ROUNDS="${PLACE_ROUNDS:-3}"
-SERVER_PID=
-FLOOR_PID=
-source "$ROOT/bench/lib.sh" # log, stop_server, free_port, wait_ready, model_answered, cpu_ticks
+source "$ROOT/bench/lib.sh"        # log, stop_server, free_port, wait_ready, model_answered, cpu_ticks
+source "$HERE/servers.sh"          # start_floor_servers, stop_floor_servers, pid_of, port_of, answered
+trap stop_floor_servers EXIT
 
-cleanup() {
-  stop_server
-  if [ -n "$FLOOR_PID" ]; then kill "$FLOOR_PID" 2>/dev/null || true; fi
-}
-trap cleanup EXIT
-
-log "build (Release) in $BUILD"
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF \
-  -DPTS_PYTHON="$PY" >/dev/null
-cmake --build "$BUILD" --target ptserve ptperf -j"${JOBS:-2}" >/dev/null
 rm -rf "$RAW"
-mkdir -p "$RAW/models" "$RAW/answers"
-cc -O2 -Wall -Wextra -o "$RAW/floor" "$HERE/floor.c"
-"$PY" "$ROOT/bench/cpu/gen_models.py" "$RAW/all" >/dev/null
-mv "$RAW/all/mlp" "$RAW/models/"
-rm -rf "$RAW/all"
-
-PORT="$(free_port)"
-"$BUILD/ptserve" --model-repository "$RAW/models" --http-port "$PORT" \
-  --grpc-port "$(free_port)" --metrics-port "$(free_port)" >"$RAW/server.log" 2>&1 &
-SERVER_PID=$!
-wait_ready "http://127.0.0.1:$PORT/v2/models/mlp/ready" "$SERVER_PID" "$RAW/server.log"
-
-# The floor's answers: ptserve's own responses, status line and headers
-# included, to the requests ptperf makes (its infer request is the one
-# ptperf sends for mlp: the JSON header, then 16 FP32 values).
-A="$RAW/answers"
-"$PY" - "$A/request.bin" <<'EOF'
-import json, struct, sys
-head = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
-                               "parameters": {"binary_data_size": 64}}],
-                   "parameters": {"binary_data_output": True}}, separators=(",", ":")).encode()
-open(sys.argv[1], "wb").write(head + struct.pack("16f", *[i / 16 for i in range(16)]))
-print(len(head), file=open(sys.argv[1] + ".hlen", "w"))
-EOF
-curl -sf -i "http://127.0.0.1:$PORT/v2/models/mlp" >"$A/metadata.http"
-curl -sf -i "http://127.0.0.1:$PORT/v2/models/mlp/config" >"$A/config.http"
-curl -sf -i -H "Content-Type: application/octet-stream" \
-  -H "Inference-Header-Content-Length: $(cat "$A/request.bin.hlen")" \
-  --data-binary @"$A/request.bin" "http://127.0.0.1:$PORT/v2/models/mlp/infer" >"$A/infer.http"
-grep -q '^HTTP/1.1 200' "$A/infer.http" || { echo "run.sh: ptserve's infer answer is not 200" >&2; exit 1; }
-
-FPORT="$(free_port)"
-"$RAW/floor" "$FPORT" "$A" 2>"$RAW/floor.log" &
-FLOOR_PID=$!
-for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$FPORT/floor/count" && break; sleep 0.05; done
-
-pid_of() { [ "$1" = ptserve ] && echo "$SERVER_PID" || echo "$FLOOR_PID"; }
-port_of() { [ "$1" = ptserve ] && echo "$PORT" || echo "$FPORT"; }
-answered() { # SERVER
-  if [ "$1" = ptserve ]; then
-    model_answered "$PORT" mlp
-  else
-    curl -sf "http://127.0.0.1:$FPORT/floor/count"
-  fi
-}
-
-# Both servers warm: TorchScript's first runs profile the graph.
-for s in ptserve floor; do
-  "$BUILD/ptperf" -m mlp -u "127.0.0.1:$(port_of $s)" -q --no-server-stats -p 1000 -r 3 -s 100 \
-    --concurrency 4 >/dev/null 2>&1
-done
+mkdir -p "$RAW"
+start_floor_servers
 
 echo "server,round,concurrency,requests,user_ticks,sys_ticks" >"$RAW/ticks.csv"
 measure() { # SERVER ROUND C
