@@ -34,6 +34,16 @@ model_answered() { # PORT MODEL
     "$PY" -c 'import json,sys; s=json.load(sys.stdin)["model_stats"][0]["inference_stats"]; print(s["success"]["count"] + s["fail"]["count"])'
 }
 
+# ptperf's arguments for protocol PROTO against a server on 127.0.0.1:
+# http (ptperf's default: none), grpc (ModelInfer on GRPC_PORT) or stream
+# (ModelStreamInfer on GRPC_PORT, one stream per request in flight).
+ptperf_proto_args() { # PROTO GRPC_PORT
+  case "$1" in
+    grpc) echo "-i grpc --grpc-url 127.0.0.1:$2" ;;
+    stream) echo "-i grpc --grpc-url 127.0.0.1:$2 --streaming" ;;
+  esac
+}
+
 # "user system" CPU ticks of process PID so far (proc(5): fields 14 and 15;
 # the fields are counted after the command name, which may hold spaces).
 cpu_ticks() { # PID

@@ -32,7 +32,7 @@ PROTO="${PROTO:-http}"
 export CS PROTO
 INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 SERVER_PID=
-source "$ROOT/bench/lib.sh" # log, free_port, wait_ready, model_answered
+source "$ROOT/bench/lib.sh" # log, free_port, wait_ready, model_answered, ptperf_proto_args
 RAW="$(mktemp -d)"
 declare -A PID PORT GPORT
 
@@ -62,12 +62,7 @@ for s in base new; do
   wait_ready "http://127.0.0.1:${PORT[$s]}/v2/models/mlp/ready" "${PID[$s]}" "$RAW/server_$s.log"
 done
 
-proto_args() { # SERVER
-  case "$PROTO" in
-    grpc) echo "-i grpc --grpc-url 127.0.0.1:${GPORT[$1]}" ;;
-    stream) echo "-i grpc --grpc-url 127.0.0.1:${GPORT[$1]} --streaming" ;;
-  esac
-}
+proto_args() { ptperf_proto_args "$PROTO" "${GPORT[$1]}"; } # SERVER
 answered() { model_answered "${PORT[$1]}" mlp; } # SERVER
 switches() { # PID: context switches of every thread so far
   cat /proc/"$1"/task/*/status 2>/dev/null |

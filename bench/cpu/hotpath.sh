@@ -59,7 +59,7 @@ INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 PERF_SECONDS="${PERF_SECONDS:-3}"
 CALLGRIND_MS="${CALLGRIND_MS:-1000}"
 SERVER_PID=
-source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, model_answered, cpu_ticks
+source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, model_answered, cpu_ticks, ptperf_proto_args
 
 trap stop_server EXIT
 
@@ -85,24 +85,17 @@ start_server() { # LABEL COMMAND... (a ptserve, possibly behind valgrind)
 # Requests the server has answered for mlp (statistics endpoint).
 answered() { model_answered "$PORT" mlp; }
 
-proto_args() { # PROTO
-  case "$1" in
-    grpc) echo "-i grpc --grpc-url 127.0.0.1:$GRPC_PORT" ;;
-    stream) echo "-i grpc --grpc-url 127.0.0.1:$GRPC_PORT --streaming" ;;
-  esac
-}
-
 measure() { # LABEL ROUND PROTO C
   local label="$1" round="$2" proto="$3" c="$4" rc=0
   local tag="${label}_r${round}_${proto}_c${c}"
   # shellcheck disable=SC2046
-  "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" $(proto_args "$proto") -p "$INTERVAL_MS" -q \
+  "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" $(ptperf_proto_args "$proto" "$GRPC_PORT") -p "$INTERVAL_MS" -q \
     --concurrency "$c" --server-pid "$SERVER_PID" -f "$RAW/ptperf_$tag.csv" \
     >>"$RAW/ptperf.log" 2>&1 || rc=$?
   [ "$rc" -eq 0 ] || { echo "hotpath.sh: ptperf failed ($rc), see $RAW/ptperf.log" >&2; exit 1; }
   # A fixed window under perf stat; ptperf keeps the load on meanwhile.
   # shellcheck disable=SC2046
-  "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" $(proto_args "$proto") -q --no-server-stats \
+  "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" $(ptperf_proto_args "$proto" "$GRPC_PORT") -q --no-server-stats \
     -p $(((PERF_SECONDS * 1000 + 1500) / 3)) -r 3 -s 100 --concurrency "$c" >/dev/null 2>&1 &
   local load=$!
   sleep 0.7
@@ -183,7 +176,7 @@ for label in baseline new; do
   # the graph, and every path should have run once.
   for proto in http grpc; do
     # shellcheck disable=SC2046
-    "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" $(proto_args "$proto") -q --no-server-stats \
+    "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" $(ptperf_proto_args "$proto" "$GRPC_PORT") -q --no-server-stats \
       -p 1000 -r 3 -s 100 --concurrency 4 >/dev/null 2>&1 || true
   done
   for proto in http grpc stream; do
@@ -192,7 +185,7 @@ for label in baseline new; do
       before="$(answered)"
       callgrind_control -i on "$SERVER_PID" >/dev/null
       # shellcheck disable=SC2046
-      "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" $(proto_args "$proto") -q --no-server-stats \
+      "$BUILD/ptperf" -m mlp -u "127.0.0.1:$PORT" $(ptperf_proto_args "$proto" "$GRPC_PORT") -q --no-server-stats \
         -p "$CALLGRIND_MS" -r 3 -s 100 --concurrency "$c" >/dev/null 2>&1 || true
       callgrind_control -i off "$SERVER_PID" >/dev/null
       after="$(answered)"

@@ -42,7 +42,7 @@ ROUNDS="${ROUNDS:-3}"
 INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 read -r -a SETTINGS <<<"${HALTPOLL_NS:-0 50000 200000}"
 KNOB=/sys/module/haltpoll/parameters/guest_halt_poll_ns
-source "$ROOT/bench/lib.sh"              # log, stop_server, free_port, wait_ready, model_answered
+source "$ROOT/bench/lib.sh"              # log, stop_server, free_port, wait_ready, model_answered, ptperf_proto_args
 source "$ROOT/bench/cpu/floor/servers.sh" # start_floor_servers, stop_floor_servers, pid_of, port_of, answered
 
 [ -w "$KNOB" ] || {
@@ -68,13 +68,6 @@ rm -rf "$RAW"
 mkdir -p "$RAW"
 start_floor_servers
 
-proto_args() { # PROTO
-  case "$1" in
-    grpc) echo "-i grpc --grpc-url 127.0.0.1:$GRPC_PORT" ;;
-    stream) echo "-i grpc --grpc-url 127.0.0.1:$GRPC_PORT --streaming" ;;
-  esac
-}
-
 echo "setting_ns,server,protocol,concurrency,round,answered,poll_us" >"$RAW/poll.csv"
 measure() { # NS SERVER PROTO C ROUND
   local ns="$1" s="$2" proto="$3" c="$4" r="$5" a0 a1 p0 p1 stats=
@@ -82,7 +75,7 @@ measure() { # NS SERVER PROTO C ROUND
   a0="$(answered "$s")"
   p0="$(poll_us)"
   # shellcheck disable=SC2046
-  "$BUILD/ptperf" -m mlp -u "127.0.0.1:$(port_of "$s")" $(proto_args "$proto") -q $stats \
+  "$BUILD/ptperf" -m mlp -u "127.0.0.1:$(port_of "$s")" $(ptperf_proto_args "$proto" "$GRPC_PORT") -q $stats \
     -p "$INTERVAL_MS" --concurrency "$c" --server-pid "$(pid_of "$s")" \
     -f "$RAW/ptperf_${ns}_${s}_${proto}_c${c}_r${r}.csv" >>"$RAW/ptperf.log" 2>&1
   p1="$(poll_us)"
