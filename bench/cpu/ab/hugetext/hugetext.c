@@ -5,9 +5,9 @@
  * halt between requests (bench/cpu/floor, bench/cpu/haltpoll).
  *
  * This kernel has no CONFIG_READ_ONLY_THP_FOR_FS, so a file's text cannot
- * be mapped with huge pages where it lies. Each r-x mapping whose path
- * holds one of HUGETEXT_MATCH's comma-separated words (default: ptserve,
- * libtorch_cpu.so, libc10.so) is copied into anonymous memory with
+ * be mapped with huge pages where it lies. Each r-x mapping whose file
+ * name holds one of HUGETEXT_MATCH's comma-separated words (default:
+ * ptserve, libtorch_cpu.so, libc10.so) is copied into anonymous memory with
  * MADV_HUGEPAGE (transparent huge pages in "madvise" mode suffice), at the
  * same offset modulo 2 MiB, made r-x and moved over the original with
  * mremap: the same bytes at the same addresses, so nothing that points
@@ -32,13 +32,17 @@ struct text_map {
   char path[256];
 };
 
+/* Matched against the file's name, not its path: a checkout under a folder
+ * named ptserve would otherwise take in every library of its venv. */
 static int wanted(const char *path) {
+  const char *slash = strrchr(path, '/');
+  const char *name = slash ? slash + 1 : path;
   const char *m = getenv("HUGETEXT_MATCH");
   char words[512];
   snprintf(words, sizeof words, "%s", m ? m : "ptserve,libtorch_cpu.so,libc10.so");
   char *save = NULL;
   for (char *w = strtok_r(words, ",", &save); w; w = strtok_r(NULL, ",", &save))
-    if (strstr(path, w)) return 1;
+    if (strstr(name, w)) return 1;
   return 0;
 }
 

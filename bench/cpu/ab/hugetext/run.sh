@@ -13,8 +13,11 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
 BIN="$(realpath "${1:-$ROOT/build-bench/ptserve}")"
 [ -x "$BIN" ] || { echo "run.sh: no ptserve at $BIN (build-bench: see docs/benchmarks.md)" >&2; exit 1; }
-grep -q madvise /sys/kernel/mm/transparent_hugepage/enabled ||
-  { echo "run.sh: transparent huge pages are off here" >&2; exit 1; }
+# The file lists every mode and brackets the one in force: "always [madvise] never".
+if grep -q '\[never\]' /sys/kernel/mm/transparent_hugepage/enabled; then
+  echo "run.sh: transparent huge pages are off here" >&2
+  exit 1
+fi
 OUT="${2:-$HERE}"
 mkdir -p "$OUT"
 TMP="$(mktemp -d)"
