@@ -17,9 +17,6 @@ import os
 import re
 import sys
 
-# tritonserver 2.x + PyTorch backend, 16 -> 4 MLP, one CPU instance, HTTP,
-# perf_analyzer on the same 2-core machine (the issue's scale numbers).
-TRITON = {1: (4900.0, 195.0), 4: (10800.0, None)}
 SWEEP_MODELS = ["mlp", "add_sub"]
 BATCHING_PAIRS = [("mlp", "mlp_dyn"), ("deep", "deep_dyn")]
 # ptperf's protocol column: HTTP/1.1, gRPC ModelInfer, gRPC ModelStreamInfer.
@@ -213,28 +210,6 @@ def cell(key, v):
     return v
 
 
-def verdict_lines(rows):
-    """The issue's target against this run, in words."""
-    lines = []
-    c1, c4 = find(rows, "mlp", "no", 1), find(rows, "mlp", "no", 4)
-    t1, l1 = TRITON[1]
-    t4, _ = TRITON[4]
-    checks = []
-    if c1:
-        checks.append(("throughput at concurrency 1", c1["infer_per_sec"], 2 * t1, True))
-        checks.append(("p50 latency at concurrency 1 (us)", c1["p50_us"], l1 / 2, False))
-    if c4:
-        checks.append(("throughput at concurrency 4", c4["infer_per_sec"], 2 * t4, True))
-    lines.append("| 16→4 MLP | tritonserver (issue) | target (2× / ½) | ptserve, this run | met |")
-    lines.append("|---|---:|---:|---:|:-:|")
-    for what, got, target, higher in checks:
-        triton = target / 2 if higher else target * 2
-        ok = got >= target if higher else got <= target
-        lines.append(f"| {what} | {fmt(triton)} | {fmt(target)} | {fmt(got)} | "
-                     f"{'yes' if ok else 'no'} |")
-    return lines, all((c[1] >= c[2]) if c[3] else (c[1] <= c[2]) for c in checks) and checks
-
-
 def cpu_bound(r, cores):
     """Requests/s the machine could serve if CPU time were the only limit."""
     if r["server_cpu_us"] is None or r["client_cpu_us"] is None or not cores:
@@ -249,9 +224,9 @@ def pinned_lines(rows, pinned):
     L = ["## Moving work between cores",
          "",
          "The same mlp measurement with the server and ptperf pinned to one core "
-         "(`taskset -c 0`), right after the main run. Each request crosses three threads "
-         "(ptperf → HTTP event loop → instance thread → event loop → ptperf); when they sit on "
-         "different cores, each hand-off wakes another (virtual) CPU.",
+         "(`taskset -c 0`), right after the main run. A request goes from ptperf to the "
+         "server and back; when their threads sit on different cores, each hand-off wakes "
+         "another (virtual) CPU.",
          "",
          "| concurrency | cores | infer/s | p50 µs | server µs | queue µs | infer µs | "
          "server CPU µs/req | client CPU µs/req | others' CPU % |",
@@ -345,7 +320,7 @@ def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
              f"{meta.get('load_before', '?')}, after {meta.get('load_after', '?')} "
              "(these include the benchmark's own threads).")
     L.append(f"- Server: `ptserve {meta.get('server_args', '')}` (Release build, default "
-             "flags: one HTTP thread per core (2 to 8), 2 gRPC completion-queue threads, one CPU instance per "
+             "flags: one HTTP thread per core (2 to 8), one gRPC event loop (nghttp2), one CPU instance per "
              "model).")
     L.append(f"- Client: `ptperf`, {meta.get('interval_ms', '?')} ms windows repeated until "
              "the last 3 agree within 10% (throughput and p50), 16 different random requests "
@@ -421,26 +396,12 @@ def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
                  f"{fmt(gain, 2)}× |")
     L.append("")
     L.extend(pinned_lines(rows, pinned))
-    L.append("## Against tritonserver's numbers")
+    L.append("## Against tritonserver")
     L.append("")
-    vl, met = verdict_lines(rows)
-    L.extend(vl)
-    L.append("")
-    p1 = next((r for r in (pinned or []) if r["concurrency"] == 1), None)
-    if p1:
-        t1, l1 = TRITON[1]
-        L.append(f"With the server and the client on one core, the same concurrency-1 "
-                 f"measurement gives {fmt(p1['infer_per_sec'])} infer/s at p50 "
-                 f"{fmt(p1['p50_us'])} µs ({p1['infer_per_sec'] / t1:.2f}× tritonserver's "
-                 f"throughput, {p1['p50_us'] / l1:.2f}× its latency): at concurrency 1 the "
-                 "gap to the target is the cost of handing each request between threads that "
-                 "sit on different cores (section above).")
-        L.append("")
-    L.append("The tritonserver numbers are the issue's, measured on another 2-core machine "
-             "with perf_analyzer; they were not re-measured here (no tritonserver on this "
-             "host). " + ("On this run the target is met." if met else
-                          "On this run the target is **not** fully met; see "
-                          "docs/benchmarks.md for where the time goes."))
+    L.append("Not measured here: bench/triton/run.sh serves the same model files with "
+             "tritonserver and ptserve side by side, with the same clients in the same run "
+             "(bench/triton/results/results.md). Figures from another machine or day are "
+             "not compared with this run's.")
     L.append("")
     c1 = find(rows, "mlp", "no", 1)
     if c1 and c1["server_request_us"] is not None:
@@ -503,11 +464,6 @@ def write_plot(rows, inproc, path, pinned=(), pa_rows=()):
                  label="mlp, HTTP, one core")
         ax2.plot(cs, [r["p50_us"] for r in ps], "D-.", color="tab:purple",
                  label="mlp p50, HTTP, one core")
-    tc = sorted(TRITON)
-    ax1.plot(tc, [TRITON[c][0] for c in tc], "s", color="gray", label="tritonserver mlp (issue)")
-    ax1.plot(tc, [2 * TRITON[c][0] for c in tc], "^", color="green", label="target: 2×")
-    ax2.plot([1], [TRITON[1][1]], "s", color="gray", label="tritonserver mlp p50 (issue)")
-    ax2.plot([1], [TRITON[1][1] / 2], "^", color="green", label="target: ½")
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
         ax.set_xticks([1, 2, 4, 8])

@@ -1,0 +1,166 @@
+"""Turns one bench/triton/run.sh run into its committed table and plot.
+
+    .venv/bin/python bench/triton/report.py RAW_DIR OUT_DIR
+    .venv/bin/python bench/triton/report.py --from-results OUT_DIR
+
+RAW_DIR holds meta.txt and results.csv (one row per client, server, round,
+protocol and concurrency). OUT_DIR gets results.csv (the rows, with the
+run's metadata as comment lines at the top), results.md and plot.png.
+--from-results writes results.md and plot.png again from a committed
+results.csv.
+"""
+import csv
+import os
+import statistics
+import sys
+
+SERVERS = ("tritonserver", "ptserve")
+METRICS = (("infer_per_sec", "infer/s", "{:,.0f}"), ("p50_us", "p50 µs", "{:.0f}"),
+           ("server_cpu_us", "server CPU µs/req", "{:.1f}"))
+
+
+def read_rows(path):
+    meta, lines = {}, []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("# "):
+                k, _, v = line[2:].rstrip("\n").partition("=")
+                meta[k] = v
+            else:
+                lines.append(line)
+    return meta, list(csv.DictReader(lines))
+
+
+def read_meta(path):
+    with open(path) as f:
+        return dict(line.rstrip("\n").partition("=")[::2] for line in f if "=" in line)
+
+
+def cells(rows):
+    order = {"ptperf": 0, "perf_analyzer": 1, "http": 0, "grpc": 1}
+    keys = {(r["client"], r["protocol"], int(r["concurrency"])) for r in rows}
+    return sorted(keys, key=lambda k: (order[k[0]], order[k[1]], k[2]))
+
+
+def per_round(rows, cell, metric):
+    """{round: {server: value}} for one cell."""
+    out = {}
+    for r in rows:
+        if (r["client"], r["protocol"], int(r["concurrency"])) == cell:
+            out.setdefault(int(r["round"]), {})[r["server"]] = float(r[metric])
+    return {k: v for k, v in out.items() if len(v) == 2}
+
+
+def summary(rows, cell, metric):
+    """Medians of each server, and the median and range of the per-round
+    ptserve ÷ tritonserver ratios (a round's two figures were back to back)."""
+    rounds = per_round(rows, cell, metric)
+    if not rounds:
+        return None
+    med = {s: statistics.median(v[s] for v in rounds.values()) for s in SERVERS}
+    ratios = [v["ptserve"] / v["tritonserver"] for v in rounds.values() if v["tritonserver"]]
+    return med, statistics.median(ratios), min(ratios), max(ratios), len(rounds)
+
+
+def markdown(meta, rows):
+    L = ["# ptserve and tritonserver side by side", "",
+         f"Produced by `bench/triton/run.sh` (ROUNDS={meta.get('rounds')}, "
+         f"BENCH_INTERVAL_MS={meta.get('interval_ms')}) on {meta.get('date')}, ptserve "
+         f"`{meta.get('commit')}`.", "",
+         f"- Machine: {meta.get('cpu')}, {meta.get('cores')} cores shared by the client and the "
+         f"server, kernel {meta.get('kernel')}; load average before {meta.get('load_before')}, "
+         f"after {meta.get('load_after')}.",
+         f"- tritonserver {meta.get('tritonserver')}, default flags, "
+         + ("with bench/triton/backend.c as its `pytorch` backend (ptserve's LibTorch bridge, "
+            "doing less per request than Triton's own PyTorch backend: tritonserver's figures "
+            "here are a lower bound on its cost; both servers run the same LibTorch and the same "
+            "forward()). " if meta.get("triton_backend", "stand-in") == "stand-in" else
+            f"with the PyTorch backend in `{meta.get('triton_backend')}`. ")
+         + f"ptserve, default flags, Release build, torch {meta.get('torch')}.",
+         "- The same repository (one directory, read by both), the 16 → 4 MLP (`mlp`), one CPU "
+         "instance, `max_batch_size: 8`, no dynamic batching; both servers' answers were "
+         "checked against torch's forward() before measuring (check.py).",
+         f"- Clients: ptperf (`--server-pid`: the server's CPU over its windows ÷ requests), "
+         f"then NVIDIA's perf_analyzer ({meta.get('perf_analyzer')}; the server's CPU from "
+         "/proc over its run ÷ the requests its statistics endpoint counted). Each cell on one "
+         "server then the other, back to back, the order alternating between rounds.",
+         "", "Medians over the rounds; × = ptserve ÷ tritonserver, the median of the rounds' "
+         "ratios (range in brackets).", "",
+         "| client | protocol | c | infer/s tritonserver | ptserve | × | p50 µs tritonserver | "
+         "ptserve | × | server CPU µs/req tritonserver | ptserve | × |",
+         "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---|"]
+    for cell in cells(rows):
+        parts = [cell[0], {"http": "HTTP", "grpc": "gRPC"}[cell[1]], str(cell[2])]
+        for metric, _, fmt in METRICS:
+            s = summary(rows, cell, metric)
+            if s is None:
+                parts += ["", "", ""]
+                continue
+            med, ratio, lo, hi, _ = s
+            parts += [fmt.format(med["tritonserver"]), fmt.format(med["ptserve"]),
+                      f"{ratio:.2f} ({lo:.2f}–{hi:.2f})"]
+        L.append("| " + " | ".join(parts) + " |")
+    rss = {s: meta.get(f"rss_kb_{s}") for s in SERVERS}
+    if all(rss.values()):
+        L += ["", "After the run: tritonserver "
+              f"{int(rss['tritonserver']) / 1024:,.0f} MiB resident in "
+              f"{meta.get('threads_tritonserver')} threads, ptserve "
+              f"{int(rss['ptserve']) / 1024:,.0f} MiB in {meta.get('threads_ptserve')} threads "
+              "(both with LibTorch loaded and the same two models)."]
+    L += ["", "![ptserve and tritonserver](plot.png)"]
+    return "\n".join(L) + "\n"
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cs = cells(rows)
+    names = {"http": "HTTP", "grpc": "gRPC", "ptperf": "ptperf", "perf_analyzer": "perf_an."}
+    labels = [f"{names[c[0]]}\n{names[c[1]]} c={c[2]}" for c in cs]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    for ax, (metric, title, _) in zip(axes, METRICS):
+        for i, s in enumerate(SERVERS):
+            vals = []
+            for cell in cs:
+                r = summary(rows, cell, metric)
+                vals.append(r[0][s] if r else 0)
+            ax.bar([x + (i - 0.5) * 0.4 for x in range(len(cs))], vals, 0.4, label=s,
+                   color=("#76b900", "#1f5fa8")[i])
+        ax.set_xticks(range(len(cs)))
+        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_title(title + (" (higher is better)" if metric == "infer_per_sec"
+                              else " (lower is better)"))
+        ax.legend()
+    fig.suptitle("16 → 4 MLP on one CPU instance, same model file, same clients (medians; "
+                 "perf_an. = perf_analyzer)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--from-results":
+        out = argv[2]
+        meta, rows = read_rows(os.path.join(out, "results.csv"))
+    elif len(argv) == 3:
+        raw, out = argv[1], argv[2]
+        meta = read_meta(os.path.join(raw, "meta.txt"))
+        with open(os.path.join(raw, "results.csv")) as f:
+            text = f.read()
+        with open(os.path.join(out, "results.csv"), "w") as f:
+            f.write("".join(f"# {k}={v}\n" for k, v in meta.items()) + text)
+        meta, rows = read_rows(os.path.join(out, "results.csv"))
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    md = markdown(meta, rows)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(md)
+    plot(rows, os.path.join(out, "plot.png"))
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
