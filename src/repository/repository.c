@@ -1048,6 +1048,31 @@ enum pts_status pts_repository_get(struct pts_repository *r, const char *name, i
   return st;
 }
 
+enum pts_status pts_repository_ready(struct pts_repository *r, const char *name, int64_t version,
+                                     bool *ready, struct pts_error *err) {
+  *ready = false;
+  enum pts_status st = PTS_OK;
+  pthread_mutex_lock(&r->mu);
+  const struct entry *e = find_locked(r, name);
+  if (!e || e->n_recs == 0) {
+    st = pts_error_set(err, PTS_NOT_FOUND, "Request for unknown model: '%s' is not found%s", name,
+                       e && e->on_disk ? " (it is in the model repository but not loaded)" : "");
+  } else if (version < 0) {
+    for (size_t v = 0; v < e->n_recs && !*ready; v++)
+      *ready = pts_model_state(e->recs[v]) == PTS_MODEL_READY;
+  } else {
+    long at = rec_find(e, version);
+    if (at < 0)
+      st = pts_error_set(err, PTS_NOT_FOUND,
+                         "Request for unknown model: '%s' version %lld is not found", name,
+                         (long long)version);
+    else
+      *ready = pts_model_state(e->recs[at]) == PTS_MODEL_READY;
+  }
+  pthread_mutex_unlock(&r->mu);
+  return st;
+}
+
 enum pts_status pts_repository_ready_versions(struct pts_repository *r, const char *name,
                                               int64_t **versions, size_t *n,
                                               struct pts_error *err) {

@@ -120,6 +120,15 @@ void pts_repository_actions_free(struct pts_repository_action *a, size_t n);
 enum pts_status pts_repository_get(struct pts_repository *r, const char *name, int64_t version,
                                    bool any_state, struct pts_model **out, struct pts_error *err);
 
+/* Whether `name` has a READY version now (version < 0: any version),
+ * decided under the table lock. A reference from pts_repository_get can
+ * not answer that: a reload replaces the record it holds, which turns
+ * UNLOADING at the moment the new one becomes READY, so its state says
+ * "not ready" of a model that never stopped being ready. NOT_FOUND, with
+ * pts_repository_get's messages, for an unknown name or version. */
+enum pts_status pts_repository_ready(struct pts_repository *r, const char *name, int64_t version,
+                                     bool *ready, struct pts_error *err);
+
 /* READY versions of `name`, ascending, into a new array (pts_free). */
 enum pts_status pts_repository_ready_versions(struct pts_repository *r, const char *name,
                                               int64_t **versions, size_t *n,

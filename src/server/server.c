@@ -382,6 +382,14 @@ enum pts_status pts_server_model_get(struct pts_server *s, const char *name, int
   return pts_repository_get(s->repo, n, version, any_state, out, err);
 }
 
+enum pts_status pts_server_model_ready(struct pts_server *s, const char *name, int64_t version,
+                                       bool *ready, struct pts_error *err) {
+  *ready = false;
+  const char *n = name ? name : "";
+  if (n[0] && pts_name_check("model name", n, err) != PTS_OK) return PTS_INVALID_ARG;
+  return pts_repository_ready(s->repo, n, version, ready, err);
+}
+
 enum pts_status pts_server_model_versions(struct pts_server *s, const char *name,
                                           int64_t **versions, size_t *n, struct pts_error *err) {
   return pts_repository_ready_versions(s->repo, name ? name : "", versions, n, err);

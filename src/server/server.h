@@ -165,6 +165,13 @@ enum pts_status pts_server_model_get(struct pts_server *s, const char *name, int
                                      bool any_state, struct pts_model **out,
                                      struct pts_error *err);
 
+/* The model-ready endpoints' answer: whether `name` (version < 0: any
+ * version) has a READY version, decided under the repository's lock
+ * (pts_repository_ready says why a looked-up reference will not do).
+ * Errors as pts_server_model_get's for an unknown name or version. */
+enum pts_status pts_server_model_ready(struct pts_server *s, const char *name, int64_t version,
+                                       bool *ready, struct pts_error *err);
+
 /* READY versions of `name`, ascending, into a new array (pts_free). */
 enum pts_status pts_server_model_versions(struct pts_server *s, const char *name,
                                           int64_t **versions, size_t *n, struct pts_error *err);

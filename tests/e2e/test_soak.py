@@ -172,7 +172,7 @@ def valid_metadata(s, url, rng):
     path = rng.choice(["/v2/health/ready", "/v2/health/live", "/v2", "/v2/models/id_fp32",
                        "/v2/models/id_fp32/config", "/v2/models/id_fp32/ready"])
     r = s.get(url + path, timeout=30)
-    return "valid", r.status_code == 200
+    return "valid", r.status_code == 200, "GET %s: %d %s" % (path, r.status_code, r.text[:300])
 
 
 def expect_error(r, code):
@@ -256,8 +256,11 @@ def client(url, seed, deadline, stats, lock, progress):
     local = {"valid": 0, "invalid": 0, "lost": 0, "wrong_refusal": 0, "failures": []}
     while time.time() < deadline:
         f = rng.choice(funcs)
+        detail = ""
         try:
-            kind, ok = f(session, url, rng)
+            # (kind, ok) or (kind, ok, what the server answered)
+            kind, ok, *rest = f(session, url, rng)
+            detail = rest[0] if rest else ""
         except (requests.RequestException, OSError, ValueError) as e:
             kind, ok = ("valid" if f.__name__.startswith("valid") else "invalid"), False
             local["failures"].append("%s: %s" % (f.__name__, e))
@@ -266,7 +269,7 @@ def client(url, seed, deadline, stats, lock, progress):
         if not ok:
             local["lost" if kind == "valid" else "wrong_refusal"] += 1
             if len(local["failures"]) < 5:
-                local["failures"].append(f.__name__)
+                local["failures"].append(f.__name__ + (" (%s)" % detail if detail else ""))
     with lock:
         for k in ("valid", "invalid", "lost", "wrong_refusal"):
             stats[k] += local[k]

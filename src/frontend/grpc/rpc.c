@@ -85,15 +85,14 @@ static enum pts_status model_ready(struct pts_server *s, const struct pts_buf *i
       unpack(&inference__model_ready_request__descriptor, in, (ProtobufCMessage **)&rq, err);
   if (ust != PTS_OK) return ust;
   int64_t version;
-  struct pts_model *m = NULL;
+  bool ready = false;
   enum pts_status st = pts_grpc_parse_version(rq->version, rq->name, &version, err);
-  if (st == PTS_OK) st = pts_server_model_get(s, rq->name, version, true, &m, err);
+  if (st == PTS_OK) st = pts_server_model_ready(s, rq->name, version, &ready, err);
   unpacked_free(rq);
   if (st != PTS_OK) return st;
   Inference__ModelReadyResponse r;
   inference__model_ready_response__init(&r);
-  r.ready = pts_model_state(m) == PTS_MODEL_READY;
-  pts_model_release(m);
+  r.ready = ready;
   return pts_grpc_pack(&r.base, out, err);
 }
 

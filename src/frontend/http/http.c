@@ -192,13 +192,11 @@ static void handle_model_metadata(struct pts_http *h, struct conn *cn,
 static void handle_model_ready(struct pts_http *h, struct conn *cn,
                                const struct pts_http_route *r) {
   struct pts_error err;
-  struct pts_model *m = NULL;
-  if (pts_server_model_get(h->server, r->model, r->version, true, &m, &err) != PTS_OK) {
+  bool ready;
+  if (pts_server_model_ready(h->server, r->model, r->version, &ready, &err) != PTS_OK) {
     send_error(cn, &err);
     return;
   }
-  bool ready = pts_model_state(m) == PTS_MODEL_READY;
-  pts_model_release(m);
   /* protocol-facts §1.3: known but not ready is 400 with this exact text. */
   if (ready)
     send_empty(cn, 200);

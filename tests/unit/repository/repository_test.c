@@ -431,6 +431,52 @@ static void reload_swaps_in_the_new_version_first(void **state) {
   assert_true(pts_repository_all_ready(f->repo));
 }
 
+/* The model-ready endpoints ask pts_repository_ready, not a reference:
+ * while a reload swaps in a new object of the same version, the object a
+ * lookup just returned turns UNLOADING, but the model was ready all along
+ * (the e2e soak once saw a 400 "Model version not ready" for it). */
+static void readiness_holds_while_a_reload_replaces_the_version(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(fs_identity_model(f->root, "rr", 8, NULL), 0);
+  assert_int_equal(fs_mkdirs(f->root, "rr/1"), 0);
+  assert_int_equal(fs_identity_model(f->root, "bad", 8,
+                                     "parameters { key: \"fail_load_versions\" value { "
+                                     "string_value: \"1\" } }"),
+                   0);
+  assert_int_equal(fs_mkdirs(f->root, "bad/1"), 0);
+  create(f);
+  load_ok(f, "rr");
+  bool ready = false;
+  struct pts_error err;
+  assert_int_equal(pts_repository_ready(f->repo, "rr", -1, &ready, &err), PTS_OK);
+  assert_true(ready);
+  struct pts_model *old = get(f, "rr", 1); /* what the endpoint used to consult */
+  struct op o = {.f = f, .name = "rr"};
+  op_start(&o);
+  wait_state(old, PTS_MODEL_UNLOADING);
+  assert_int_equal(pts_repository_ready(f->repo, "rr", -1, &ready, &err), PTS_OK);
+  assert_true(ready);
+  assert_int_equal(pts_repository_ready(f->repo, "rr", 1, &ready, &err), PTS_OK);
+  assert_true(ready);
+  pts_model_release(old);
+  op_join(&o);
+  assert_int_equal(o.st, PTS_OK);
+
+  /* Unknown names and versions are errors with the lookup's words; a
+   * version that failed to load is known and not ready. */
+  assert_int_equal(pts_repository_ready(f->repo, "nope", -1, &ready, &err), PTS_NOT_FOUND);
+  assert_string_equal(err.msg, "Request for unknown model: 'nope' is not found");
+  assert_int_equal(pts_repository_ready(f->repo, "rr", 7, &ready, &err), PTS_NOT_FOUND);
+  assert_string_equal(err.msg, "Request for unknown model: 'rr' version 7 is not found");
+  assert_int_equal(load(f, "bad", &err), PTS_INVALID_ARG);
+  ready = true;
+  assert_int_equal(pts_repository_ready(f->repo, "bad", -1, &ready, &err), PTS_OK);
+  assert_false(ready);
+  ready = true;
+  assert_int_equal(pts_repository_ready(f->repo, "bad", 1, &ready, &err), PTS_OK);
+  assert_false(ready);
+}
+
 static void reload_of_the_same_version_picks_up_the_config(void **state) {
   struct fixture *f = *state;
   assert_int_equal(fs_identity_model(f->root, "c", 8, NULL), 0);
@@ -1022,6 +1068,8 @@ int main(void) {
       cmocka_unit_test(zero_count_group_is_rejected),
       cmocka_unit_test_setup_teardown(model_outlives_repository_while_referenced, setup, teardown),
       cmocka_unit_test_setup_teardown(reload_swaps_in_the_new_version_first, setup, teardown),
+      cmocka_unit_test_setup_teardown(readiness_holds_while_a_reload_replaces_the_version, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(reload_of_the_same_version_picks_up_the_config, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(failed_reload_keeps_what_serves, setup, teardown),
