@@ -15,8 +15,11 @@
  *
  * It does less per request than Triton's PyTorch backend (no input
  * collector or output responder, no batching of several requests into one
- * tensor, no CUDA), so tritonserver measured with it is a lower bound on
- * tritonserver with its own backend, never an upper one. CPU only.
+ * tensor), so tritonserver measured with it is a lower bound on
+ * tritonserver with its own backend, never an upper one. A KIND_GPU
+ * instance loads the model on its CUDA device, where the bridge (built
+ * with the same CUDA path as ptserve's: the instance's stream, the phase
+ * events, the timed wait) copies inputs in and results back.
  *
  * The Triton declarations below are this file's own, of the C ABI that
  * tritonserver exports (tritonbackend.h and tritonserver.h in Triton's core
@@ -59,6 +62,7 @@ enum { TS_ERROR_INTERNAL = 1, TS_ERROR_INVALID_ARG = 3, TS_ERROR_UNSUPPORTED = 5
 enum { TS_RESPONSE_COMPLETE_FINAL = 1 };
 enum { TS_REQUEST_RELEASE_ALL = 1 };
 enum { TS_ARTIFACT_FILESYSTEM = 0 };
+enum { TS_INSTANCE_KIND_GPU = 2 };
 /* The backend API version of the headers these declarations follow;
  * tritonserver 2.51.0 passes the check in TRITONBACKEND_Initialize. */
 enum { API_MAJOR = 1, API_MINOR = 19 };
@@ -85,6 +89,10 @@ extern TRITONSERVER_Error *TRITONBACKEND_ModelSetState(TRITONBACKEND_Model *mode
 extern TRITONSERVER_Error *TRITONBACKEND_ModelState(TRITONBACKEND_Model *model, void **state);
 extern TRITONSERVER_Error *TRITONBACKEND_ModelInstanceModel(TRITONBACKEND_ModelInstance *instance,
                                                             TRITONBACKEND_Model **model);
+extern TRITONSERVER_Error *TRITONBACKEND_ModelInstanceKind(TRITONBACKEND_ModelInstance *instance,
+                                                           int *kind);
+extern TRITONSERVER_Error *TRITONBACKEND_ModelInstanceDeviceId(
+    TRITONBACKEND_ModelInstance *instance, int32_t *device_id);
 extern TRITONSERVER_Error *TRITONBACKEND_ModelInstanceSetState(
     TRITONBACKEND_ModelInstance *instance, void *state);
 extern TRITONSERVER_Error *TRITONBACKEND_ModelInstanceState(TRITONBACKEND_ModelInstance *instance,
@@ -279,14 +287,20 @@ TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
   TRITONBACKEND_Model *model;
   void *mstate;
+  int kind;
+  int32_t device_id;
   TRY(TRITONBACKEND_ModelInstanceModel(instance, &model));
   TRY(TRITONBACKEND_ModelState(model, &mstate));
+  TRY(TRITONBACKEND_ModelInstanceKind(instance, &kind));
+  TRY(TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id));
   struct shim_instance *in = calloc(1, sizeof *in);
   if (!in) return errorf(TS_ERROR_INTERNAL, "bench backend: %s", "out of memory");
   in->model = mstate;
-  struct pts_device cpu = {.type = PTS_DEVICE_CPU};
+  struct pts_device dev = {.type = PTS_DEVICE_CPU};
+  if (kind == TS_INSTANCE_KIND_GPU)
+    dev = (struct pts_device){.type = PTS_DEVICE_CUDA, .index = device_id};
   struct pts_error perr = {0};
-  if (pts_torch_load(in->model->path, &cpu, &in->module, &perr) != PTS_OK) {
+  if (pts_torch_load(in->model->path, &dev, &in->module, &perr) != PTS_OK) {
     free(in);
     return errorf(TS_ERROR_INVALID_ARG, "bench backend: %s", perr.msg);
   }

@@ -15,6 +15,7 @@ import statistics
 import sys
 
 SERVERS = ("tritonserver", "ptserve")
+PROTO = {"http": "HTTP", "grpc": "gRPC"}
 METRICS = (("infer_per_sec", "infer/s", "{:,.0f}"), ("p50_us", "p50 µs", "{:.0f}"),
            ("server_cpu_us", "server CPU µs/req", "{:.1f}"))
 
@@ -34,6 +35,13 @@ def read_rows(path):
 def read_meta(path):
     with open(path) as f:
         return dict(line.rstrip("\n").partition("=")[::2] for line in f if "=" in line)
+
+
+def instance(meta):
+    """The models' instance kind in words: "CPU", or the GPU's name."""
+    if meta.get("kind") == "KIND_GPU":
+        return f"GPU ({meta.get('gpu', 'CUDA')})"
+    return "CPU"
 
 
 def cells(rows):
@@ -65,7 +73,9 @@ def summary(rows, cell, metric):
 def markdown(meta, rows):
     L = ["# ptserve and tritonserver side by side", "",
          f"Produced by `bench/triton/run.sh` (ROUNDS={meta.get('rounds')}, "
-         f"BENCH_INTERVAL_MS={meta.get('interval_ms')}) on {meta.get('date')}, ptserve "
+         f"BENCH_INTERVAL_MS={meta.get('interval_ms')}"
+         + (", KIND=KIND_GPU" if meta.get("kind") == "KIND_GPU" else "")
+         + f") on {meta.get('date')}, ptserve "
          f"`{meta.get('commit')}`.", "",
          f"- Machine: {meta.get('cpu')}, {meta.get('cores')} cores shared by the client and the "
          f"server, kernel {meta.get('kernel')}; load average before {meta.get('load_before')}, "
@@ -77,20 +87,23 @@ def markdown(meta, rows):
             "forward()). " if meta.get("triton_backend", "stand-in") == "stand-in" else
             f"with the PyTorch backend in `{meta.get('triton_backend')}`. ")
          + f"ptserve, default flags, Release build, torch {meta.get('torch')}.",
-         "- The same repository (one directory, read by both), the 16 → 4 MLP (`mlp`), one CPU "
-         "instance, `max_batch_size: 8`, no dynamic batching; both servers' answers were "
-         "checked against torch's forward() before measuring (check.py).",
-         f"- Clients: ptperf (`--server-pid`: the server's CPU over its windows ÷ requests), "
-         f"then NVIDIA's perf_analyzer ({meta.get('perf_analyzer')}; the server's CPU from "
-         "/proc over its run ÷ the requests its statistics endpoint counted). Each cell on one "
-         "server then the other, back to back, the order alternating between rounds.",
+         "- The same repository (one directory, read by both), the 16 → 4 MLP (`mlp`), one "
+         f"{instance(meta)} instance, `max_batch_size: 8`, no dynamic batching; both servers' "
+         "answers were checked against torch's forward() before measuring (check.py).",
+         "- Clients: ptperf (`--server-pid`: the server's CPU over its windows ÷ requests)"
+         + (f", then NVIDIA's perf_analyzer ({meta.get('perf_analyzer')}; the server's CPU from "
+            "/proc over its run ÷ the requests its statistics endpoint counted)"
+            if any(r["client"] == "perf_analyzer" for r in rows) else
+            " (perf_analyzer was not run: PA=0, or not installed)")
+         + ". Each cell on one server then the other, back to back, the order alternating "
+         "between rounds.",
          "", "Medians over the rounds; × = ptserve ÷ tritonserver, the median of the rounds' "
          "ratios (range in brackets).", "",
          "| client | protocol | c | infer/s tritonserver | ptserve | × | p50 µs tritonserver | "
          "ptserve | × | server CPU µs/req tritonserver | ptserve | × |",
          "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---|"]
     for cell in cells(rows):
-        parts = [cell[0], {"http": "HTTP", "grpc": "gRPC"}[cell[1]], str(cell[2])]
+        parts = [cell[0], PROTO[cell[1]], str(cell[2])]
         for metric, _, fmt in METRICS:
             s = summary(rows, cell, metric)
             if s is None:
@@ -100,6 +113,7 @@ def markdown(meta, rows):
             parts += [fmt.format(med["tritonserver"]), fmt.format(med["ptserve"]),
                       f"{ratio:.2f} ({lo:.2f}–{hi:.2f})"]
         L.append("| " + " | ".join(parts) + " |")
+    L += breakdown(meta, rows)
     rss = {s: meta.get(f"rss_kb_{s}") for s in SERVERS}
     if all(rss.values()):
         L += ["", "After the run: tritonserver "
@@ -111,7 +125,37 @@ def markdown(meta, rows):
     return "\n".join(L) + "\n"
 
 
-def plot(rows, path):
+def breakdown(meta, rows):
+    """Where each server says a request's time went (its statistics
+    endpoint, averages per request over each client's run), medians over
+    the rounds; nothing for runs that did not record it."""
+    if not rows or not rows[0].get("queue_us"):
+        return []
+    gpu = meta.get("kind") == "KIND_GPU"
+    L = ["", "Inside the servers (their statistics endpoints, µs per request, medians over the "
+         "rounds): queue, then compute input, infer and output. The sum is comparable between "
+         "the two" + ("; the split is not quite — ptserve times a CUDA batch's phases with "
+                      "events on the device, from its gather to the start of its kernels, the "
+                      "stand-in backend with the host clock (its input step only finds the "
+                      "buffers; the copy to the GPU is in infer)." if gpu else "."),
+         "", "| client | protocol | c | server | queue | compute input | compute infer | "
+         "compute output | sum |", "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+    keys = ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
+    for cell in cells(rows):
+        for s in SERVERS:
+            vals = []
+            for k in keys:
+                got = [float(r[k]) for r in rows if r["server"] == s and r[k] != "" and
+                       (r["client"], r["protocol"], int(r["concurrency"])) == cell]
+                vals.append(statistics.median(got) if got else None)
+            if None in vals:
+                continue
+            L.append(f"| {cell[0]} | {PROTO[cell[1]]} | {cell[2]} | {s} | " +
+                     " | ".join(f"{v:.1f}" for v in vals) + f" | {sum(vals):.1f} |")
+    return L
+
+
+def plot(meta, rows, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -133,8 +177,8 @@ def plot(rows, path):
         ax.set_title(title + (" (higher is better)" if metric == "infer_per_sec"
                               else " (lower is better)"))
         ax.legend()
-    fig.suptitle("16 → 4 MLP on one CPU instance, same model file, same clients (medians; "
-                 "perf_an. = perf_analyzer)")
+    fig.suptitle(f"16 → 4 MLP on one {instance(meta)} instance, same model file, same clients "
+                 "(medians; perf_an. = perf_analyzer)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -157,7 +201,7 @@ def main(argv):
     md = markdown(meta, rows)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(md)
-    plot(rows, os.path.join(out, "plot.png"))
+    plot(meta, rows, os.path.join(out, "plot.png"))
     print(md)
     return 0
 

@@ -7,7 +7,9 @@
 #
 #   bench/triton/run.sh        (ROUNDS, default 5; CS, "1 4"; PROTOS, "http grpc";
 #                               BENCH_INTERVAL_MS, 1000; PA=0 skips perf_analyzer;
-#                               TRITONSERVER and TRITON_BACKENDS, below)
+#                               TRITONSERVER and TRITON_BACKENDS, below; KIND,
+#                               KIND_CPU or KIND_GPU: the models' instance kind;
+#                               BENCH_RESULTS, the output folder)
 #
 # tritonserver is the one in PyPI's nvidia-pytriton wheel (pinned below:
 # Triton 2.51.0, the r24.10 release), which this script downloads once into
@@ -28,13 +30,14 @@
 # Per cell (protocol, concurrency, server): ptperf --server-pid (infer/s,
 # p50, server CPU per request), then perf_analyzer (infer/s, p50; the
 # server's CPU from /proc/PID/stat over its run ÷ the requests the
-# statistics endpoint counted). Writes bench/triton/results/{results.csv,
-# results.md, plot.png}; raw files stay in bench/triton/results/raw.
+# statistics endpoint counted); both also give the statistics endpoint's
+# queue and compute times per request. Writes bench/triton/results/{results.csv,
+# results.md, plot.png} (or BENCH_RESULTS/); raw files stay in its raw/.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 HERE="$ROOT/bench/triton"
-OUT="$HERE/results"
+OUT="${BENCH_RESULTS:-$HERE/results}"
 RAW="$OUT/raw"
 BUILD="${BENCH_BUILD_DIR:-$ROOT/build-bench}"
 PY=${PYTHON:-$ROOT/.venv/bin/python}
@@ -44,6 +47,7 @@ CS="${CS:-1 4}"
 PROTOS="${PROTOS:-http grpc}"
 INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 PA="${PA:-1}"
+KIND="${KIND:-KIND_CPU}"
 PYTRITON="nvidia-pytriton==0.7.0" # tritonserver 2.51.0 (r24.10)
 TRITON_HOME="$BUILD/triton"
 TRITONSERVER="${TRITONSERVER:-}"
@@ -61,10 +65,8 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- build and fetch ----
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF \
-    -DPTS_PYTHON="$PY" >/dev/null
-fi
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF \
+  -DPTS_PYTHON="$(command -v "$PY")" >/dev/null
 cmake --build "$BUILD" --target ptserve ptperf bench_triton_backend -j"${JOBS:-2}" >/dev/null
 if [ -z "$TRITONSERVER" ] && [ ! -x "$TRITON_HOME/bin/tritonserver" ]; then
   log "fetching tritonserver ($PYTRITON, from PyPI)"
@@ -100,7 +102,10 @@ fi
 rm -rf "$RAW"
 mkdir -p "$RAW/models"
 "$PY" "$ROOT/bench/cpu/gen_models.py" "$RAW/all" >/dev/null
-for m in mlp add_sub; do mv "$RAW/all/$m" "$RAW/models/"; done
+for m in mlp add_sub; do
+  sed -i "s/kind: KIND_CPU/kind: $KIND/" "$RAW/all/$m/config.pbtxt"
+  mv "$RAW/all/$m" "$RAW/models/"
+done
 rm -rf "$RAW/all"
 
 # ---- servers: both with their default flags, on the same repository ----
@@ -135,6 +140,10 @@ done
   echo "ptserve=$(curl -s "http://127.0.0.1:${PORT[ptserve]}/v2" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["version"])')"
   echo "torch=$("$PY" -c 'import torch; print(torch.__version__)')"
   echo "perf_analyzer=$([ -x "$PERF_ANALYZER" ] && "$PERF_ANALYZER" --version 2>&1 | head -n1 || echo missing)"
+  echo "kind=$KIND"
+  if [ "$KIND" = KIND_GPU ]; then
+    echo "gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)"
+  fi
   echo "rounds=$ROUNDS"
   echo "interval_ms=$INTERVAL_MS"
   echo "load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -156,7 +165,8 @@ pa_args() { # PROTO SERVER
   esac
 }
 
-echo "client,server,round,protocol,concurrency,infer_per_sec,p50_us,server_cpu_us" >"$RAW/results.csv"
+echo "client,server,round,protocol,concurrency,infer_per_sec,p50_us,server_cpu_us,queue_us,compute_input_us,compute_infer_us,compute_output_us" \
+  >"$RAW/results.csv"
 hz="$(getconf CLK_TCK)"
 for r in $(seq 1 "$ROUNDS"); do
   order="tritonserver ptserve"
@@ -168,10 +178,13 @@ for r in $(seq 1 "$ROUNDS"); do
         f="$RAW/ptperf_${s}_${p}_c${c}_r$r.csv"
         # shellcheck disable=SC2046
         "$BUILD/ptperf" -m mlp -u "127.0.0.1:${PORT[$s]}" $(ptperf_proto_args "$p" "${GPORT[$s]}") \
-          -q --no-server-stats -p "$INTERVAL_MS" --concurrency "$c" --server-pid "${PID[$s]}" \
+          -q -p "$INTERVAL_MS" --concurrency "$c" --server-pid "${PID[$s]}" \
           -f "$f" >>"$RAW/ptperf.log" 2>&1
+        # ptperf's CSV: infer/s, p50, then the statistics endpoint's queue
+        # and compute times per request, and the server's CPU per request.
         sed -n 2p "$f" | awk -F, -v s="$s" -v r="$r" -v p="$p" -v c="$c" \
-          '{printf "ptperf,%s,%s,%s,%s,%s,%s,%s\n", s, r, p, c, $5, $6, $24}' >>"$RAW/results.csv"
+          '{printf "ptperf,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n",
+                    s, r, p, c, $5, $6, $24, $16, $17, $18, $19}' >>"$RAW/results.csv"
         [ "$PA" = 1 ] && [ -x "$PERF_ANALYZER" ] || continue
         log "round $r, $p, c=$c, $s: perf_analyzer"
         f="$RAW/pa_${s}_${p}_c${c}_r$r.csv"
@@ -193,7 +206,8 @@ f, s, r, p, c, ticks, n, hz = sys.argv[1:]
 row = next(csv.DictReader(open(f)))
 cpu = int(ticks) / int(hz) * 1e6 / int(n) if int(n) else 0.0
 print(f"perf_analyzer,{s},{r},{p},{c},{float(row['Inferences/Second']):.1f},"
-      f"{float(row['p50 latency']):.1f},{cpu:.2f}")
+      f"{float(row['p50 latency']):.1f},{cpu:.2f},{row['Server Queue']},"
+      f"{row['Server Compute Input']},{row['Server Compute Infer']},{row['Server Compute Output']}")
 EOF
       done
     done
