@@ -333,6 +333,18 @@ static void zero_count_group_is_rejected(void **state) {
   pts_model_config_free(cfg);
 }
 
+/* A model (with its version directory 1) whose version 1 fails to load:
+ * the identity backend's fail_load_versions parameter. */
+static void failing_model(struct fixture *f, const char *name) {
+  assert_int_equal(fs_identity_model(f->root, name, 8,
+                                     "parameters { key: \"fail_load_versions\" value { "
+                                     "string_value: \"1\" } }"),
+                   0);
+  char dir[128];
+  snprintf(dir, sizeof dir, "%s/1", name);
+  assert_int_equal(fs_mkdirs(f->root, dir), 0);
+}
+
 static struct pts_model *get(struct fixture *f, const char *name, int64_t version) {
   struct pts_model *m = NULL;
   struct pts_error err;
@@ -439,11 +451,7 @@ static void readiness_holds_while_a_reload_replaces_the_version(void **state) {
   struct fixture *f = *state;
   assert_int_equal(fs_identity_model(f->root, "rr", 8, NULL), 0);
   assert_int_equal(fs_mkdirs(f->root, "rr/1"), 0);
-  assert_int_equal(fs_identity_model(f->root, "bad", 8,
-                                     "parameters { key: \"fail_load_versions\" value { "
-                                     "string_value: \"1\" } }"),
-                   0);
-  assert_int_equal(fs_mkdirs(f->root, "bad/1"), 0);
+  failing_model(f, "bad");
   create(f);
   load_ok(f, "rr");
   bool ready = false;
@@ -739,11 +747,7 @@ static void wait_versions(struct fixture *f, const char *name, const char *want)
  * comes back with it. */
 static void a_failed_model_loads_once_fixed(void **state) {
   struct fixture *f = *state;
-  assert_int_equal(fs_identity_model(f->root, "fx", 8,
-                                     "parameters { key: \"fail_load_versions\" value { "
-                                     "string_value: \"1\" } }"),
-                   0);
-  assert_int_equal(fs_mkdirs(f->root, "fx/1"), 0);
+  failing_model(f, "fx");
   create(f);
   struct pts_error err;
   assert_int_equal(load(f, "fx", &err), PTS_INVALID_ARG);
@@ -777,11 +781,7 @@ static void a_failed_model_loads_once_fixed(void **state) {
  * failed clears the failure, so readiness no longer waits for it. */
 static void unloading_a_failed_model_clears_its_failure(void **state) {
   struct fixture *f = *state;
-  assert_int_equal(fs_identity_model(f->root, "uf", 8,
-                                     "parameters { key: \"fail_load_versions\" value { "
-                                     "string_value: \"1\" } }"),
-                   0);
-  assert_int_equal(fs_mkdirs(f->root, "uf/1"), 0);
+  failing_model(f, "uf");
   create(f);
   struct pts_error err;
   assert_int_equal(load(f, "uf", &err), PTS_INVALID_ARG);
