@@ -1003,6 +1003,28 @@ static void describe_state(const struct pts_model *m, char *buf, size_t size) {
     snprintf(buf, size, " (%s%s%.300s)", pts_model_state_name(s), reason[0] ? ": " : "", reason);
 }
 
+/* The lookups' entry of `name`: one with a record, or NULL with the
+ * "unknown model" error. Under r->mu. */
+static const struct entry *known_locked(const struct pts_repository *r, const char *name,
+                                        struct pts_error *err) {
+  const struct entry *e = find_locked(r, name);
+  if (e && e->n_recs > 0) return e;
+  pts_error_set(err, PTS_NOT_FOUND, "Request for unknown model: '%s' is not found%s", name,
+                e && e->on_disk ? " (it is in the model repository but not loaded)" : "");
+  return NULL;
+}
+
+/* The record of an explicit version of e, or -1 with the "unknown
+ * version" error. Under r->mu. */
+static long version_locked(const struct entry *e, const char *name, int64_t version,
+                           struct pts_error *err) {
+  long at = rec_find(e, version);
+  if (at < 0)
+    pts_error_set(err, PTS_NOT_FOUND, "Request for unknown model: '%s' version %lld is not found",
+                  name, (long long)version);
+  return at;
+}
+
 enum pts_status pts_repository_get(struct pts_repository *r, const char *name, int64_t version,
                                    bool any_state, struct pts_model **out,
                                    struct pts_error *err) {
@@ -1010,11 +1032,11 @@ enum pts_status pts_repository_get(struct pts_repository *r, const char *name, i
   char state[PTS_ERROR_MSG_MAX];
   enum pts_status st = PTS_OK;
   pthread_mutex_lock(&r->mu);
-  const struct entry *e = find_locked(r, name);
+  const struct entry *e = known_locked(r, name, err);
   struct pts_model *m = NULL;
-  if (!e || e->n_recs == 0) {
-    st = pts_error_set(err, PTS_NOT_FOUND, "Request for unknown model: '%s' is not found%s", name,
-                       e && e->on_disk ? " (it is in the model repository but not loaded)" : "");
+  long at;
+  if (!e) {
+    st = PTS_NOT_FOUND;
   } else if (version < 0) {
     for (size_t v = e->n_recs; v-- > 0 && !m;)
       if (pts_model_state(e->recs[v]) == PTS_MODEL_READY) m = e->recs[v];
@@ -1025,23 +1047,18 @@ enum pts_status pts_repository_get(struct pts_repository *r, const char *name, i
                          "Request for unknown model: '%s' has no available versions%s", name,
                          state);
     }
+  } else if ((at = version_locked(e, name, version, err)) < 0) {
+    st = PTS_NOT_FOUND;
+  } else if (!any_state && pts_model_state(e->recs[at]) != PTS_MODEL_READY) {
+    /* Triton answers UNAVAILABLE (503) here; a version that is loading,
+     * unloading or unloaded is the client's to avoid, so ptserve answers
+     * a 4xx that names the state instead. */
+    describe_state(e->recs[at], state, sizeof state);
+    st = pts_error_set(err, PTS_NOT_FOUND,
+                       "Request for unknown model: '%s' version %lld is not at ready state%s",
+                       name, (long long)version, state);
   } else {
-    long at = rec_find(e, version);
-    if (at < 0) {
-      st = pts_error_set(err, PTS_NOT_FOUND,
-                         "Request for unknown model: '%s' version %lld is not found", name,
-                         (long long)version);
-    } else if (!any_state && pts_model_state(e->recs[at]) != PTS_MODEL_READY) {
-      /* Triton answers UNAVAILABLE (503) here; a version that is loading,
-       * unloading or unloaded is the client's to avoid, so ptserve answers
-       * a 4xx that names the state instead. */
-      describe_state(e->recs[at], state, sizeof state);
-      st = pts_error_set(err, PTS_NOT_FOUND,
-                         "Request for unknown model: '%s' version %lld is not at ready state%s",
-                         name, (long long)version, state);
-    } else {
-      m = e->recs[at];
-    }
+    m = e->recs[at];
   }
   if (m) *out = pts_model_retain(m);
   pthread_mutex_unlock(&r->mu);
@@ -1053,21 +1070,17 @@ enum pts_status pts_repository_ready(struct pts_repository *r, const char *name,
   *ready = false;
   enum pts_status st = PTS_OK;
   pthread_mutex_lock(&r->mu);
-  const struct entry *e = find_locked(r, name);
-  if (!e || e->n_recs == 0) {
-    st = pts_error_set(err, PTS_NOT_FOUND, "Request for unknown model: '%s' is not found%s", name,
-                       e && e->on_disk ? " (it is in the model repository but not loaded)" : "");
+  const struct entry *e = known_locked(r, name, err);
+  long at;
+  if (!e) {
+    st = PTS_NOT_FOUND;
   } else if (version < 0) {
     for (size_t v = 0; v < e->n_recs && !*ready; v++)
       *ready = pts_model_state(e->recs[v]) == PTS_MODEL_READY;
+  } else if ((at = version_locked(e, name, version, err)) < 0) {
+    st = PTS_NOT_FOUND;
   } else {
-    long at = rec_find(e, version);
-    if (at < 0)
-      st = pts_error_set(err, PTS_NOT_FOUND,
-                         "Request for unknown model: '%s' version %lld is not found", name,
-                         (long long)version);
-    else
-      *ready = pts_model_state(e->recs[at]) == PTS_MODEL_READY;
+    *ready = pts_model_state(e->recs[at]) == PTS_MODEL_READY;
   }
   pthread_mutex_unlock(&r->mu);
   return st;

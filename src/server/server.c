@@ -371,14 +371,19 @@ bool pts_server_is_ready(struct pts_server *s) {
 
 /* --------------------------------------------------------------- models */
 
+/* Every frontend's model lookup comes through here: a name with '/' or
+ * '..' is refused before it is looked up (an empty one is simply
+ * unknown). */
+static enum pts_status lookup_name_check(const char *name, struct pts_error *err) {
+  return name[0] ? pts_name_check("model name", name, err) : PTS_OK;
+}
+
 enum pts_status pts_server_model_get(struct pts_server *s, const char *name, int64_t version,
                                      bool any_state, struct pts_model **out,
                                      struct pts_error *err) {
   *out = NULL;
   const char *n = name ? name : "";
-  /* Every frontend comes through here: a name with '/' or '..' is refused
-   * before it is looked up (an empty one is simply unknown). */
-  if (n[0] && pts_name_check("model name", n, err) != PTS_OK) return PTS_INVALID_ARG;
+  if (lookup_name_check(n, err) != PTS_OK) return PTS_INVALID_ARG;
   return pts_repository_get(s->repo, n, version, any_state, out, err);
 }
 
@@ -386,7 +391,7 @@ enum pts_status pts_server_model_ready(struct pts_server *s, const char *name, i
                                        bool *ready, struct pts_error *err) {
   *ready = false;
   const char *n = name ? name : "";
-  if (n[0] && pts_name_check("model name", n, err) != PTS_OK) return PTS_INVALID_ARG;
+  if (lookup_name_check(n, err) != PTS_OK) return PTS_INVALID_ARG;
   return pts_repository_ready(s->repo, n, version, ready, err);
 }
 
