@@ -8,7 +8,10 @@ host's torch and torchvision:
   traced on cuda:0 at FP32 / FP16, served with dynamic batching (max 128);
 - resnet50_fp16_graph: the FP16 model with a CUDA graph captured at batch 1,
   no queue delay (a latency model);
-- mlp: 64 -> 256 -> 8, dynamic batching.
+- mlp: 64 -> 256 -> 8, dynamic batching;
+- mlp_b1: the same MLP on one instance without a queue: batches of one
+  that take the device tens of microseconds (how the instance waits for
+  such a batch is what bench/gpu/wait_ab.sh measures on it).
 """
 import os
 import sys
@@ -17,17 +20,20 @@ import torch
 import torchvision
 
 
-def config(name, dtype, in_dims, out_dims, extra="", delay_us=200):
+def config(name, dtype, in_dims, out_dims, extra="", delay_us=200, count=2):
+    """delay_us None: no dynamic batching."""
+    batching = ("dynamic_batching { max_queue_delay_microseconds: %d }" % delay_us
+                if delay_us is not None else "")
     return """name: "%s"
 backend: "pytorch"
 max_batch_size: 128
 input [ { name: "INPUT__0" data_type: %s dims: [ %s ] } ]
 output [ { name: "OUTPUT__0" data_type: %s dims: [ %s ] } ]
-instance_group [ { count: 2 kind: KIND_GPU gpus: [ 0 ] } ]
-dynamic_batching { max_queue_delay_microseconds: %d }
+instance_group [ { count: %d kind: KIND_GPU gpus: [ 0 ] } ]
 %s
-""" % (name, dtype, ", ".join(map(str, in_dims)), dtype, ", ".join(map(str, out_dims)), delay_us,
-       extra)
+%s
+""" % (name, dtype, ", ".join(map(str, in_dims)), dtype, ", ".join(map(str, out_dims)), count,
+       batching, extra)
 
 
 def write(outdir, name, cfg, module):
@@ -58,8 +64,10 @@ def main(outdir):
               traced16)
         mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
                                   torch.nn.Linear(256, 8)).eval().cuda()
-        write(outdir, "mlp", config("mlp", "TYPE_FP32", [64], [8]),
-              torch.jit.trace(mlp, torch.randn(1, 64, device="cuda")))
+        traced_mlp = torch.jit.trace(mlp, torch.randn(1, 64, device="cuda"))
+        write(outdir, "mlp", config("mlp", "TYPE_FP32", [64], [8]), traced_mlp)
+        write(outdir, "mlp_b1", config("mlp_b1", "TYPE_FP32", [64], [8], delay_us=None, count=1),
+              traced_mlp)
 
 
 if __name__ == "__main__":

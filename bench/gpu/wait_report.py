@@ -7,9 +7,10 @@ import csv
 import os
 import sys
 
-MODES = ("block", "spin", "timed")
+MODES = ("block", "spin", "timed", "timed-nospin")
 CELLS = (("graph-http", "CUDA graph, HTTP binary"), ("graph-shm", "CUDA graph, system shm"),
-         ("graph-cudashm", "CUDA graph, CUDA shm"), ("fp16-http", "eager FP16, HTTP binary"))
+         ("graph-cudashm", "CUDA graph, CUDA shm"), ("fp16-http", "eager FP16, HTTP binary"),
+         ("mlp-http", "MLP batch 1, HTTP binary"), ("mlp-grpc", "MLP batch 1, gRPC"))
 
 
 def rows(path):
@@ -24,11 +25,15 @@ def main(raw):
     ip = {r["label"]: r for r in rows(os.path.join(raw, "inproc.csv"))}
     md = ["# How the instance thread waits for the GPU: block, spin, timed\n",
           "One run of `bench/gpu/wait_ab.sh` on %s, %s cores, torch %s, %s; a fresh server per "
-          "mode (`PTSERVE_CUDA_WAIT`), ptperf over HTTP, %s ms windows. Reference in the same "
-          "run: the FP16 ResNet-50 replayed as a CUDA graph at batch 1 in process "
-          "(`bench_inproc --graph`): p50 %s µs.\n" % (
+          "mode (`PTSERVE_CUDA_WAIT`; timed-nospin is timed with "
+          "`PTSERVE_CUDA_SPIN_BELOW_US=0`, the timed wait as it was before it spun on small "
+          "batches), ptperf over HTTP (the MLP over gRPC too), %s ms windows. References in "
+          "the same run, in process: the FP16 ResNet-50 replayed as a CUDA graph at batch 1 "
+          "(`bench_inproc --graph`), p50 %s µs; the MLP's forward() at batch 1 "
+          "(`bench_inproc`), p50 %s µs, %s/s on one thread.\n" % (
               meta.get("gpu"), meta.get("cores"), meta.get("torch"), meta.get("date"),
-              meta.get("interval_ms"), ip.get("graph_b1", {}).get("p50_us", "–")),
+              meta.get("interval_ms"), ip.get("graph_b1", {}).get("p50_us", "–"),
+              ip.get("mlp_b1", {}).get("p50_us", "–"), ip.get("mlp_b1", {}).get("per_sec", "–")),
           "| path | mode | concurrency | infer/s | p50 µs | p99 µs | compute_input µs | "
           "compute_infer µs | HTTP and client µs | server CPU µs/req |",
           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -687,17 +687,48 @@ void make_events(pts_torch_module *m) {
   }
 }
 
+// The timed wait spins on batches the device finishes within this many
+// nanoseconds (the last estimate): for them a sleep and its wake-up cost
+// more than the batch, and a spin of at most that long is cheap. 200 us by
+// default; PTSERVE_CUDA_SPIN_BELOW_US overrides it (0: never spin), read
+// once.
+uint64_t spin_below_ns() {
+  static const uint64_t ns = [] {
+    const char *v = std::getenv("PTSERVE_CUDA_SPIN_BELOW_US");
+    char *end = nullptr;
+    unsigned long long us = v ? std::strtoull(v, &end, 10) : 200;
+    if (v && (end == v || *end != '\0')) us = 200;
+    return static_cast<uint64_t>(us) * 1000u;
+  }();
+  return ns;
+}
+
 // Waits for the set's end event as wait_mode says. The timed wait sleeps
 // through 7/8 of the estimate less kLead (a batch may run faster than the
 // last one did: the other instances' work on the GPU comes and goes), then
 // polls every kPoll; past twice the estimate (plus kLate) it stops polling
-// and blocks. The instance thread's timer slack is cut to 1 us first: the
-// kernel's default of 50 us would stretch every poll's sleep by that much.
+// and blocks. A batch estimated under spin_below_ns() is polled without
+// sleeps instead: on a small model each sleep's wake-up (a timer, the
+// scheduler, on a VM an exit) is longer than the whole batch on the device,
+// so polling with sleeps added most of the instance's time per batch
+// (bench/gpu/wait_ab.sh, the mlp rows). The instance thread's timer slack
+// is cut to 1 us first: the kernel's default of 50 us would stretch every
+// poll's sleep by that much.
 void wait_end(pts_torch_module *m, ForwardSet &fs) {
   constexpr uint64_t kLead = 100000, kPoll = 10000, kLate = 1000000;
   at::cuda::CUDAEvent &end = *fs.events[3];
   if (wait_mode() != WaitMode::timed || m->est_bytes != fs.input_bytes) {
     end.synchronize();
+    return;
+  }
+  uint64_t give_up = fs.begin_ns + 2 * m->est_ns + kLate;
+  if (m->est_ns < spin_below_ns()) {
+    while (!end.query()) {
+      if (steady_ns() > give_up) {
+        end.synchronize();
+        return;
+      }
+    }
     return;
   }
   static thread_local bool slack_set = false;
@@ -707,7 +738,6 @@ void wait_end(pts_torch_module *m, ForwardSet &fs) {
   }
   uint64_t wake = fs.begin_ns + m->est_ns / 8 * 7, now = steady_ns();
   if (now + kLead < wake) sleep_ns(wake - kLead - now);
-  uint64_t give_up = fs.begin_ns + 2 * m->est_ns + kLate;
   while (!end.query()) {
     if (steady_ns() > give_up) {
       end.synchronize();
