@@ -2,6 +2,20 @@
 # bench/lib.sh. They set ROOT, RAW, BUILD, PY and INTERVAL_MS first;
 # start_server sets PORT, GRPC_PORT and SERVER_PID.
 
+# What the run ran on, as key=value lines in $RAW/meta.txt (the reports
+# read them): date, commit, GPU, host CPU and cores, torch, window length.
+gpu_meta() {
+  {
+    echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "git=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
+    echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+    echo "cores=$(nproc)"
+    echo "torch=$("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)')"
+    echo "interval_ms=$INTERVAL_MS"
+  } >"$RAW/meta.txt"
+}
+
 # ptserve, ptperf and bench_inproc (Release) in $BUILD against the host's
 # pip torch.
 gpu_build() {

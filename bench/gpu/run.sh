@@ -31,7 +31,7 @@ INTERVAL_MS="${BENCH_INTERVAL_MS:-2000}"
 PY="${PYTHON:-python3}"
 SERVER_PID=
 source "$ROOT/bench/lib.sh"  # log, stop_server, free_port, cpu_busy_pct
-source "$ROOT/bench/gpu/lib.sh"  # gpu_build, find_cudart, start_server, ptperf
+source "$ROOT/bench/gpu/lib.sh"  # gpu_meta, gpu_build, find_cudart, start_server, ptperf
 trap stop_server EXIT
 [ -d "$ROOT/.bundle/debs" ] && source "$ROOT/scripts/use-bundle.sh"
 mkdir -p "$RAW"
@@ -40,15 +40,7 @@ gpu_build
 log "models in $MODELS"
 rm -rf "$MODELS"
 "$PY" "$ROOT/bench/gpu/gen_models.py" "$MODELS"
-{
-  echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "git=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
-  echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-  echo "cores=$(nproc)"
-  echo "torch=$("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)')"
-  echo "interval_ms=$INTERVAL_MS"
-} >"$RAW/meta.txt"
+gpu_meta
 
 CUDART="$(find_cudart)"
 echo "cudart=${CUDART:-none}" >>"$RAW/meta.txt"

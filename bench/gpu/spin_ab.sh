@@ -19,20 +19,14 @@ ROUNDS="${ROUNDS:-3}"
 PY="${PYTHON:-python3}"
 SERVER_PID=
 source "$ROOT/bench/lib.sh"  # log, stop_server, free_port
-source "$ROOT/bench/gpu/lib.sh"  # gpu_build, start_server, ptperf
+source "$ROOT/bench/gpu/lib.sh"  # gpu_meta, gpu_build, start_server, ptperf
 trap stop_server EXIT
 [ -d "$ROOT/.bundle/debs" ] && source "$ROOT/scripts/use-bundle.sh"
 mkdir -p "$RAW"
 gpu_build
 [ -d "$MODELS/mlp_b1" ] || "$PY" "$ROOT/bench/gpu/gen_models.py" "$MODELS"
-{
-  echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
-  echo "cores=$(nproc)"
-  echo "torch=$("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)')"
-  echo "interval_ms=$INTERVAL_MS"
-  echo "rounds=$ROUNDS"
-} >"$RAW/meta.txt"
+gpu_meta
+echo "rounds=$ROUNDS" >>"$RAW/meta.txt"
 
 export BENCH_MAX_TRIALS="${BENCH_MAX_TRIALS:-6}"
 echo "label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us" >"$RAW/inproc.csv"

@@ -5,21 +5,15 @@ concurrency, the median over the rounds of ptperf's throughput, p50 and
 the server's CPU per request with the timed wait's small-batch spin on
 (the default) and off, the ratio, and the ratio within each round (the two
 servers ran back to back)."""
-import csv
 import os
 import statistics
 import sys
 
-
-def rows(path):
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+from wait_report import publish, read_meta, rows
 
 
 def main(raw):
-    meta = dict(l.rstrip("\n").split("=", 1) for l in open(os.path.join(raw, "meta.txt")) if "=" in l)
+    meta = read_meta(raw)
     rounds = int(meta.get("rounds", "0"))
     ip = {r["label"]: r for r in rows(os.path.join(raw, "inproc.csv"))}
     cells = {}  # (proto, c) -> mode -> [row per round]
@@ -70,10 +64,7 @@ def main(raw):
               "host time less the device's forward() and output copies (scheduler.c, "
               "apply_device_times): the gather, the launch, the input copy and how late the "
               "wait saw the end.")
-    text = "\n".join(md) + "\n"
-    with open(os.path.join(raw, "results.md"), "w") as f:
-        f.write(text)
-    print(text)
+    publish(raw, md)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,22 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
+def read_meta(raw):
+    """RAW_DIR/meta.txt's key=value lines (bench/gpu/lib.sh gpu_meta)."""
+    with open(os.path.join(raw, "meta.txt")) as f:
+        return dict(l.rstrip("\n").split("=", 1) for l in f if "=" in l)
+
+
+def publish(raw, md):
+    """Writes the report's lines to RAW_DIR/results.md and prints them."""
+    text = "\n".join(md) + "\n"
+    with open(os.path.join(raw, "results.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
 def main(raw):
-    meta = dict(l.rstrip("\n").split("=", 1) for l in open(os.path.join(raw, "meta.txt")) if "=" in l)
+    meta = read_meta(raw)
     ip = {r["label"]: r for r in rows(os.path.join(raw, "inproc.csv"))}
     md = ["# How the instance thread waits for the GPU: block, spin, timed\n",
           "One run of `bench/gpu/wait_ab.sh` on %s, %s cores, torch %s, %s; a fresh server per "
@@ -45,10 +59,7 @@ def main(raw):
                     float(r["p99_us"]), float(r["server_compute_input_us"]),
                     float(r["server_compute_infer_us"]), float(r["client_overhead_us"]),
                     float(r["server_cpu_us"])))
-    text = "\n".join(md) + "\n"
-    with open(os.path.join(raw, "results.md"), "w") as f:
-        f.write(text)
-    print(text)
+    publish(raw, md)
 
 
 if __name__ == "__main__":
