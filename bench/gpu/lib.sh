@@ -17,8 +17,13 @@ gpu_meta() {
 }
 
 # ptserve, ptperf and bench_inproc (Release) in $BUILD against the host's
-# pip torch.
+# pip torch. BENCH_PREBUILT=1 uses what $BUILD already has (a short device
+# call that built it for the tests, e.g. tests/gpu/run.sh's build-gpu).
 gpu_build() {
+  if [ "${BENCH_PREBUILT:-0}" = 1 ]; then
+    log "using the build in $BUILD as it is (BENCH_PREBUILT=1)"
+    return
+  fi
   log "build (Release) in $BUILD"
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF \
     -DCMAKE_PREFIX_PATH="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" >/dev/null

@@ -12,8 +12,10 @@
  *
  * Threading: model_load/model_unload and instance_create/destroy run on the
  * repository's load thread. execute() runs on the instance's own thread,
- * one batch at a time per instance; different instances of one model may
- * execute concurrently. A pipelined instance (execute_begin/execute_end,
+ * or on a thread it is lent to (the scheduler's run to completion: a
+ * KIND_CPU instance, or one whose lendable() says it may be), one batch
+ * at a time per instance; different instances of one model may execute
+ * concurrently. A pipelined instance (execute_begin/execute_end,
  * below) has at most two batches begun at once, one per staging set, both
  * begun and ended on its own thread.
  */
@@ -167,6 +169,16 @@ struct pts_backend {
    * keeps working on such an instance (warmup, profiled batches, batches
    * run while nothing is in flight). */
   bool (*pipelined)(void *instance_state);
+  /* (optional) Whether this instance, not of KIND_CPU, may run a batch on
+   * a thread other than its own: the scheduler's run to completion lends
+   * an idle instance to the thread that enqueued the request (an event
+   * loop), which then calls input_staging, gather_device and execute on
+   * it, one batch at a time, while the instance's thread keeps off. True
+   * when the instance keeps nothing on its thread (the pytorch backend: a
+   * CUDA instance sets its device and stream on each call). Asked once,
+   * after instance_create; never for a pipelined instance. NULL: only
+   * KIND_CPU instances are lent. */
+  bool (*lendable)(void *instance_state);
   enum pts_status (*execute_begin)(void *instance_state, struct pts_batch *batch,
                                    struct pts_error *err);
   enum pts_status (*execute_end)(void *instance_state, struct pts_batch *batch,

@@ -1697,15 +1697,19 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
       return st;
     }
   }
-  /* Run to completion only on CPU instances: a GPU backend keeps per-thread
-   * device state (the current device, streams) on its instance thread. With
+  /* Run to completion on CPU instances, and on others whose backend says
+   * they keep nothing on their thread (backend.h lendable: a CUDA instance
+   * of the pytorch backend); never on a pipelined one, whose thread may
+   * have a batch in flight while it waits for the next. With
    * preserve_ordering a request may have to wait for an earlier one, so it
    * always goes through the instance threads, as do sequences (their slots
    * belong to instances, and the queue run_inline reads is not theirs). */
   s->inline_ok = !s->preserve_ordering && !s->seq && p->n_instances > 0;
   s->inline_max_ns = inline_max_from_env();
   for (size_t i = 0; i < p->n_instances; i++)
-    if (p->instances[i].kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU)
+    if (p->instances[i].kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU &&
+        (s->instances[i].pipelined || !p->backend->lendable ||
+         !p->backend->lendable(s->instances[i].state)))
       s->inline_ok = false;
   *out = s;
   return PTS_OK;

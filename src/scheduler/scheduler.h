@@ -34,7 +34,9 @@
  *
  * Threading: pts_scheduler_create/destroy run on the repository's load
  * thread; enqueue, wait_idle and stats may be called from any thread.
- * Run to completion: when a CPU model has an idle instance and nothing
+ * Run to completion: when a model whose instances may be lent (KIND_CPU
+ * ones, and those the backend's lendable allows: a CUDA instance of the
+ * pytorch backend) has an idle instance and nothing
  * queued, enqueue runs the request on the calling thread, as that
  * instance's thread would have (docs/internals/scheduler.md), so the
  * request's done callback may run before enqueue returns.

@@ -1354,6 +1354,18 @@ static bool pt_pipelined(void *state) {
          pts_torch_async(in->module);
 }
 
+/* backend.h lendable: a CUDA instance may run on an event loop's thread,
+ * since every bridge call sets the module's device and stream for its own
+ * duration (CUDAStreamGuard) and the staging and gather buffers belong to
+ * the instance, not a thread; so may one that fell back to the CPU. Not
+ * KIND_MODEL, whose model places its own work on devices the server does
+ * not know, nor MPS, which has not been measured that way. */
+static bool pt_lendable(void *state) {
+  const struct pt_instance *in = state;
+  if (in->device.keep_placement) return false;
+  return in->device.type == PTS_DEVICE_CUDA || in->device.type == PTS_DEVICE_CPU;
+}
+
 /* Starts the batch on its set: the inputs as bridge inputs (views, in
  * forward() argument order), the destinations, then the bridge's first
  * half. The scratch arrays are read by the bridge during the call only. */
@@ -1488,6 +1500,7 @@ const struct pts_backend pts_pytorch_backend = {
     .cuda_shm_ops = pts_pytorch_cuda_shm_ops,
     .input_staging = pt_input_staging,
     .pipelined = pt_pipelined,
+    .lendable = pt_lendable,
     .execute_begin = pt_execute_begin,
     .execute_end = pt_execute_end,
     .gather_device = pt_gather_device,

@@ -224,8 +224,9 @@ struct sched_fixture {
   struct pts_scheduler *s;
 };
 
-static void start(struct sched_fixture *f, const struct pts_backend *be, const char *cfg_text,
-                  size_t n_instances) {
+/* The fixture's scheduler over `be`, with n_instances instances of `kind`. */
+static void start_kind(struct sched_fixture *f, const struct pts_backend *be,
+                       const char *cfg_text, size_t n_instances, Inference__ModelInstanceGroup__Kind kind) {
   f->cfg = parse(cfg_text);
   f->backend = be;
   struct pts_error err;
@@ -236,7 +237,7 @@ static void start(struct sched_fixture *f, const struct pts_backend *be, const c
   for (size_t i = 0; i < n_instances; i++)
     inst[i] =
         (struct pts_backend_instance_desc){.name = "m_0",
-                                           .kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU,
+                                           .kind = kind,
                                            .device_id = -1,
                                            .index = (int)i};
   struct pts_scheduler_params p = {.model_name = "m",
@@ -247,6 +248,11 @@ static void start(struct sched_fixture *f, const struct pts_backend *be, const c
                                    .n_instances = n_instances,
                                    .instances = inst};
   assert_int_equal(pts_scheduler_create(&p, &f->s, &err), PTS_OK);
+}
+
+static void start(struct sched_fixture *f, const struct pts_backend *be, const char *cfg_text,
+                  size_t n_instances) {
+  start_kind(f, be, cfg_text, n_instances, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
 }
 
 static void stop(struct sched_fixture *f) {
@@ -457,6 +463,27 @@ static void idle_instance_runs_on_the_enqueuing_thread(void **state) {
   stop(&f);
 }
 
+/* Whether a request ran on this thread once the instance thread was idle:
+ * 50 requests 1 ms apart (each waits for its answer, then the pause lets
+ * the instance thread reach its wait), then, with `keep_trying`, more
+ * until one does or 10 s have passed (a loaded machine may keep the
+ * instance thread from its wait for a while). */
+static bool runs_here_once_idle(struct sched_fixture *f, bool keep_trying) {
+  struct where_box w;
+  memset(&w, 0, sizeof w);
+  box_init(&w.box);
+  bool seen = false;
+  for (int i = 0; i < 50 && !seen; i++) {
+    seen = one_request_ran_here(f, &w);
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  for (uint64_t until = deadline_in(10000); !seen && keep_trying && pts_now_ns() < until;)
+    seen = one_request_ran_here(f, &w);
+  box_clear(&w.box);
+  return seen;
+}
+
 /* PTSERVE_INLINE_MAX_US, read when the scheduler is created: 0 keeps every
  * request on the instance threads, even once the instance thread is idle
  * (each request waits for its answer, then 1 ms, the pause after which the
@@ -470,20 +497,40 @@ static void inline_limit_from_the_environment(void **state) {
     struct sched_fixture f;
     start(&f, &pts_identity_backend, reshape_cfg, 1);
     unsetenv("PTSERVE_INLINE_MAX_US");
-    struct where_box w;
-    memset(&w, 0, sizeof w);
-    box_init(&w.box);
-    bool seen = false;
-    for (int i = 0; i < 50 && !seen; i++) {
-      seen = one_request_ran_here(&f, &w);
-      struct timespec ms = {0, 1000000};
-      nanosleep(&ms, NULL);
-    }
-    if (v == 0) assert_false(seen);
-    for (uint64_t until = deadline_in(10000); !seen && v == 1 && pts_now_ns() < until;)
-      seen = one_request_ran_here(&f, &w);
-    if (v == 1) assert_true(seen);
-    box_clear(&w.box);
+    if (v == 0) assert_false(runs_here_once_idle(&f, false));
+    if (v == 1) assert_true(runs_here_once_idle(&f, true));
+    stop(&f);
+  }
+}
+
+static bool lendable_yes(void *instance_state) {
+  (void)instance_state;
+  return true;
+}
+
+static bool lendable_no(void *instance_state) {
+  (void)instance_state;
+  return false;
+}
+
+/* A KIND_GPU instance is lent to the enqueuing thread only when its
+ * backend says it keeps nothing on its own thread (backend.h lendable):
+ * the identity backend as it is (no lendable) and one whose lendable says
+ * no keep every request on the instance thread, even once it is idle
+ * (50 requests 1 ms apart); one whose lendable says yes runs them here. */
+static void gpu_instances_are_lent_only_when_the_backend_allows(void **state) {
+  (void)state;
+  struct pts_backend no_hook = pts_identity_backend, says_no = pts_identity_backend,
+                     says_yes = pts_identity_backend;
+  no_hook.lendable = NULL;
+  says_no.lendable = lendable_no;
+  says_yes.lendable = lendable_yes;
+  const struct pts_backend *backends[] = {&no_hook, &says_no, &says_yes};
+  for (size_t b = 0; b < 3; b++) {
+    struct sched_fixture f;
+    start_kind(&f, backends[b], reshape_cfg, 1, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
+    if (b < 2) assert_false(runs_here_once_idle(&f, false));
+    if (b == 2) assert_true(runs_here_once_idle(&f, true));
     stop(&f);
   }
 }
@@ -1242,6 +1289,7 @@ int main(void) {
       cmocka_unit_test(destroy_answers_queued_requests),
       cmocka_unit_test(idle_instance_runs_on_the_enqueuing_thread),
       cmocka_unit_test(inline_limit_from_the_environment),
+      cmocka_unit_test(gpu_instances_are_lent_only_when_the_backend_allows),
       cmocka_unit_test(ordering_and_queue_delay_stay_on_instance_threads),
       cmocka_unit_test(queued_while_lent_runs_on_the_lender),
       cmocka_unit_test(dynamic_batch_gathers_and_splits),
