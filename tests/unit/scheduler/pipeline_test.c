@@ -48,6 +48,7 @@ struct fake_instance {
 static struct {
   pthread_mutex_t lock;
   bool pipelined; /* what pipelined() answers */
+  bool lendable;  /* what lendable() answers */
   long next_id;
   size_t n_calls;
   enum call calls[MAX_CALLS];
@@ -64,6 +65,7 @@ static struct {
 static void fake_reset(bool pipelined, useconds_t end_delay_us) {
   pthread_mutex_lock(&fake.lock);
   fake.pipelined = pipelined;
+  fake.lendable = false;
   fake.next_id = 0;
   fake.n_calls = 0;
   fake.max_in_flight = 0;
@@ -118,6 +120,14 @@ static bool fake_pipelined(void *is) {
   bool on = fake.pipelined;
   pthread_mutex_unlock(&fake.lock);
   return on;
+}
+
+static bool fake_lendable(void *is) {
+  (void)is;
+  pthread_mutex_lock(&fake.lock);
+  bool yes = fake.lendable;
+  pthread_mutex_unlock(&fake.lock);
+  return yes;
 }
 
 static enum pts_status fake_staging(void *is, unsigned set, size_t input, size_t byte_size,
@@ -221,6 +231,7 @@ static const struct pts_backend fake_backend = {
     .execute = fake_execute,
     .input_staging = fake_staging,
     .pipelined = fake_pipelined,
+    .lendable = fake_lendable,
     .execute_begin = fake_begin,
     .execute_end = fake_end,
 };
@@ -541,6 +552,35 @@ static void concurrency_one_waits_for_nothing(void **state) {
   ans_reset();
 }
 
+/* A pipelined instance is never lent, even when its backend says it could
+ * be (lendable): its thread may hold a batch begun while it waits for the
+ * next. One request at a time, so the instance thread is idle whenever one
+ * arrives: every batch still goes through begin and end on that thread,
+ * none through execute on the enqueuing one. */
+static void pipelined_instances_are_not_lent(void **state) {
+  (void)state;
+  fake_reset(true, 0);
+  pthread_mutex_lock(&fake.lock);
+  fake.lendable = true;
+  pthread_mutex_unlock(&fake.lock);
+  ans_reset();
+  struct fixture f;
+  start(&f, batch2_cfg, 1, 0, false);
+  for (int r = 0; r < 20; r++) {
+    enqueue(f.s, r);
+    assert_true(ans_wait(r + 1, 5000));
+    usleep(1000); /* the instance thread reaches its wait: idle */
+  }
+  assert_int_equal(pts_scheduler_wait_idle(f.s, 0), 0);
+  check_answers(20);
+  check_no_violation();
+  assert_int_equal(count_calls(CALL_EXECUTE), 0);
+  assert_int_equal(count_calls(CALL_BEGIN), 20);
+  assert_int_equal(count_calls(CALL_END), 20);
+  stop(&f);
+  ans_reset();
+}
+
 /* Destroying the scheduler with batches queued and one in flight: every
  * request is still answered, every begun batch ended before the instance
  * goes. */
@@ -695,6 +735,7 @@ int main(void) {
       cmocka_unit_test(deep_queue_begins_next_before_ending),
       cmocka_unit_test(only_a_full_batch_is_taken_early),
       cmocka_unit_test(concurrency_one_waits_for_nothing),
+      cmocka_unit_test(pipelined_instances_are_not_lent),
       cmocka_unit_test(shutdown_ends_the_batch_in_flight),
       cmocka_unit_test(profiled_batch_runs_alone),
       cmocka_unit_test(switched_off_runs_one_at_a_time),
