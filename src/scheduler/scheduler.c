@@ -86,7 +86,8 @@ struct pts_scheduler {
   size_t hold;  /* PTSERVE_DELAY_SCHEDULER: queue this many first */
   uint64_t next_seq;
   /* Run to completion (pts_scheduler_enqueue): whether this model may run a
-   * request on the thread that enqueued it (CPU instances only, no
+   * request on the thread that enqueued it (instances that may be lent:
+   * KIND_CPU or backend.h lendable, none pipelined; no
    * preserve_ordering; fixed at create), and the recent execute time of its
    * batches (exponential average, ns; 0 until one has run), which must be
    * short for it to happen. Guarded by `lock`. */
