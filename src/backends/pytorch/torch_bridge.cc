@@ -721,29 +721,23 @@ void wait_end(pts_torch_module *m, ForwardSet &fs) {
     end.synchronize();
     return;
   }
-  uint64_t give_up = fs.begin_ns + 2 * m->est_ns + kLate;
-  if (m->est_ns < spin_below_ns()) {
-    while (!end.query()) {
-      if (steady_ns() > give_up) {
-        end.synchronize();
-        return;
-      }
+  const bool spin = m->est_ns < spin_below_ns();
+  if (!spin) {
+    static thread_local bool slack_set = false;
+    if (!slack_set) {
+      prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+      slack_set = true;
     }
-    return;
+    uint64_t wake = fs.begin_ns + m->est_ns / 8 * 7, now = steady_ns();
+    if (now + kLead < wake) sleep_ns(wake - kLead - now);
   }
-  static thread_local bool slack_set = false;
-  if (!slack_set) {
-    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-    slack_set = true;
-  }
-  uint64_t wake = fs.begin_ns + m->est_ns / 8 * 7, now = steady_ns();
-  if (now + kLead < wake) sleep_ns(wake - kLead - now);
+  uint64_t give_up = fs.begin_ns + 2 * m->est_ns + kLate;
   while (!end.query()) {
     if (steady_ns() > give_up) {
       end.synchronize();
       return;
     }
-    sleep_ns(kPoll);
+    if (!spin) sleep_ns(kPoll);
   }
 }
 #endif
