@@ -15,8 +15,8 @@
 #   PTSERVE, PTPERF   binaries (default build-bench/, built Release if absent)
 #   MODELS, MODEL     repository and model (default: bench/cpu/gen_models.py's
 #                     mlp, the 16 -> 4 MLP of bench/cpu/hotpath.sh)
-#   HTTP_THREADS      --http-thread-count values (default "1 2 <cores>")
-#   GRPC_THREADS      --grpc-infer-thread-count values (default "1 2 4")
+#   HTTP_THREADS      --http-thread-count values (default "1 2 <cores>"; empty: none)
+#   GRPC_THREADS      --grpc-infer-thread-count values (default "1 2 4"; empty: none)
 #   CONCURRENCY       ptperf concurrencies (default "1 4 16 64")
 #   GRPC_CHANNELS     connections ptperf's gRPC calls share (default 4)
 #   BENCH_INTERVAL_MS, BENCH_MAX_TRIALS   ptperf windows (default 1000, 3)
@@ -32,8 +32,8 @@ PTSERVE="${PTSERVE:-$BUILD/ptserve}"
 PTPERF="${PTPERF:-$BUILD/ptperf}"
 MODEL="${MODEL:-mlp}"
 CORES="$(nproc)"
-HTTP_THREADS="${HTTP_THREADS:-$(printf '%s\n' 1 2 "$CORES" | sort -nu | tr '\n' ' ')}"
-GRPC_THREADS="${GRPC_THREADS:-1 2 4}"
+HTTP_THREADS="${HTTP_THREADS-$(printf '%s\n' 1 2 "$CORES" | sort -nu | tr '\n' ' ')}"
+GRPC_THREADS="${GRPC_THREADS-1 2 4}"
 CONCURRENCY="${CONCURRENCY:-1 4 16 64}"
 INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 SERVER_PID=

@@ -20,11 +20,11 @@
 #include "shm/shm.h"
 #include "trace/trace.h"
 
-/* HTTP loops: one per core, 2 to 8. More loops than cores only add
+/* One event loop per core, 2 to 8. More loops than cores only add
  * context switches (a loop runs small models itself: run to completion,
- * docs/internals/scheduler.md); 8 is tritonserver's default, kept as the
- * ceiling so that large machines behave as before. */
-static int default_http_threads(void) {
+ * docs/internals/scheduler.md); 8 is tritonserver's HTTP default, kept as
+ * the ceiling so that large machines behave as before. */
+int pts_server_default_loops(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n < 2 ? 2 : n > 8 ? 8 : (int)n;
 }
@@ -36,7 +36,7 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->allow_http = true;
   o->http_address = "0.0.0.0";
   o->http_port = 8000;
-  o->http_thread_count = default_http_threads();
+  o->http_thread_count = pts_server_default_loops();
   o->http_max_input_size = 64u * 1024 * 1024;
   o->exit_timeout_secs = 30;
   o->exit_drain_secs = 0; /* tritonserver's behaviour: refuse new inference at once */
@@ -46,12 +46,12 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->allow_grpc = true;
   o->grpc_address = "0.0.0.0";
   o->grpc_port = 8001;
-  /* One completion-queue thread: gRPC 1.51's pollers hand each event to
-   * the queue of its call, so a second queue adds a thread switch to most
-   * requests. bench/threads measured one thread cheapest per request at
-   * every concurrency and fastest or near it on 2 and 16 cores
-   * (docs/benchmarks.md#http-loops-and-grpc-threads). */
-  o->grpc_infer_thread_count = 1;
+  /* 0: chosen by the transport when the frontend starts (pts_grpc_start):
+   * nghttp2's loops are the HTTP loops' model, one per core; gRPC core gets
+   * one completion-queue thread, because its pollers hand each event to the
+   * queue of its call and a second queue adds a thread switch to most
+   * requests (docs/benchmarks.md#http-loops-and-grpc-threads). */
+  o->grpc_infer_thread_count = 0;
   o->grpc_keepalive_time_ms = 7200000;
   /* gRPC on nghttp2: the same service for fewer instructions per call
    * than gRPC core (docs/internals/grpc.md) */

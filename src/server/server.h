@@ -80,7 +80,8 @@ struct pts_server_options {
                                        "<api>[,<api>...]:<key>=<value>"; borrowed */
   size_t n_grpc_restricted_protocol;
   bool reuse_grpc_port;             /* --reuse-grpc-port (default false) */
-  int grpc_infer_thread_count;      /* --grpc-infer-thread-count (default 1) */
+  int grpc_infer_thread_count;      /* --grpc-infer-thread-count; 0 (default): nghttp2 one
+                                       loop per core (pts_server_default_loops), core 1 */
   int grpc_compression_level;       /* --grpc-infer-response-compression-level:
                                        0 none (default), 1 low, 2 medium, 3 high */
   int grpc_keepalive_time_ms;       /* --grpc-keepalive-time (default 7200000) */
@@ -116,6 +117,9 @@ struct pts_server_options {
 
 /* Fills `o` with tritonserver's defaults. */
 void pts_server_options_default(struct pts_server_options *o);
+/* Event loops a frontend runs when its flag is not given: one per core, 2
+ * to 8 (--http-thread-count; --grpc-infer-thread-count on nghttp2). */
+int pts_server_default_loops(void);
 
 /* Loads every model of the repositories (a broken model becomes UNAVAILABLE
  * and is logged; it does not stop the others) and prints the model table.

@@ -370,3 +370,24 @@ def test_an_answer_leaves_before_the_requests_read_after_it(ptserve_bin, tmp_pat
             assert quick < 0.3, (quick, slow)
     finally:
         assert_clean_exit(s)
+
+
+@pytest.mark.parametrize("transport", ["nghttp2", "core"])
+def test_default_threads_by_transport(ptserve_bin, tmp_path, transport):
+    """Without --grpc-infer-thread-count, nghttp2 runs one loop per core,
+    2 to 8, as the HTTP loops do (its loops share nothing a connection
+    touches), and gRPC core one completion-queue thread (a second one
+    costs most calls a thread switch inside gRPC core)."""
+    import os
+    cores = os.sysconf("SC_NPROCESSORS_ONLN")
+    loops = min(8, max(2, cores))
+    s = launch(ptserve_bin, REPO, tmp_path / "threads.log", "--grpc-transport", transport)
+    try:
+        if transport == "nghttp2":
+            want = "serving on nghttp2 (--grpc-transport nghttp2), %d loops" % loops
+        else:
+            want = "serving on gRPC core (--grpc-transport core), 1 completion-queue thread\n"
+        assert want in s.log(), s.log()[-2000:]
+    finally:
+        assert_clean_exit(s)
+

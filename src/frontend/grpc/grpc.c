@@ -991,7 +991,12 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
                                struct pts_grpc **out, struct pts_error *err) {
   gpr_set_log_function(on_grpc_log);
   struct pts_grpc *g = pts_calloc(1, sizeof *g);
-  size_t nq = o->grpc_infer_thread_count > 0 ? (size_t)o->grpc_infer_thread_count : 1;
+  /* Not given: nghttp2's loops are independent, as the HTTP loops (a
+   * connection stays on one), so one per core; gRPC core's queue threads
+   * are not (server.c says why it gets one). */
+  size_t nq = o->grpc_infer_thread_count > 0 ? (size_t)o->grpc_infer_thread_count
+              : o->grpc_nghttp2             ? (size_t)pts_server_default_loops()
+                                            : 1;
   if (g) g->queues = pts_calloc(nq, sizeof *g->queues);
   if (!g || !g->queues) {
     pts_free(g);
@@ -1048,6 +1053,9 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
     pts_grpc_stop(g);
     return st;
   }
+  PTS_LOG_INFO("gRPC: serving on gRPC core (--grpc-transport core), %zu completion-queue "
+               "thread%s",
+               nq, nq == 1 ? "" : "s");
   *out = g;
   return PTS_OK;
 }
