@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/cpu/ab.sh — an A/B of two ptserve binaries on the 16 → 4 MLP, for
+# bench/cpu/ab.sh — an A/B of two ptserve binaries on one model, for
 # one change's evidence: both servers run side by side, and each cell
 # (concurrency) is measured on one then the other, back to back, the order
 # alternating between rounds, so that the host's weather (a shared 2-core
@@ -11,7 +11,9 @@
 #       ROUNDS (default 8), CS (concurrencies, default "1 4"),
 #       PROTO (http, grpc or stream; default http), BENCH_INTERVAL_MS (1000),
 #       BASE_EXTRA and NEW_EXTRA (more ptserve flags for one server: the same
-#       binary twice with NEW_EXTRA="--http-thread-count 1" measures a flag)
+#       binary twice with NEW_EXTRA="--http-thread-count 1" measures a flag),
+#       MODEL (a model of bench/cpu/gen_models.py; default mlp, the 16 → 4
+#       MLP; image_mean for large requests)
 #
 # Per cell: ptperf's infer/s, p50 and server CPU per request (--server-pid),
 # and the server's context switches per request over ptperf's run
@@ -29,7 +31,8 @@ BUILD="${BENCH_BUILD_DIR:-$ROOT/build-bench}"
 ROUNDS="${ROUNDS:-8}"
 CS="${CS:-1 4}"
 PROTO="${PROTO:-http}"
-export CS PROTO
+MODEL="${MODEL:-mlp}"
+export CS PROTO MODEL
 INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 SERVER_PID=
 source "$ROOT/bench/lib.sh" # log, free_port, wait_ready, model_answered, ptperf_proto_args
@@ -48,7 +51,7 @@ trap cleanup EXIT
 [ -x "$BUILD/ptperf" ] || cmake --build "$BUILD" --target ptperf -j"${JOBS:-2}" >/dev/null
 mkdir -p "$OUT" "$RAW/models"
 "$PY" "$ROOT/bench/cpu/gen_models.py" "$RAW/all" >/dev/null
-mv "$RAW/all/mlp" "$RAW/models/"
+mv "$RAW/all/$MODEL" "$RAW/models/"
 
 for s in base new; do
   bin="$BASE" extra="${BASE_EXTRA:-}"
@@ -59,11 +62,11 @@ for s in base new; do
   "$bin" --model-repository "$RAW/models" --http-port "${PORT[$s]}" --grpc-port "${GPORT[$s]}" \
     --metrics-port "$(free_port)" $extra >"$RAW/server_$s.log" 2>&1 &
   PID[$s]=$!
-  wait_ready "http://127.0.0.1:${PORT[$s]}/v2/models/mlp/ready" "${PID[$s]}" "$RAW/server_$s.log"
+  wait_ready "http://127.0.0.1:${PORT[$s]}/v2/models/$MODEL/ready" "${PID[$s]}" "$RAW/server_$s.log"
 done
 
 proto_args() { ptperf_proto_args "$PROTO" "${GPORT[$1]}"; } # SERVER
-answered() { model_answered "${PORT[$1]}" mlp; } # SERVER
+answered() { model_answered "${PORT[$1]}" "$MODEL"; } # SERVER
 switches() { # PID: context switches of every thread so far
   cat /proc/"$1"/task/*/status 2>/dev/null |
     awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {n += $2} END {print n + 0}'
@@ -71,7 +74,7 @@ switches() { # PID: context switches of every thread so far
 
 for s in base new; do # warm-up: TorchScript profiles its first runs
   # shellcheck disable=SC2046
-  "$BUILD/ptperf" -m mlp -u "127.0.0.1:${PORT[$s]}" $(proto_args "$s") -q --no-server-stats \
+  "$BUILD/ptperf" -m "$MODEL" -u "127.0.0.1:${PORT[$s]}" $(proto_args "$s") -q --no-server-stats \
     -p 500 --concurrency 4 >/dev/null 2>&1
 done
 
@@ -86,7 +89,7 @@ for r in $(seq 1 "$ROUNDS"); do
       b="$(answered "$s")"
       x0="$(switches "${PID[$s]}")"
       # shellcheck disable=SC2046
-      "$BUILD/ptperf" -m mlp -u "127.0.0.1:${PORT[$s]}" $(proto_args "$s") -q --no-server-stats \
+      "$BUILD/ptperf" -m "$MODEL" -u "127.0.0.1:${PORT[$s]}" $(proto_args "$s") -q --no-server-stats \
         -p "$INTERVAL_MS" --concurrency "$c" --server-pid "${PID[$s]}" -f "$RAW/p.csv" \
         >>"$RAW/ptperf.log" 2>&1
       x1="$(switches "${PID[$s]}")"
@@ -108,6 +111,8 @@ def med(s, p, c, k):
     return statistics.median(float(r[k]) for r in rows
                              if r["server"] == s and r["protocol"] == p and int(r["concurrency"]) == c)
 load = open("/proc/loadavg").read().split()[:3]
+model = os.environ.get("MODEL", "mlp")
+model = "the 16 → 4 MLP" if model == "mlp" else f"`{model}` of bench/cpu/gen_models.py"
 def extra(side):
     flags = os.environ.get(side + "_EXTRA", "")
     return " " + flags if flags else ""
@@ -116,7 +121,7 @@ L = ["# A/B: two ptserve builds, cell by cell\n",
      f"PROTO={os.environ.get('PROTO', 'http')}) on "
      f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%SZ}; base `{base}{extra('BASE')}`, "
      f"new `{new}{extra('NEW')}`; "
-     f"load average after {' '.join(load)}. The 16 → 4 MLP, ptperf on the same 2-core VM; each cell "
+     f"load average after {' '.join(load)}. Model {model}, ptperf on the same 2-core VM; each cell "
      "measured on one server then the other, back to back, the order alternating; medians over the "
      "rounds.\n",
      "| protocol | c | infer/s base | new | × | p50 µs base | new | server CPU µs/req base | new | × | ctx switches/req base | new |",

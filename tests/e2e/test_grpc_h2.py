@@ -391,3 +391,73 @@ def test_default_threads_by_transport(ptserve_bin, tmp_path, transport):
     finally:
         assert_clean_exit(s)
 
+
+def test_a_large_message_in_large_frames(server, pb):  # noqa: F811
+    """A 5.2 MB ModelInfer request, sent in DATA frames as large as the
+    server's SETTINGS allow and as fast as its flow-control windows let
+    it, is answered whole. The nghttp2 transport allows 1 MiB frames
+    (HTTP/2's default is 16 KiB) and reads 256 KiB at a time, at most
+    4 MiB a turn of its loop: this request takes more than one turn, each
+    of several full reads. gRPC core keeps its own frame size."""
+    import socket
+    import h2.config
+    import h2.connection
+    import h2.events
+    import h2.settings
+    n = 1_300_000
+    values, msg = fp32_call(pb, n, rid="large")
+    body = grpc_frame(msg)
+    host, port = server.grpc_target.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    # Room for the 5.2 MB answer without a WINDOW_UPDATE per 64 KiB.
+    conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+    conn.increment_flow_control_window(1 << 24)
+    sock.sendall(conn.data_to_send())
+    try:
+        settings = None
+        while settings is None:
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            for ev in conn.receive_data(chunk):
+                if isinstance(ev, h2.events.RemoteSettingsChanged):
+                    settings = ev.changed_settings
+        if GRPC_TRANSPORT_USED == "nghttp2":
+            assert conn.max_outbound_frame_size == 1 << 20, settings
+        sid = conn.get_next_available_stream_id()
+        conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"),
+                                (":path", SVC + "ModelInfer"), (":authority", server.grpc_target),
+                                ("content-type", "application/grpc"), ("te", "trailers")])
+        sent, largest, data, trailers = 0, 0, b"", None
+        while trailers is None:
+            room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
+            while sent < len(body) and room > 0:
+                piece = body[sent:sent + room]
+                sent += len(piece)
+                largest = max(largest, len(piece))
+                conn.send_data(sid, piece, end_stream=sent == len(body))
+                room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
+            out = conn.data_to_send()
+            if out:
+                sock.sendall(out)
+            chunk = sock.recv(1 << 20)
+            assert chunk, "the server closed the connection"
+            for ev in conn.receive_data(chunk):
+                if isinstance(ev, h2.events.DataReceived) and ev.stream_id == sid:
+                    data += ev.data
+                    conn.acknowledge_received_data(ev.flow_controlled_length, sid)
+                elif isinstance(ev, h2.events.TrailersReceived) and ev.stream_id == sid:
+                    trailers = dict(ev.headers)
+                elif isinstance(ev, h2.events.StreamReset):
+                    raise AssertionError("stream reset: %s" % ev.error_code)
+    finally:
+        sock.close()
+    assert sent == len(body)
+    if GRPC_TRANSPORT_USED == "nghttp2":
+        assert largest == 1 << 20, largest
+    assert trailers.get(b"grpc-status") == b"0", trailers
+    (_, payload), = messages(data)
+    resp = pb.svc.ModelInferResponse.FromString(payload)
+    assert resp.id == "large"
+    assert resp.raw_output_contents[0] == values.tobytes()

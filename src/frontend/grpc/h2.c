@@ -20,8 +20,14 @@
 #include "frontend/grpc/h2_priv.h"
 #include "scheduler/request.h"
 
-/* Bytes read from a socket per recv(). */
-#define READ_CHUNK 16384
+/* Bytes one recv() takes at most: a loop's read buffer (struct
+ * pts_grpc_h2's rbuf). A request of an image (600 KB) was 37 reads of
+ * 16 KiB, each a turn of the loop (epoll_wait, recv, nghttp2); the HTTP
+ * frontend reads bodies in one piece (docs/internals/http.md). */
+#define READ_CHUNK (256u << 10)
+/* Bytes one readable callback takes from a connection before the loop
+ * turns to the others: the buffer is read again while recv fills it. */
+#define READ_PASS_MAX (4u << 20)
 /* HTTP/2 settings: streams a client may open at once on a connection, and
  * the flow-control windows (a stream's, the connection's). gRPC core's
  * defaults move a 1 MiB request without waiting on WINDOW_UPDATEs; so do
@@ -29,6 +35,10 @@
 #define MAX_STREAMS 1024
 #define H2_STREAM_WINDOW (1 << 20)
 #define H2_CONN_WINDOW (16 << 20)
+/* The largest frame a client may send (HTTP/2's default is 16 KiB): gRPC
+ * core clients then send a large message in a few DATA frames, not one
+ * per 16 KiB, each of them a callback here and a header there. */
+#define H2_MAX_FRAME (1 << 20)
 
 /* ------------------------------------------------------------------ */
 /* connections                                                         */
@@ -159,28 +169,37 @@ static size_t frame_walk(struct conn *cn, const uint8_t *p, size_t len) {
 static void on_read(evutil_socket_t fd, short what, void *arg) {
   (void)what;
   struct conn *cn = arg;
-  uint8_t buf[READ_CHUNK];
-  ssize_t n = recv(fd, buf, sizeof buf, 0);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  ssize_t rv = 0;
+  uint8_t *buf = cn->h->rbuf;
+  ssize_t rv = 0, n;
   bool answered = false; /* an answer of this read is written */
-  for (size_t off = 0; n > 0 && off < (size_t)n && rv >= 0 && !cn->dead;) {
-    size_t left = (size_t)n - off;
-    size_t piece = answered ? frame_walk(cn, buf + off, left) : frame_piece(cn, buf + off, left);
-    rv = nghttp2_session_mem_recv(cn->s, buf + off, piece);
-    off += piece;
-    if (!answered && rv >= 0 && off < (size_t)n &&
-        atomic_load_explicit(&cn->h->any_ready, memory_order_relaxed)) {
-      pts_grpc_h2_take_ready(cn->h); /* other connections' too: they wait */
-      if (cn->dirty) {
-        send_out(cn); /* never frees cn: flush_dirty below may */
-        answered = true;
+  size_t taken = 0;
+  do {
+    n = recv(fd, buf, READ_CHUNK, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      if (taken) break; /* what came is parsed; nothing more for now */
+      return;
+    }
+    for (size_t off = 0; n > 0 && off < (size_t)n && rv >= 0 && !cn->dead;) {
+      size_t left = (size_t)n - off;
+      size_t piece = answered ? frame_walk(cn, buf + off, left) : frame_piece(cn, buf + off, left);
+      rv = nghttp2_session_mem_recv(cn->s, buf + off, piece);
+      off += piece;
+      if (!answered && rv >= 0 && off < (size_t)n &&
+          atomic_load_explicit(&cn->h->any_ready, memory_order_relaxed)) {
+        pts_grpc_h2_take_ready(cn->h); /* other connections' too: they wait */
+        if (cn->dirty) {
+          send_out(cn); /* never frees cn: flush_dirty below may */
+          answered = true;
+        }
       }
     }
-  }
+    if (n <= 0 || rv < 0) cn->dead = true;
+    if (n > 0) taken += (size_t)n;
+    /* A short read took all there was: no second recv to learn EAGAIN
+     * (small calls, the common case, cost one recv as before). */
+  } while (!cn->dead && (size_t)n == READ_CHUNK && taken < READ_PASS_MAX);
   if (rv < 0)
     PTS_LOG_VERBOSE(1, "gRPC: closing a connection: %s", nghttp2_strerror((int)rv));
-  if (n <= 0 || rv < 0) cn->dead = true;
   pts_grpc_h2_mark_dirty(cn);
   pts_grpc_h2_take_ready(cn->h);
   pts_grpc_h2_flush_dirty(cn->h);
@@ -339,10 +358,11 @@ void pts_grpc_h2_accept(struct pts_grpc_h2 *h, int fd) {
   }
   nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS},
                                  {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
-                                 {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1}};
+                                 {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+                                 {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, H2_MAX_FRAME}};
   if (!cn->out || !cn->rd || !cn->wr || !cn->ka_ev || (h->age_ms >= 0 && !cn->age_ev) ||
       nghttp2_session_server_new2(&cn->s, h->cbs, cn, h->opt) != 0 ||
-      nghttp2_submit_settings(cn->s, NGHTTP2_FLAG_NONE, iv, 3) != 0 ||
+      nghttp2_submit_settings(cn->s, NGHTTP2_FLAG_NONE, iv, 4) != 0 ||
       nghttp2_session_set_local_window_size(cn->s, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW) != 0 ||
       event_add(cn->rd, NULL) != 0) {
     PTS_LOG_ERROR("gRPC: out of memory taking a connection; closed it");
@@ -403,11 +423,13 @@ enum pts_status pts_grpc_h2_new(struct pts_server *s, const struct pts_server_op
   h->age_ms = o->grpc_max_connection_age_ms;
   h->age_grace_ms = o->grpc_max_connection_age_grace_ms;
   h->base = base;
+  h->rbuf = pts_malloc(READ_CHUNK);
   pthread_mutex_init(&h->mu, NULL);
   h->wake_ev = event_new(base, -1, 0, on_wake, h);
   h->drain_ev = event_new(base, -1, 0, on_drain, h);
   h->incoming_ev = event_new(base, -1, 0, on_incoming, h);
-  if (!h->wake_ev || !h->drain_ev || !h->incoming_ev || nghttp2_session_callbacks_new(&h->cbs) != 0 ||
+  if (!h->rbuf || !h->wake_ev || !h->drain_ev || !h->incoming_ev ||
+      nghttp2_session_callbacks_new(&h->cbs) != 0 ||
       nghttp2_option_new(&h->opt) != 0) {
     pts_grpc_h2_free(h);
     return pts_error_set(err, PTS_NOMEM, "out of memory starting the gRPC transport");
@@ -455,6 +477,7 @@ bool pts_grpc_h2_free(struct pts_grpc_h2 *h) {
   if (h->wake_ev) event_free(h->wake_ev);
   if (h->drain_ev) event_free(h->drain_ev);
   if (h->incoming_ev) event_free(h->incoming_ev);
+  pts_free(h->rbuf);
   pthread_mutex_destroy(&h->mu);
   pts_free(h);
   return true;

@@ -151,6 +151,7 @@ struct pts_grpc_h2 {
   bool ka_without_calls;
   int age_ms, age_grace_ms; /* -1: unset */
   struct event_base *base;
+  uint8_t *rbuf;       /* owned; loop thread: every connection's recv() lands here */
   nghttp2_session_callbacks *cbs;
   nghttp2_option *opt;
   struct event *wake_ev, *drain_ev;
