@@ -19,6 +19,9 @@ so the LibTorch ptserve links can load them):
                image, FP32 [3, 224, 224] (588 KiB) -> FP32 [3]; it measures
                what the transport spends moving a request's bytes (ab.sh
                MODEL=image_mean); max_batch_size 8, one CPU instance
+  image_half   a large request and a large answer: the image times 0.5, FP32
+               [3, 224, 224] -> FP32 [3, 224, 224]; max_batch_size 8, one CPU
+               instance
 
 Weights come from torch.manual_seed(0), so every run serves the same models.
 """
@@ -65,6 +68,11 @@ class AddSub(torch.nn.Module):
 class ImageMean(torch.nn.Module):
     def forward(self, x):
         return x.mean(dim=(2, 3))
+
+
+class ImageHalf(torch.nn.Module):
+    def forward(self, x):
+        return x * 0.5
 
 
 class Deep(torch.nn.Module):
@@ -119,6 +127,7 @@ def generate(repo, scratch):
     add_sub = script(AddSub(), os.path.join(scratch, "add_sub.pt"))
     deep = script(Deep(), os.path.join(scratch, "deep.pt"))
     image_mean = script(ImageMean(), os.path.join(scratch, "image_mean.pt"))
+    image_half = script(ImageHalf(), os.path.join(scratch, "image_half.pt"))
     dyn = "dynamic_batching { }\n"
     write(repo, "mlp", mlp, ["INPUT0"], ["OUTPUT0"], 16)
     write(repo, "mlp_dyn", mlp, ["INPUT0"], ["OUTPUT0"], 16, dyn)
@@ -126,6 +135,7 @@ def generate(repo, scratch):
     write(repo, "deep", deep, ["INPUT0"], ["OUTPUT0"], 16)
     write(repo, "deep_dyn", deep, ["INPUT0"], ["OUTPUT0"], 16, dyn)
     write(repo, "image_mean", image_mean, ["INPUT0"], ["OUTPUT0"], "3, 224, 224")
+    write(repo, "image_half", image_half, ["INPUT0"], ["OUTPUT0"], "3, 224, 224")
 
 
 if __name__ == "__main__":

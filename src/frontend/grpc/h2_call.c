@@ -2,6 +2,7 @@
  * structures in h2_priv.h): a stream's request headers and messages, their
  * dispatch to the core, the answers queued per call and written into DATA
  * frames, the grpc-status trailers. The connections are h2.c's. */
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <nghttp2/nghttp2.h>
 #include <pthread.h>
@@ -24,10 +25,21 @@
 /* ------------------------------------------------------------------ */
 /* calls                                                               */
 
+/* Drops one reference (struct out_msg's refs): the last frees the message
+ * and its reply. */
 static void out_free(struct out_msg *m) {
+  if (--m->refs) return;
   pts_grpc_reply_clear(&m->reply);
   pts_free(m->message);
   pts_free(m);
+}
+
+/* evbuffer's cleanup of a reply piece it held by reference: written, or
+ * the connection's output freed. */
+static void out_piece_done(const void *data, size_t len, void *arg) {
+  (void)data;
+  (void)len;
+  out_free(arg);
 }
 
 static void out_free_list(struct out_msg *m) {
@@ -166,8 +178,62 @@ static bool call_done(const struct call *c) {
   return c->n_core == 0 && (c->half_closed || c->closing) && (!c->out_head || c->closing);
 }
 
-/* The messages' bytes (prefix, then the reply's pieces) into nghttp2's
- * frame buffer; the status trailer after the last. */
+/* DATA frames of at least this many bytes carry the reply's pieces by
+ * reference (NGHTTP2_DATA_FLAG_NO_COPY, reply_send): a large answer is
+ * neither copied into nghttp2's frame buffer nor again into the output
+ * evbuffer. Smaller ones are copied: a reference costs an evbuffer chain. */
+#define NO_COPY_MIN 4096
+
+/* Hands the next `len` queued bytes (prefix, then the reply's pieces, of
+ * one message after another) on: copied to `buf`, or, with `buf` NULL,
+ * added to `out` (the 5-byte prefixes copied, the pieces by reference, each
+ * holding its message). A message handed on whole leaves the list. Returns
+ * -1 when the evbuffer could not take a piece. */
+static int out_take(struct call *c, size_t len, uint8_t *buf, struct evbuffer *out) {
+  while (len && c->out_head) {
+    struct out_msg *m = c->out_head;
+    size_t total = PREFIX + m->reply.size, at = m->at, take;
+    const uint8_t *from;
+    bool piece = at >= PREFIX;
+    if (!piece) {
+      take = PREFIX - at < len ? PREFIX - at : len;
+      from = m->prefix + at;
+    } else {
+      /* The piece holding byte `at`: replies have a handful of pieces. */
+      size_t off = at - PREFIX, i = 0;
+      while (off >= m->reply.pieces[i].size) off -= m->reply.pieces[i++].size;
+      const struct pts_grpc_piece *p = &m->reply.pieces[i];
+      take = p->size - off < len ? p->size - off : len;
+      from = (const uint8_t *)p->data + off;
+    }
+    if (buf) {
+      memcpy(buf, from, take);
+      buf += take;
+    } else if (!piece) {
+      if (evbuffer_add(out, from, take) != 0) return -1;
+    } else {
+      m->refs++;
+      if (evbuffer_add_reference(out, from, take, out_piece_done, m) != 0) {
+        m->refs--;
+        return -1;
+      }
+    }
+    len -= take;
+    m->at += take;
+    if (m->at == total) {
+      c->out_head = m->next;
+      if (!c->out_head) c->out_tail = NULL;
+      c->n_out--;
+      out_free(m);
+      maybe_unpause(c);
+    }
+  }
+  return 0;
+}
+
+/* The data source of a call's response: up to `length` queued bytes for
+ * the next DATA frame, copied into nghttp2's frame buffer or, for a large
+ * frame, left to reply_send; the status trailer after the last. */
 static ssize_t reply_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
                           uint32_t *flags, nghttp2_data_source *src, void *u) {
   (void)s;
@@ -179,32 +245,16 @@ static ssize_t reply_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t l
     c->out_head = c->out_tail = NULL;
     c->n_out = 0;
   }
-  size_t n = 0;
-  while (n < length && c->out_head) {
-    struct out_msg *m = c->out_head;
-    size_t total = PREFIX + m->reply.size, at = m->at, take;
-    if (at < PREFIX) {
-      take = PREFIX - at < length - n ? PREFIX - at : length - n;
-      memcpy(buf + n, m->prefix + at, take);
-    } else {
-      /* The piece holding byte `at`: replies have a handful of pieces. */
-      size_t off = at - PREFIX, i = 0;
-      while (off >= m->reply.pieces[i].size) off -= m->reply.pieces[i++].size;
-      const struct pts_grpc_piece *p = &m->reply.pieces[i];
-      take = p->size - off < length - n ? p->size - off : length - n;
-      memcpy(buf + n, (const uint8_t *)p->data + off, take);
-    }
-    n += take;
-    m->at += take;
-    if (m->at == total) {
-      c->out_head = m->next;
-      if (!c->out_head) c->out_tail = NULL;
-      c->n_out--;
-      out_free(m);
-      maybe_unpause(c);
-    }
-  }
-  if (!c->out_head && call_done(c)) {
+  size_t queued = 0; /* all of it, or past `length`: then no EOF yet */
+  for (const struct out_msg *m = c->out_head; m && queued <= length; m = m->next)
+    queued += PREFIX + m->reply.size - m->at;
+  size_t n = queued < length ? queued : length;
+  if (n >= NO_COPY_MIN)
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY; /* reply_send takes the bytes */
+  else
+    out_take(c, n, buf, NULL);
+  /* call_done, as it will be once these n bytes are taken. */
+  if (n == queued && c->n_core == 0 && (c->half_closed || c->closing)) {
     *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
     if (submit_status(c, false) != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
   } else if (n == 0) {
@@ -212,6 +262,19 @@ static ssize_t reply_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t l
     return NGHTTP2_ERR_DEFERRED;
   }
   return (ssize_t)n;
+}
+
+/* A DATA frame reply_read left uncopied: its header, then its `length`
+ * bytes by reference, into the connection's output (send_out writes it).
+ * ptserve never pads frames (no select_padding callback). */
+static int reply_send(nghttp2_session *s, nghttp2_frame *f, const uint8_t *framehd, size_t length,
+                      nghttp2_data_source *src, void *u) {
+  (void)s;
+  struct conn *cn = u;
+  if (f->data.padlen > 0 || evbuffer_add(cn->out, framehd, 9) != 0 ||
+      out_take(src->ptr, length, NULL, cn->out) != 0)
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  return 0;
 }
 
 /* Moves the call along after anything changed: gives a paused stream its
@@ -321,6 +384,7 @@ static struct out_msg *out_new(struct pts_grpc_reply *reply, const struct pts_er
     pts_grpc_reply_clear(reply);
     return NULL;
   }
+  m->refs = 1;
   if (err && err->code != PTS_OK) {
     m->code = err->code;
     m->message = pts_strdup(err->msg);
@@ -826,4 +890,5 @@ void pts_grpc_h2_call_callbacks(nghttp2_session_callbacks *cbs) {
   nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+  nghttp2_session_callbacks_set_send_data_callback(cbs, reply_send);
 }

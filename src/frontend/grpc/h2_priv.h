@@ -38,6 +38,10 @@ struct conn;
  * error (code != OK) is a status to end the call with instead. */
 struct out_msg {
   struct out_msg *next;
+  /* References (loop thread, once queued; 1 when made): the call's list
+   * holds one, and each piece of the reply that a connection's output
+   * evbuffer holds by reference (large DATA frames) one more. */
+  unsigned refs;
   struct pts_grpc_reply reply;
   uint8_t prefix[PREFIX];
   size_t at;           /* bytes of prefix + reply handed to nghttp2 */
