@@ -13,7 +13,8 @@
 #       BASE_EXTRA and NEW_EXTRA (more ptserve flags for one server: the same
 #       binary twice with NEW_EXTRA="--http-thread-count 1" measures a flag),
 #       MODEL (a model of bench/cpu/gen_models.py; default mlp, the 16 → 4
-#       MLP; image_mean for large requests)
+#       MLP; image_mean for large requests, image_half for large requests
+#       and answers)
 #
 # Per cell: ptperf's infer/s, p50 and server CPU per request (--server-pid),
 # and the server's context switches per request over ptperf's run
