@@ -11,8 +11,14 @@
 #   AB_A="name VAR=value ..."   the baseline (e.g. the previous behaviour)
 #   AB_B="name VAR=value ..."   the change
 #   AB_WHAT="..."               one sentence for the report: what differs
+#   AB_MODEL, AB_INPUT          the model of gen_models.py and bench_inproc's
+#                               --input (default mlp_b1, FP32:1,64)
+#   AB_MODEL_WHAT="..."         the model in words, for the report
+#   AB_GRPC_CHANNELS            ptperf's --grpc-channels (default 1)
 #
-# bench/gpu/spin_ab.sh and bench/gpu/inline_ab.sh are the two uses so far.
+# BUILD=DIR among a side's variables takes that side's ptserve, ptperf and
+# bench_inproc from DIR: two builds A/B (bench/gpu/tree_ab.sh).
+# bench/gpu/spin_ab.sh and bench/gpu/inline_ab.sh are two uses.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 RAW="${1:?usage: AB_A=... AB_B=... bench/gpu/env_ab.sh RAW_DIR}"
@@ -21,6 +27,9 @@ MODELS="${BENCH_MODELS:-/tmp/pts-bench-gpu-models}"
 INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 ROUNDS="${ROUNDS:-3}"
 CS="${CS:-1,4}"
+MODEL="${AB_MODEL:-mlp_b1}"
+INPUT="${AB_INPUT:-FP32:1,64}"
+CHANNELS="${AB_GRPC_CHANNELS:-1}"
 PY="${PYTHON:-python3}"
 read -r -a A <<<"${AB_A:?AB_A=\"name VAR=value ...\"}"
 read -r -a B <<<"${AB_B:?AB_B=\"name VAR=value ...\"}"
@@ -31,17 +40,20 @@ trap stop_server EXIT
 [ -d "$ROOT/.bundle/debs" ] && source "$ROOT/scripts/use-bundle.sh"
 mkdir -p "$RAW"
 gpu_build
-[ -d "$MODELS/mlp_b1" ] || "$PY" "$ROOT/bench/gpu/gen_models.py" "$MODELS"
-# The servers load the MLP alone: a fresh server per side and round, and
-# the ResNets beside it would only lengthen each start.
+[ -d "$MODELS/$MODEL" ] || "$PY" "$ROOT/bench/gpu/gen_models.py" "$MODELS"
+# The servers load the one model alone: a fresh server per side and
+# round, and the others beside it would only lengthen each start.
 REPO="$RAW/repo"
-rm -rf "$REPO" && mkdir -p "$REPO" && cp -r "$MODELS/mlp_b1" "$REPO/"
+rm -rf "$REPO" && mkdir -p "$REPO" && cp -r "$MODELS/$MODEL" "$REPO/"
 gpu_meta
 {
   echo "rounds=$ROUNDS"
   echo "a=${A[*]}"
   echo "b=${B[*]}"
   echo "what=${AB_WHAT:-}"
+  echo "model=$MODEL"
+  echo "model_what=${AB_MODEL_WHAT:-the 64 → 256 → 8 MLP on one GPU instance, batches of one}"
+  echo "grpc_channels=$CHANNELS"
   echo "command=${AB_COMMAND:-$(basename "$0")}"
 } >>"$RAW/meta.txt"
 
@@ -57,14 +69,14 @@ for round in $(seq 1 "$ROUNDS"); do
     (
       trap stop_server EXIT
       for kv in "$@"; do export "${kv?}"; done
-      "$BUILD/bench_inproc" --device cuda:0 --model "$MODELS/mlp_b1/1/model.pt" \
-        --input FP32:1,64 --label "$name-r$round" --seconds 2 --warmup 200 \
+      "$BUILD/bench_inproc" --device cuda:0 --model "$MODELS/$MODEL/1/model.pt" \
+        --input "$INPUT" --label "$name-r$round" --seconds 2 --warmup 200 \
         --csv "$RAW/inproc.csv" >/dev/null
       start_server "$REPO" "$name-r$round"
       log "round $round: $name ($*)"
-      ptperf -m mlp_b1 --concurrency "$CS" -f "$RAW/$name-r$round-http.csv"
-      ptperf -m mlp_b1 --concurrency "$CS" -i grpc --grpc-url "127.0.0.1:$GRPC_PORT" \
-        -f "$RAW/$name-r$round-grpc.csv"
+      ptperf -m "$MODEL" --concurrency "$CS" -f "$RAW/$name-r$round-http.csv"
+      ptperf -m "$MODEL" --concurrency "$CS" -i grpc --grpc-url "127.0.0.1:$GRPC_PORT" \
+        --grpc-channels "$CHANNELS" -f "$RAW/$name-r$round-grpc.csv"
       stop_server
     )
   done

@@ -33,13 +33,16 @@ def main(raw):
         return statistics.median(v) if v else float("nan")
 
     md = ["# %s against %s\n" % (b_name, a_name),
-          "`ROUNDS=%d bench/gpu/%s` on %s, %s cores, torch %s, %s: the 64 → 256 → 8 MLP on one "
-          "GPU instance, batches of one; %s. %s: `%s`; %s: `%s`. A fresh server each, "
-          "alternating which goes first; ptperf, %s ms windows. Each cell is the median over "
-          "the rounds.\n" % (
+          "`ROUNDS=%d bench/gpu/%s` on %s, %s cores, torch %s, %s: %s; %s. %s: `%s`; %s: `%s`. "
+          "A fresh server each, alternating which goes first; ptperf, %s ms windows%s. Each "
+          "cell is the median over the rounds.\n" % (
               rounds, meta.get("command", "env_ab.sh"), meta.get("gpu"), meta.get("cores"),
-              meta.get("torch"), meta.get("date"), meta.get("what", ""), a_name,
-              " ".join(a_env), b_name, " ".join(b_env), meta.get("interval_ms")),
+              meta.get("torch"), meta.get("date"),
+              meta.get("model_what", "the 64 → 256 → 8 MLP on one GPU instance, batches of one"),
+              meta.get("what", ""), a_name, " ".join(a_env), b_name, " ".join(b_env),
+              meta.get("interval_ms"),
+              ", gRPC calls on %s channels" % meta["grpc_channels"]
+              if meta.get("grpc_channels", "1") != "1" else ""),
           "In process (`bench_inproc`, the same bridge, forward() back to back on one thread), "
           "median over the rounds: %s %.0f/s at p50 %.1f µs and %.1f µs CPU per call; %s %.0f/s "
           "at p50 %.1f µs and %.1f µs CPU.\n" % (

@@ -129,3 +129,112 @@ def read_frames(sock, seconds, stop=None):
             out.append((buf[3], buf[4], buf[9:9 + n]))
             buf = buf[9 + n:]
     return out
+
+
+class RawClient:
+    """A client connection that writes frames as they are given (padded,
+    cut, interleaved: what hyper-h2 would not send) and keeps within the
+    server's flow-control windows. It takes answers of any size (it opens
+    its own windows wide) and reads frames with a buffer of its own, so
+    none is lost between reads."""
+
+    def __init__(self, target, timeout=30.0):
+        import hpack
+        host, port = target.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        # Each piece leaves when written (no Nagle): the cuts are the reads'.
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.enc, self.dec = hpack.Encoder(), hpack.Decoder()
+        self.buf = b""
+        self.settings = {}
+        self.conn_window = 65535
+        self.windows = {}  # stream -> the server's window for it
+        self.data, self.headers, self.ended, self.resets = {}, {}, set(), {}
+        big = 1 << 30
+        self.sock.sendall(PREFACE + frame(4, payload=struct.pack(">HI", 4, big)) +
+                          frame(8, payload=struct.pack(">I", big - 65535)))
+        while not self.settings:
+            self.read()
+
+    def _frames(self):
+        while len(self.buf) >= 9:
+            n = int.from_bytes(self.buf[:3], "big")
+            if len(self.buf) < 9 + n:
+                return
+            ftype, flags = self.buf[3], self.buf[4]
+            sid = int.from_bytes(self.buf[5:9], "big") & 0x7fffffff
+            yield ftype, flags, sid, self.buf[9:9 + n]
+            self.buf = self.buf[9 + n:]
+
+    def read(self):
+        """Reads what the server sends next and takes in its frames."""
+        chunk = self.sock.recv(1 << 20)
+        assert chunk, "the server closed the connection"
+        self.buf += chunk
+        for ftype, flags, sid, payload in self._frames():
+            if ftype == 4 and not flags & 1:  # SETTINGS: taken, acknowledged
+                for at in range(0, len(payload), 6):
+                    key, value = struct.unpack(">HI", payload[at:at + 6])
+                    if key == 4:
+                        for s in self.windows:
+                            self.windows[s] += value - self.settings.get(4, 65535)
+                    self.settings[key] = value
+                self.sock.sendall(frame(4, flags=1))
+            elif ftype == 8:  # WINDOW_UPDATE
+                inc = struct.unpack(">I", payload)[0] & 0x7fffffff
+                if sid == 0:
+                    self.conn_window += inc
+                else:
+                    self.windows[sid] = self.windows.get(sid, 0) + inc
+            elif ftype == 0:
+                self.data[sid] = self.data.get(sid, b"") + payload
+            elif ftype == 1:
+                fields = {k: v for k, v in self.dec.decode(payload)}
+                self.headers.setdefault(sid, {}).update(fields)
+            elif ftype == 3:  # RST_STREAM: its error code kept, the stream over
+                self.resets[sid] = struct.unpack(">I", payload)[0]
+                self.ended.add(sid)
+            elif ftype == 7:
+                raise AssertionError("GOAWAY: %r" % payload)
+            if ftype in (0, 1) and flags & 1:
+                self.ended.add(sid)
+
+    def open(self, sid, path, headers=()):
+        fields = [(":method", "POST"), (":scheme", "http"), (":path", path),
+                  (":authority", "raw"), ("content-type", "application/grpc"),
+                  ("te", "trailers")] + list(headers)
+        self.windows.setdefault(sid, self.settings.get(4, 65535))
+        self.sock.sendall(frame(1, 4, sid, self.enc.encode(fields)))
+
+    def max_frame(self):
+        return self.settings.get(5, 16384)
+
+    def send_data(self, sid, payload, end=False, pad=None, cuts=()):
+        """One DATA frame, padded with `pad` bytes when pad is not None,
+        written in pieces cut `cuts` bytes into it (a pause after each, so
+        that the server's reads end there). Not sent on a stream the server
+        has reset."""
+        flags = (1 if end else 0) | (8 if pad is not None else 0)
+        body = payload if pad is None else bytes([pad]) + payload + bytes(pad)
+        assert len(body) <= self.max_frame()
+        while self.conn_window < len(body) or self.windows[sid] < len(body):
+            if sid in self.resets:
+                return
+            self.read()
+        if sid in self.resets:
+            return
+        self.conn_window -= len(body)
+        self.windows[sid] -= len(body)
+        raw = frame(0, flags, sid, body)
+        at = 0
+        for cut in sorted(cuts) + [len(raw)]:
+            self.sock.sendall(raw[at:cut])
+            at = cut
+            time.sleep(0.002)
+
+    def wait(self, sids):
+        while not set(sids) <= self.ended:
+            self.read()
+
+    def close(self):
+        self.sock.close()

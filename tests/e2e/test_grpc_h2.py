@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import GRPC_TRANSPORT_USED, assert_clean_exit
-from h2_util import (FRAME_GOAWAY, FRAME_PING, frame, grpc_frame, h2_call, messages,
+from h2_util import (FRAME_GOAWAY, FRAME_PING, RawClient, frame, grpc_frame, h2_call, messages,
                      raw_connection, read_frames)
 from test_grpc import REPO, infer_request, launch, pb  # noqa: F401  (pb: a fixture)
 
@@ -461,3 +461,79 @@ def test_a_large_message_in_large_frames(server, pb):  # noqa: F811
     resp = pb.svc.ModelInferResponse.FromString(payload)
     assert resp.id == "large"
     assert resp.raw_output_contents[0] == values.tobytes()
+
+
+def test_large_messages_cut_anywhere(server, pb):  # noqa: F811
+    """Large request messages on one connection, their DATA frames
+    interleaved, cut at every kind of place and written in pieces: a
+    unary call whose message comes in one frame, one cut inside its 5-byte
+    prefix and again just after it, one in padded frames, and a stream
+    whose two messages share a frame (the first's end, the second's prefix
+    and start). Each call gets exactly its own values back. The nghttp2
+    transport reads most of such a payload straight into its message
+    (h2.c, direct_room): where a read ends, padding and where the next
+    message begins must not move a byte. gRPC core refuses padded DATA
+    frames (RST_STREAM PROTOCOL_ERROR: its parser takes no flag but
+    END_STREAM); nghttp2 takes them, as RFC 9113 says."""
+    cl = RawClient(server.grpc_target)
+    try:
+        top = cl.max_frame()
+        plan = {}  # stream -> (method, {request id: values}, [DATA payloads], padding)
+
+        def cut(body, at):
+            at = [0] + [a for a in at if 0 < a < len(body)] + [len(body)]
+            pieces = []
+            for a, b in zip(at, at[1:]):  # and no frame above the server's limit
+                pieces += [body[x:min(x + top, b)] for x in range(a, b, top)]
+            return pieces
+
+        va, ma = fp32_call(pb, 60_000, rid="one-frame")
+        vb, mb = fp32_call(pb, 50_000, rid="cut-prefix")
+        vc, mc = fp32_call(pb, 40_000, rid="padded")
+        v1, m1 = fp32_call(pb, 30_000, rid="s1")
+        v2, m2 = fp32_call(pb, 45_000, rid="s2")
+        bs = grpc_frame(m1) + grpc_frame(m2)
+        seam = len(grpc_frame(m1))
+        calls = [
+            (1, "ModelInfer", {"one-frame": va}, cut(grpc_frame(ma), []), None),
+            (3, "ModelInfer", {"cut-prefix": vb}, cut(grpc_frame(mb), [3, 5, 105]), None),
+            (5, "ModelInfer", {"padded": vc}, cut(grpc_frame(mc), [70_000]), 7),
+            (7, "ModelStreamInfer", {"s1": v1, "s2": v2},
+             cut(bs, [seam - 60_000, seam + 50_000]), None),
+        ]
+        for sid, method, expected, pieces, pad in calls:
+            cl.open(sid, SVC + method)
+            plan[sid] = (method, expected, pieces, pad)
+        # Round robin over the calls, a frame each, each frame written in
+        # three pieces: the cuts fall inside its header and its payload.
+        # Padded frames alternate between some padding and none.
+        turn = 0
+        while any(p[2] for p in plan.values()):
+            for sid, (method, expected, pieces, pad) in plan.items():
+                if not pieces:
+                    continue
+                payload = pieces.pop(0)
+                cl.send_data(sid, payload, end=not pieces,
+                             pad=None if pad is None else pad * (turn % 2),
+                             cuts=[4, 9 + len(payload) // 3 + turn % 7])
+                turn += 1
+        cl.wait(plan)
+    finally:
+        cl.close()
+    if GRPC_TRANSPORT_USED == "core":
+        assert cl.resets == {5: 1}, cl.resets  # the padded call
+        del plan[5]
+    else:
+        assert not cl.resets, cl.resets
+    for sid, (method, expected, _, _) in plan.items():
+        assert cl.headers[sid].get("grpc-status") == "0", (sid, cl.headers[sid])
+        got = {}
+        for _, payload in messages(cl.data.get(sid, b"")):
+            if method == "ModelInfer":
+                r = pb.svc.ModelInferResponse.FromString(payload)
+            else:
+                s = pb.svc.ModelStreamInferResponse.FromString(payload)
+                assert not s.error_message, s.error_message
+                r = s.infer_response
+            got[r.id] = r.raw_output_contents[0]
+        assert got == {rid: v.tobytes() for rid, v in expected.items()}, sid

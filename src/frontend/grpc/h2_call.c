@@ -724,7 +724,8 @@ static void take_data(struct call *c, const uint8_t *data, size_t len) {
       c->msg->size = 0;
     }
     size_t want = c->msg_len - c->msg->size, take = want < len ? want : len;
-    memcpy((uint8_t *)c->msg->data + c->msg->size, data, take);
+    uint8_t *dst = (uint8_t *)c->msg->data + c->msg->size;
+    if (dst != data) memmove(dst, data, take); /* equal: read in place (pts_grpc_h2_call_room) */
     c->msg->size += take;
     data += take;
     len -= take;
@@ -740,6 +741,13 @@ static void take_data(struct call *c, const uint8_t *data, size_t len) {
     else
       c->unary_msg = msg;
   }
+}
+
+uint8_t *pts_grpc_h2_call_room(struct conn *cn, int32_t id, size_t *room) {
+  struct call *c = nghttp2_session_get_stream_user_data(cn->s, id);
+  if (!c || c->closing || c->prefix_len < PREFIX || !c->msg) return NULL;
+  *room = c->msg_len - c->msg->size;
+  return (uint8_t *)c->msg->data + c->msg->size;
 }
 
 /* ------------------------------------------------------------------ */

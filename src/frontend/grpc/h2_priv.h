@@ -136,6 +136,8 @@ struct conn {
   size_t preface_left;
   size_t frame_left;
   bool frame_data;
+  bool frame_padded;    /* a DATA frame's: its payload is not all message */
+  int32_t frame_stream; /* a DATA frame's */
   uint8_t head[9];
   size_t head_len;
 };
@@ -197,5 +199,10 @@ void pts_grpc_h2_call_frame(struct conn *cn, const nghttp2_frame *f);
 void pts_grpc_h2_call_orphan(struct call *c);
 /* Takes the completions that instance and server threads handed back. */
 void pts_grpc_h2_take_ready(struct pts_grpc_h2 *h);
+/* Where the next bytes of stream `id`'s current request message go, and
+ * how many it still lacks (*room), once its prefix is read; else NULL.
+ * Borrowed: valid until those bytes go to nghttp2, whose DATA callback
+ * then finds them in place and does not copy them. */
+uint8_t *pts_grpc_h2_call_room(struct conn *cn, int32_t id, size_t *room);
 
 #endif
