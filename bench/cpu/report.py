@@ -320,7 +320,8 @@ def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
              f"{meta.get('load_before', '?')}, after {meta.get('load_after', '?')} "
              "(these include the benchmark's own threads).")
     L.append(f"- Server: `ptserve {meta.get('server_args', '')}` (Release build, default "
-             "flags: one HTTP thread per core (2 to 8), one gRPC event loop (nghttp2), one CPU instance per "
+             "flags: one HTTP thread per core (2 to 8), one gRPC event loop per core (nghttp2, 2 to 8; "
+             "ptperf's one gRPC connection is on one of them), one CPU instance per "
              "model).")
     L.append(f"- Client: `ptperf`, {meta.get('interval_ms', '?')} ms windows repeated until "
              "the last 3 agree within 10% (throughput and p50), 16 different random requests "
