@@ -4,10 +4,13 @@
 
 # What the run ran on, as key=value lines in $RAW/meta.txt (the reports
 # read them): date, commit, GPU, host CPU and cores, torch, window length.
+# BENCH_GIT names the commit where the tree's own .git may not be its
+# (a copy of the tree sent to a GPU host: one such copy kept the .git of
+# an earlier commit, and a run recorded that commit).
 gpu_meta() {
   {
     echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "git=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "git=${BENCH_GIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
     echo "gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
     echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
     echo "cores=$(nproc)"
