@@ -126,13 +126,14 @@ def ptserve_bin():
 
 
 def launch_server(bin_path, repo, log_path, *args, metrics_port, grpc_port, grpc_address=None,
-                  env=None, expect_ready=True, timeout=60):
+                  env=None, expect_ready=True, timeout=60, prefix=()):
     """Starts `ptserve --model-repository <repo> --http-port <free>
     --http-address 127.0.0.1 --metrics-port <metrics_port> --grpc-port
     <grpc_port> [--grpc-address <grpc_address>] *args` (port 0: the server
     picks one the test does not need to know), output to log_path, and waits
     until /v2/health/ready (or /v2/health/live when not expect_ready)
-    answers 200. env entries are added to this process's environment.
+    answers 200. env entries are added to this process's environment;
+    `prefix`, a command that execs the server (e.g. prlimit), comes first.
     Returns the Server; the caller stops it. A server that exits or does not
     answer in time is stopped and reported with its log.
 
@@ -153,7 +154,7 @@ def launch_server(bin_path, repo, log_path, *args, metrics_port, grpc_port, grpc
             cmd += ["--grpc-address", grpc_address]
         if GRPC_TRANSPORT:
             cmd += ["--grpc-transport", GRPC_TRANSPORT]
-        cmd += [str(a) for a in args]
+        cmd = list(prefix) + cmd + [str(a) for a in args]
         with open(log_path, "w") as logf:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env)
         server = Server(proc, port, str(log_path), metrics_port, grpc_port)

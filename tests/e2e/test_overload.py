@@ -24,7 +24,6 @@ import os
 import re
 import select
 import socket
-import subprocess
 import threading
 import time
 
@@ -32,8 +31,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import (ROOT, Server, assert_clean_exit, free_port, port_taken, wait_for,
-                      wait_until_answering)
+from conftest import ROOT, assert_clean_exit, free_port, launch_server, wait_for
 
 REPO = os.path.join(ROOT, "tests", "e2e", "repos", "identity")
 MODEL = "dt_fp32"  # identity, FP32, dims [-1], max_batch_size 8
@@ -47,27 +45,10 @@ def launch(ptserve_bin, log_path, *args, nofile=None, repo=REPO):
     """launch_server (conftest), with the server's descriptor limit (soft
     and hard) lowered to `nofile` by util-linux's prlimit, which execs the
     server in its own process. (Not preexec_fn: forking this process, which
-    has gRPC's Python threads, runs grpcio's fork handlers in the child.)
-    As launch_server, it starts again on fresh ports, twice at most, when
-    another process took one of them first."""
-    for attempt in range(3):
-        port, metrics_port, grpc_port = free_port(), free_port(), free_port()
-        cmd = [ptserve_bin, "--model-repository", repo, "--http-port", str(port),
-               "--http-address", "127.0.0.1", "--metrics-port", str(metrics_port),
-               "--grpc-port", str(grpc_port), "--grpc-address", "127.0.0.1"]
-        cmd += [str(a) for a in args]
-        if nofile is not None:
-            cmd = ["prlimit", "--nofile=%d:%d" % (nofile, nofile), "--"] + cmd
-        with open(log_path, "w") as logf:
-            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
-        server = Server(proc, port, str(log_path), metrics_port, grpc_port)
-        try:
-            wait_until_answering(server, True, 60)
-            return server
-        except BaseException:
-            server.stop()
-            if attempt == 2 or not port_taken(server):
-                raise
+    has gRPC's Python threads, runs grpcio's fork handlers in the child.)"""
+    prefix = () if nofile is None else ("prlimit", "--nofile=%d:%d" % (nofile, nofile), "--")
+    return launch_server(ptserve_bin, repo, log_path, *args, metrics_port=free_port(),
+                         grpc_port=free_port(), grpc_address="127.0.0.1", prefix=prefix)
 
 
 def cpu_seconds(pid):
