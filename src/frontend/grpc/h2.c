@@ -176,9 +176,8 @@ static size_t frame_walk(struct conn *cn, const uint8_t *p, size_t len) {
  * wrong guess costs a copy, never a byte: the callback copies whatever
  * is not already in place. */
 static uint8_t *direct_room(struct conn *cn, size_t *want) {
-  if (!cn->frame_data || cn->frame_padded || cn->frame_left < DIRECT_MIN || cn->head_len ||
-      cn->preface_left)
-    return NULL;
+  /* frame_left > 0: past the preface and a whole frame header */
+  if (!cn->frame_data || cn->frame_padded || cn->frame_left < DIRECT_MIN) return NULL;
   size_t room;
   uint8_t *dst = pts_grpc_h2_call_room(cn, cn->frame_stream, &room);
   if (!dst || room < DIRECT_MIN) return NULL;
