@@ -169,6 +169,21 @@ def launch_server(bin_path, repo, log_path, *args, metrics_port, grpc_port, grpc
         grpc_port = free_port() if grpc_port else 0
 
 
+def logged_http_port(proc, log_path, timeout=60):
+    """The port of a server started with --http-port 0, from its log
+    ("Started HTTPService at <address>:<port>"), once HTTP has started. For
+    servers a test starts by hand: port 0 cannot be taken by another
+    process before the server binds it, as a free_port() can."""
+    def started():
+        with open(log_path, errors="replace") as f:
+            log = f.read()
+        if proc.poll() is not None:
+            raise AssertionError("ptserve exited with %s:\n%s" % (proc.returncode, log))
+        m = re.search(r"Started HTTPService at \S+:(\d+)", log)
+        return m and int(m.group(1))
+    return wait_for("HTTP to start", started, timeout=timeout)
+
+
 def port_taken(server):
     """Whether a server that exited during start-up could not bind a port."""
     log = server.log().lower()

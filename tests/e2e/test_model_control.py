@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import (Server, assert_clean_exit, free_port, need_module, wait_for,
+from conftest import (Server, assert_clean_exit, logged_http_port, need_module, wait_for,
                       wait_until_answering)
 from sched_util import DELAY_ENV, wait_pending
 
@@ -197,14 +197,24 @@ def test_unknown_startup_model_fails_startup(ptserve_bin, tmp_path):
 
 
 def launch_unready(ptserve_bin, repo, log_path, *args):
-    """Starts ptserve without waiting: start-up loads block the frontends."""
-    port, grpc_port, metrics_port = free_port(), free_port(), free_port()
-    cmd = [ptserve_bin, "--model-repository", str(repo), "--http-port", str(port),
-           "--http-address", "127.0.0.1", "--grpc-port", str(grpc_port), "--metrics-port",
-           str(metrics_port)] + [str(a) for a in args]
+    """Starts ptserve without waiting: start-up loads block the frontends,
+    which bind their ports only after them. So every port is 0 (the server
+    picks a free one when it binds): a port chosen here could be taken by
+    another process before then, and no retry could start the loads again.
+    `answering` gives the Server once HTTP has started."""
+    cmd = [ptserve_bin, "--model-repository", str(repo), "--http-port", "0",
+           "--http-address", "127.0.0.1", "--grpc-port", "0", "--metrics-port", "0"]
     with open(log_path, "w") as logf:
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
-    return Server(proc, port, str(log_path), metrics_port, grpc_port)
+        proc = subprocess.Popen(cmd + [str(a) for a in args], stdout=logf,
+                                stderr=subprocess.STDOUT)
+    return proc
+
+
+def answering(proc, log_path):
+    """The Server of a launch_unready process once it answers ready."""
+    s = Server(proc, logged_http_port(proc, log_path, TIMEOUT), str(log_path))
+    wait_until_answering(s, True, TIMEOUT)
+    return s
 
 
 def test_model_load_thread_count_loads_models_in_parallel(ptserve_bin, tmp_path):
@@ -214,19 +224,21 @@ def test_model_load_thread_count_loads_models_in_parallel(ptserve_bin, tmp_path)
     gate = tmp_path / "gate"
     for m in ("g1", "g2"):
         write_model(repo, m, extra=gate_extra(gate))
-    s = launch_unready(ptserve_bin, repo, tmp_path / "log", "--model-load-thread-count", "2")
+    log = tmp_path / "log"
+    proc = launch_unready(ptserve_bin, repo, log, "--model-load-thread-count", "2")
     try:
         wait_for("both models loading at once",
-                 lambda: "loading: g1:1" in s.log() and "loading: g2:1" in s.log(),
+                 lambda: "loading: g1:1" in log.read_text() and "loading: g2:1" in log.read_text(),
                  timeout=WAIT_S)
-        assert "successfully loaded" not in s.log()
+        assert "successfully loaded" not in log.read_text()
         gate.write_text("")
-        wait_until_answering(s, True, TIMEOUT)
+        s = answering(proc, log)
         assert [e["state"] for es in index(s).values() for e in es] == ["READY", "READY"]
         assert_clean_exit(s)
     finally:
-        if s.alive():
-            s.stop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_load_unload_over_http(start_server, tmp_path):

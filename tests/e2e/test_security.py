@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from conftest import free_port
+from conftest import logged_http_port
 
 TIMEOUT = 30
 
@@ -144,15 +144,14 @@ def test_restricted_api_needs_the_header(start_server, model_repo):
 def test_restricted_health(ptserve_bin, model_repo, tmp_path):
     # The harness polls /v2/health/live without headers, so start this one
     # by hand and poll with the header.
-    port = free_port()
     log = open(tmp_path / "server.log", "w")
     proc = subprocess.Popen([ptserve_bin, "--model-repository", model_repo("identity"),
-                             "--http-port", str(port), "--http-address", "127.0.0.1",
+                             "--http-port", "0", "--http-address", "127.0.0.1",
                              "--grpc-port", "0", "--metrics-port", "0",
                              "--http-restricted-api=health:health-key=h:v"],
                             stdout=log, stderr=subprocess.STDOUT)
-    url = "http://127.0.0.1:%d" % port
     try:
+        url = "http://127.0.0.1:%d" % logged_http_port(proc, tmp_path / "server.log")
         deadline = time.time() + 60
         while True:
             assert proc.poll() is None, "ptserve exited during start-up"
