@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Bundles the .deb packages of ptserve's C dependencies into .bundle/debs so
 # that ptserve can be built on an offline GPU host (e.g. Ubuntu 24.04 with a
-# pip torch) that lacks jansson, protobuf-c and friends; and tritonclient's
-# wheel into .bundle/wheels for the GPU suite (below).
+# pip torch) that lacks jansson, protobuf-c and friends; and the wheels of
+# tritonclient and hyper-h2 into .bundle/wheels for the GPU suite (below).
 #
 # Run here (Debian 12, network to the package mirror), carry .bundle to the
 # offline host, and there: `source scripts/use-bundle.sh` before cmake.
@@ -43,6 +43,11 @@ echo "bundle-deps: $(ls "$out" | wc -l) packages in $out ($(du -sh "$out" | cut 
 # tests/gpu/run.sh installs it from here into .bundle/py when it is missing.
 wheels=.bundle/wheels
 mkdir -p "$wheels"
-pin=$(grep -o '^tritonclient[^=]*==[0-9.]*' requirements.txt | sed 's/\[.*\]//')
-"${PYTHON:-.venv/bin/python}" -m pip download --no-deps -q "$pin" -d "$wheels"
+# hyper-h2 and its two parts (pure Python too) go with it: the CPU
+# end-to-end suite that run.sh runs against the CUDA build speaks raw
+# HTTP/2 through them (tests/e2e/h2_util.py).
+for name in tritonclient h2 hpack hyperframe; do
+  pin=$(grep -o "^$name[^=]*==[0-9.]*" requirements.txt | sed 's/\[.*\]//')
+  "${PYTHON:-.venv/bin/python}" -m pip download --no-deps -q "$pin" -d "$wheels"
+done
 echo "bundle-deps: $(ls "$wheels")"

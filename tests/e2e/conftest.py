@@ -331,10 +331,12 @@ def missing_tool(what):
 
 
 def need_module(name):
-    """import `name`, or missing_tool()."""
+    """import `name`, or missing_tool(). tritonclient raises RuntimeError,
+    not ImportError, when the extra a module needs (gevent, rapidjson,
+    grpcio) is not installed: that is a missing tool too."""
     try:
         return importlib.import_module(name)
-    except ImportError as e:
+    except (ImportError, RuntimeError) as e:
         missing_tool("Python module %s (%s)" % (name, e))
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import ROOT, assert_clean_exit, free_port, launch_server, wait_for
+from conftest import ROOT, assert_clean_exit, free_port, launch_server, need_module, wait_for
 
 REPO = os.path.join(ROOT, "tests", "e2e", "repos", "identity")
 MODEL = "dt_fp32"  # identity, FP32, dims [-1], max_batch_size 8
@@ -189,7 +189,7 @@ def test_descriptor_exhaustion_pauses_accept_and_recovers(ptserve_bin, tmp_path,
         socks = []
         # Recovery: the paused listeners accept again.
         wait_for("HTTP to answer again", lambda: _answers(s.url + "/v2/health/ready"))
-        import tritonclient.grpc as grpcclient
+        grpcclient = need_module("tritonclient.grpc")
         client = grpcclient.InferenceServerClient(s.grpc_target)
         wait_for("gRPC to answer again", lambda: _grpc_live(client))
         assert metrics(s)["ptserve_accept_pauses_total"] >= 1
@@ -264,7 +264,7 @@ def test_http_connection_limit_answers_503_with_retry_after(ptserve_bin, tmp_pat
 
 
 def test_grpc_connection_limit_closes_extra_connections(ptserve_bin, tmp_path):
-    import tritonclient.grpc as grpcclient
+    grpcclient = need_module("tritonclient.grpc")
     s = launch(ptserve_bin, tmp_path / "gconns.log", "--grpc-max-connections", 2)
     held = []
     try:
@@ -379,7 +379,7 @@ def test_chunked_body_refused_when_the_budget_runs_out(ptserve_bin, tmp_path):
 
 
 def test_grpc_resource_exhausted_shares_the_budget_with_http(ptserve_bin, tmp_path):
-    import tritonclient.grpc as grpcclient
+    grpcclient = need_module("tritonclient.grpc")
     from tritonclient.utils import InferenceServerException
     s = launch(ptserve_bin, tmp_path / "gbudget.log", "--request-memory-budget", BUDGET)
     a = None
@@ -576,7 +576,7 @@ def test_default_queue_cap_refuses_fast_naming_the_model(start_server, tmp_path)
     UNAVAILABLE at once, naming the model and the flag, and the rejection is
     counted (nv_inference_request_failure{reason="REJECTED"}). The queue is
     held full by the scheduler's test hook, so nothing runs meanwhile."""
-    import tritonclient.grpc as grpcclient
+    grpcclient = need_module("tritonclient.grpc")
     from tritonclient.utils import InferenceServerException
     from sched_util import DELAY_ENV, identity_model, infer_fp32, wait_pending
 

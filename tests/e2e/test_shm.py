@@ -22,14 +22,15 @@ import subprocess
 import numpy as np
 import pytest
 import requests
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
-import tritonclient.utils as tu
-import tritonclient.utils.shared_memory as shm
-from tritonclient.utils import InferenceServerException
 
-from conftest import assert_clean_exit, free_port, launch_server, module_server
+from conftest import assert_clean_exit, free_port, launch_server, module_server, need_module
 from sched_util import DELAY_ENV, batch_sizes, identity_model, model_stats, wait_pending
+
+grpcclient = need_module("tritonclient.grpc")
+httpclient = need_module("tritonclient.http")
+tu = need_module("tritonclient.utils")
+shm = need_module("tritonclient.utils.shared_memory")
+InferenceServerException = tu.InferenceServerException
 
 TIMEOUT = 30
 PREFIX = "/ptstest_%d_" % os.getpid()

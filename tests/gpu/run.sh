@@ -20,13 +20,14 @@ rc=0
 echo "== unit tests"; ctest --test-dir build-gpu --output-on-failure || rc=1
 echo "== GPU end-to-end tests"
 # test_shm_cuda.py makes its regions with tritonclient.utils (pure Python;
-# its cuda_shared_memory needs cuda-python). An offline host without
-# tritonclient gets the wheel scripts/bundle-deps.sh put in .bundle/wheels,
-# installed into .bundle/py (nothing system-wide); say so when it still
-# does not import (those tests then fail, naming it; the others run).
-if ! $PY -c 'import tritonclient.utils.cuda_shared_memory' 2>/dev/null &&
-   ls .bundle/wheels/tritonclient-*.whl >/dev/null 2>&1; then
-  $PY -m pip install -q --no-deps --no-index --target .bundle/py .bundle/wheels/tritonclient-*.whl &&
+# its cuda_shared_memory needs cuda-python), and the CPU end-to-end suite
+# speaks raw HTTP/2 with hyper-h2. An offline host without them gets the
+# wheels scripts/bundle-deps.sh put in .bundle/wheels, installed into
+# .bundle/py (nothing system-wide); say so when tritonclient still does not
+# import (those tests then fail, naming it; the others run).
+if ! $PY -c 'import tritonclient.utils.cuda_shared_memory, h2' 2>/dev/null &&
+   ls .bundle/wheels/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-deps --no-index --target .bundle/py .bundle/wheels/*.whl &&
     export PYTHONPATH=$PWD/.bundle/py${PYTHONPATH:+:$PYTHONPATH}
 fi
 $PY -c 'import tritonclient.utils.cuda_shared_memory' 2>/dev/null ||
