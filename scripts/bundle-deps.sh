@@ -2,7 +2,8 @@
 # Bundles the .deb packages of ptserve's C dependencies into .bundle/debs so
 # that ptserve can be built on an offline GPU host (e.g. Ubuntu 24.04 with a
 # pip torch) that lacks jansson, protobuf-c and friends; and the wheels of
-# tritonclient and hyper-h2 into .bundle/wheels for the GPU suite (below).
+# the tests' Python packages (tritonclient, hyper-h2, ...) into
+# .bundle/wheels for the GPU suite (below).
 #
 # Run here (Debian 12, network to the package mirror), carry .bundle to the
 # offline host, and there: `source scripts/use-bundle.sh` before cmake.
@@ -36,18 +37,34 @@ done
 [ "$missing" = 0 ] || exit 1
 echo "bundle-deps: $(ls "$out" | wc -l) packages in $out ($(du -sh "$out" | cut -f1))"
 
-# tritonclient's wheel (pure Python, without its dependencies), at the
-# version requirements.txt pins: tests/gpu/test_shm_cuda.py makes its CUDA
-# regions with tritonclient.utils.cuda_shared_memory, and GPU hosts carry
-# torch, numpy, ml_dtypes and cuda-bindings but not tritonclient.
-# tests/gpu/run.sh installs it from here into .bundle/py when it is missing.
+# The Python packages of the tests that a GPU host's torch environment
+# lacks, as wheels for that host's Python (GPU_PYTHON, 3.12 by default: the
+# H200 hosts'), into .bundle/wheels; tests/gpu/run.sh installs the ones its
+# interpreter does not have into .bundle/py. They are
+# - tritonclient with its http and grpc extras (gevent, rapidjson, aiohttp,
+#   grpcio and what they need), at requirements.txt's pins:
+#   tests/gpu/test_shm_cuda.py makes its CUDA regions with
+#   tritonclient.utils.cuda_shared_memory, and the CPU end-to-end suite,
+#   which run.sh runs against the CUDA build, drives the server with
+#   NVIDIA's clients, and grpcio-tools makes its gRPC stubs (test_grpc.py);
+# - hyper-h2 and its two parts, with which that suite speaks raw HTTP/2
+#   (tests/e2e/h2_util.py); requests and prometheus-client.
+# What every such host has beside its pip torch (numpy, ml_dtypes,
+# typing_extensions) is left out: 20 MB of numpy in every carry.
 wheels=.bundle/wheels
-mkdir -p "$wheels"
-# hyper-h2 and its two parts (pure Python too) go with it: the CPU
-# end-to-end suite that run.sh runs against the CUDA build speaks raw
-# HTTP/2 through them (tests/e2e/h2_util.py).
-for name in tritonclient h2 hpack hyperframe; do
-  pin=$(grep -o "^$name[^=]*==[0-9.]*" requirements.txt | sed 's/\[.*\]//')
-  "${PYTHON:-.venv/bin/python}" -m pip download --no-deps -q "$pin" -d "$wheels"
+rm -rf "$wheels" && mkdir -p "$wheels"
+pins=()
+for name in tritonclient grpcio grpcio-tools protobuf h2 hpack hyperframe requests prometheus-client; do
+  pins+=("$(grep -o "^$name\(\[[a-z]*\]\)\?==[0-9.]*" requirements.txt | sed 's/\[all\]/[http,grpc]/')")
 done
-echo "bundle-deps: $(ls "$wheels")"
+"${PYTHON:-.venv/bin/python}" -m pip download -q --only-binary=:all: \
+  --python-version "${GPU_PYTHON:-3.12}" --implementation cp --platform manylinux_2_28_x86_64 \
+  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
+  "${pins[@]}" -d "$wheels" 2>&1 | grep -v "is ignored: it is neither a file" || true
+rm -f "$wheels"/numpy-* "$wheels"/ml_dtypes-* "$wheels"/typing_extensions-*
+for p in "${pins[@]}"; do
+  f=$(echo "${p%%[*}" | tr - _)
+  ls "$wheels/${f%%==*}-${p##*==}-"*.whl >/dev/null 2>&1 ||
+    { echo "bundle-deps: failed to download $p" >&2; exit 1; }
+done
+echo "bundle-deps: $(ls "$wheels" | wc -l) wheels in $wheels ($(du -sh "$wheels" | cut -f1))"

@@ -2,7 +2,8 @@
 # The GPU suite, on a host with an NVIDIA GPU and a pip torch 2.x with CUDA:
 # builds ptserve against that torch's LibTorch (C deps from the offline
 # bundle when the host lacks them), then runs the unit tests, tests/gpu and
-# the CPU end-to-end suite (skipped with PTS_GPU_ONLY=1). Writes everything to ${OUT:-.}/gpu-tests.log.
+# the CPU end-to-end suite (skipped with PTS_GPU_ONLY=1; PTS_E2E_ONLY=1 runs
+# it alone, on a tree a first call built). Writes everything to ${OUT:-.}/gpu-tests.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${OUT:-.}/gpu-tests.log
@@ -17,28 +18,48 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTS_WERROR=ON \
   -DPTS_PYTHON="$(command -v $PY)" || exit 1
 cmake --build build-gpu -j"$(nproc)" || exit 1
 rc=0
-echo "== unit tests"; ctest --test-dir build-gpu --output-on-failure || rc=1
-echo "== GPU end-to-end tests"
-# test_shm_cuda.py makes its regions with tritonclient.utils (pure Python;
-# its cuda_shared_memory needs cuda-python), and the CPU end-to-end suite
-# speaks raw HTTP/2 with hyper-h2. An offline host without them gets the
-# wheels scripts/bundle-deps.sh put in .bundle/wheels, installed into
-# .bundle/py (nothing system-wide); say so when tritonclient still does not
+# test_shm_cuda.py makes its regions with tritonclient.utils (its
+# cuda_shared_memory needs cuda-python), and the CPU end-to-end suite drives
+# the server with tritonclient, grpcio and hyper-h2. An offline host gets
+# the wheels scripts/bundle-deps.sh put in .bundle/wheels: those whose
+# package this interpreter lacks and whose tags it takes are installed into
+# .bundle/py (nothing system-wide). Say so when tritonclient still does not
 # import (those tests then fail, naming it; the others run).
-if ! $PY -c 'import tritonclient.utils.cuda_shared_memory, h2' 2>/dev/null &&
-   ls .bundle/wheels/*.whl >/dev/null 2>&1; then
-  $PY -m pip install -q --no-deps --no-index --target .bundle/py .bundle/wheels/*.whl &&
-    export PYTHONPATH=$PWD/.bundle/py${PYTHONPATH:+:$PYTHONPATH}
+if ls .bundle/wheels/*.whl >/dev/null 2>&1; then
+  export PYTHONPATH=$PWD/.bundle/py${PYTHONPATH:+:$PYTHONPATH}
+  lacking=$($PY - .bundle/wheels/*.whl <<'PY'
+import importlib.metadata as md, os, sys
+tag = "-cp%d%d-" % sys.version_info[:2]
+for path in sys.argv[1:]:
+    name = os.path.basename(path)
+    if not ("-py3-none-any" in name or "-abi3-" in name or tag in name):
+        continue  # built for another Python
+    try:
+        md.distribution(name.split("-")[0])
+    except md.PackageNotFoundError:
+        print(path)
+PY
+)
+  if [ -n "$lacking" ]; then
+    echo "== installing into .bundle/py:" $(for w in $lacking; do basename "$w" | cut -d- -f1-2; done)
+    $PY -m pip install -q --root-user-action=ignore --no-deps --no-index --upgrade --target .bundle/py $lacking
+  fi
 fi
 $PY -c 'import tritonclient.utils.cuda_shared_memory' 2>/dev/null ||
   echo "NOTE: tritonclient.utils.cuda_shared_memory does not import here: tests/gpu/test_shm_cuda.py will fail; install tritonclient and cuda-python (or run scripts/bundle-deps.sh where there is a network and carry .bundle)"
-# Tests append what they measured to this file; it ends the section.
-export PTS_GPU_MEASUREMENTS=$(mktemp)
-PTSERVE_BIN=$PWD/build-gpu/ptserve $PY -m pytest -q -rs -p no:cacheprovider tests/gpu || rc=1
-echo "== measurements"; cat "$PTS_GPU_MEASUREMENTS"; rm -f "$PTS_GPU_MEASUREMENTS"
-if [ "${PTS_GPU_ONLY:-0}" = 1 ]; then  # a short device lease: tests/gpu only
-  echo "== gpu suite exit $rc (PTS_GPU_ONLY=1: CPU end-to-end suite not run)"
-  exit $rc
+if [ "${PTS_E2E_ONLY:-0}" = 1 ]; then  # the second call of a short device lease
+  echo "== PTS_E2E_ONLY=1: unit tests and tests/gpu not run"
+else
+  echo "== unit tests"; ctest --test-dir build-gpu --output-on-failure || rc=1
+  echo "== GPU end-to-end tests"
+  # Tests append what they measured to this file; it ends the section.
+  export PTS_GPU_MEASUREMENTS=$(mktemp)
+  PTSERVE_BIN=$PWD/build-gpu/ptserve $PY -m pytest -q -rs -p no:cacheprovider tests/gpu || rc=1
+  echo "== measurements"; cat "$PTS_GPU_MEASUREMENTS"; rm -f "$PTS_GPU_MEASUREMENTS"
+  if [ "${PTS_GPU_ONLY:-0}" = 1 ]; then  # a short device lease: tests/gpu only
+    echo "== gpu suite exit $rc (PTS_GPU_ONLY=1: CPU end-to-end suite not run)"
+    exit $rc
+  fi
 fi
 echo "== CPU end-to-end suite against the CUDA build"
 # This host has no network: tools that scripts/setup.sh would install (a

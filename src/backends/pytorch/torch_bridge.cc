@@ -568,15 +568,30 @@ void walk_result(OutputList &out, const c10::IValue &result, const std::vector<R
 
 // A package's input checks report "input_handles[<i>]: <what>" about its
 // i-th flat input: that is the client's input that does not fit (400),
-// named as the config names it, not a failure of the model.
-void name_refused_input(const char *what, const pts_torch_input *inputs, size_t n) {
+// named as the config names it, not a failure of the model. A runner that
+// does not hand on the package's words (PTS_AOTI_RUNNER_SILENT, CMakeLists)
+// says only that the call failed; the error then says where the reason is.
+void explain_package_failure(const char *what, const pts_torch_input *inputs, size_t n) {
   std::string msg = concise(what);
   size_t at = msg.find("input_handles[");
+  if (at != std::string::npos) {
+    size_t k = std::strtoul(msg.c_str() + at + std::strlen("input_handles["), nullptr, 10);
+    if (k >= n) return;
+    fail(PTS_INVALID_ARG, std::string("input '") + inputs[k].name +
+                              "' does not fit the compiled package: " + msg.substr(at));
+  }
+#ifdef PTS_AOTI_RUNNER_SILENT
+  // "run_func_( <its arguments> ) API call failed at <the runner's source
+  // file>, line N": the arguments and the place in LibTorch help nobody;
+  // the pointer to the log does.
+  at = msg.find("API call failed");
   if (at == std::string::npos) return;
-  size_t k = std::strtoul(msg.c_str() + at + std::strlen("input_handles["), nullptr, 10);
-  if (k >= n) return;
-  fail(PTS_INVALID_ARG, std::string("input '") + inputs[k].name +
-                            "' does not fit the compiled package: " + msg.substr(at));
+  size_t paren = msg.find('(');
+  std::string call = paren < at ? msg.substr(0, paren) + "(...) " : msg.substr(0, at);
+  fail(PTS_INTERNAL, "PyTorch execute failure: " + call +
+                         "API call failed (this LibTorch's AOTInductor runner does not hand on "
+                         "the package's reason; the package wrote it to the server's log)");
+#endif
 }
 
 // forward() of a TorchScript module, or run() of an AOTInductor package on
@@ -947,10 +962,10 @@ void begin_forward(pts_torch_module *m, const pts_torch_input *inputs, size_t n_
 #endif
       record_event(m, fs, 2);
     } catch (const c10::Error &e) {
-      if (m->is_aoti) name_refused_input(e.what_without_backtrace(), inputs, n_inputs);
+      if (m->is_aoti) explain_package_failure(e.what_without_backtrace(), inputs, n_inputs);
       throw;
     } catch (const std::exception &e) {
-      if (m->is_aoti) name_refused_input(e.what(), inputs, n_inputs);
+      if (m->is_aoti) explain_package_failure(e.what(), inputs, n_inputs);
       throw;
     }
     mps_timer.record(2);
