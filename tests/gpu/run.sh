@@ -3,7 +3,8 @@
 # builds ptserve against that torch's LibTorch (C deps from the offline
 # bundle when the host lacks them), then runs the unit tests, tests/gpu and
 # the CPU end-to-end suite (skipped with PTS_GPU_ONLY=1; PTS_E2E_ONLY=1 runs
-# it alone, on a tree a first call built). Writes everything to ${OUT:-.}/gpu-tests.log.
+# it alone, as the second call of a short device lease; arguments are
+# pytest's for it). Writes everything to ${OUT:-.}/gpu-tests.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${OUT:-.}/gpu-tests.log
@@ -66,7 +67,8 @@ echo "== CPU end-to-end suite against the CUDA build"
 # gRPC stub generator, tritonclient, perf_analyzer) may be missing. With
 # PTS_SKIP_MISSING_TOOLS=1 the tests that need one skip themselves, each
 # naming what is missing (-rs lists them); in CI a missing tool fails.
+# Arguments choose what of it runs (pytest's: files, -k ...); all of it by default.
 PTSERVE_BIN=$PWD/build-gpu/ptserve PTS_MODELS_PYTHON=$PY PTS_SKIP_MISSING_TOOLS=1 \
-  $PY -m pytest -q -rs -p no:cacheprovider tests/e2e || rc=1
+  $PY -m pytest -q -rs -p no:cacheprovider "${@:-tests/e2e}" || rc=1
 echo "== gpu suite exit $rc"
 exit $rc
