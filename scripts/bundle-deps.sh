@@ -3,7 +3,8 @@
 # that ptserve can be built on an offline GPU host (e.g. Ubuntu 24.04 with a
 # pip torch) that lacks jansson, protobuf-c and friends; and the wheels of
 # the tests' Python packages (tritonclient, hyper-h2, ...) into
-# .bundle/wheels for the GPU suite (below).
+# .bundle/wheels and NVIDIA's perf_analyzer into .bundle/perf_analyzer for
+# the GPU suite (below).
 #
 # Run here (Debian 12, network to the package mirror), carry .bundle to the
 # offline host, and there: `source scripts/use-bundle.sh` before cmake.
@@ -28,6 +29,7 @@ pkgs=(
   # loader path would shadow the system's for unrelated programs.
   libgrpc-dev libgrpc29 libabsl-dev libabsl20220623 libc-ares-dev libc-ares2
   libre2-9 libre2-dev libssl-dev
+  libb64-0d  # perf_analyzer's one library beside the CUDA runtime (below)
 )
 (cd "$out" && apt-get download "${pkgs[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
 missing=0
@@ -68,3 +70,27 @@ for p in "${pins[@]}"; do
     { echo "bundle-deps: failed to download $p" >&2; exit 1; }
 done
 echo "bundle-deps: $(ls "$wheels" | wc -l) wheels in $wheels ($(du -sh "$wheels" | cut -f1))"
+
+# perf_analyzer as scripts/setup.sh takes it: the binary inside the
+# tritonclient wheel that setup.sh pins (PERF_ANALYZER_WHEEL), with the
+# CUDA 12 runtime it links (a GPU host's torch may bring another CUDA's)
+# and libb64 (a .deb above). tests/gpu/run.sh unpacks it for
+# tests/e2e/test_perf_analyzer.py and tests/gpu/test_perf_analyzer_gpu.py.
+pa=.bundle/perf_analyzer
+rm -rf "$pa" && mkdir -p "$pa/lib"
+pa_pin=$(sed -n 's/^PERF_ANALYZER_WHEEL=//p' scripts/setup.sh)
+cudart_pin=$(grep -o "^nvidia-cuda-runtime-cu12==[0-9.]*" requirements.txt)
+"${PYTHON:-.venv/bin/python}" -m pip download -q --no-deps --only-binary=:all: \
+  --platform manylinux1_x86_64 --platform manylinux2014_x86_64 "$pa_pin" "$cudart_pin" \
+  -d "$pa" 2>&1 | grep -v "is ignored: it is neither a file" || true
+"${PYTHON:-.venv/bin/python}" - "$pa" <<'PY'
+import glob, os, sys, zipfile
+pa = sys.argv[1]
+wheel = glob.glob(os.path.join(pa, "nvidia_cuda_runtime_cu12-*.whl"))[0]
+with zipfile.ZipFile(wheel) as z:  # the shared library only, not the static ones
+    with open(os.path.join(pa, "lib", "libcudart.so.12"), "wb") as f:
+        f.write(z.read("nvidia/cuda_runtime/lib/libcudart.so.12"))
+os.remove(wheel)
+PY
+ls "$pa"/tritonclient-*.whl >/dev/null || { echo "bundle-deps: failed to download $pa_pin" >&2; exit 1; }
+echo "bundle-deps: perf_analyzer ($pa_pin) in $pa ($(du -sh "$pa" | cut -f1))"

@@ -3,8 +3,9 @@
 # the dynamic loader at it. Nothing is installed system-wide.
 #   source scripts/use-bundle.sh
 _pts_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.bundle"
-if [ ! -d "$_pts_root/root/usr" ]; then
-  mkdir -p "$_pts_root/root"
+# Unpacked again when the list of packages changed (a new bundle).
+if [ "$(ls "$_pts_root/debs")" != "$(cat "$_pts_root/root/.debs" 2>/dev/null)" ]; then
+  rm -rf "$_pts_root/root" && mkdir -p "$_pts_root/root"
   for f in "$_pts_root"/debs/*.deb; do dpkg-deb -x "$f" "$_pts_root/root"; done
   # Development symlinks whose library was left out of the bundle (libssl)
   # point at the host's copy instead.
@@ -13,6 +14,7 @@ if [ ! -d "$_pts_root/root/usr" ]; then
     t=$(readlink "$l")
     [ -e "/usr/lib/x86_64-linux-gnu/$t" ] && ln -sf "/usr/lib/x86_64-linux-gnu/$t" "$l"
   done
+  ls "$_pts_root/debs" > "$_pts_root/root/.debs"
 fi
 _lib="$_pts_root/root/usr/lib/x86_64-linux-gnu"
 export PATH="$_pts_root/root/usr/bin:$PATH"

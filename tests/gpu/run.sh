@@ -46,6 +46,29 @@ PY
     $PY -m pip install -q --root-user-action=ignore --no-deps --no-index --upgrade --target .bundle/py $lacking
   fi
 fi
+# perf_analyzer from the bundle, as scripts/setup.sh makes it elsewhere:
+# the wheel's binary behind a wrapper that points it at the CUDA 12
+# runtime it links (libb64 comes with the .debs, on LD_LIBRARY_PATH).
+if [ -z "${PERF_ANALYZER:-}" ] && ls .bundle/perf_analyzer/tritonclient-*.whl >/dev/null 2>&1; then
+  pa=$PWD/.bundle/perf_analyzer
+  if [ ! -x "$pa/bin/perf_analyzer" ]; then
+    mkdir -p "$pa/bin"
+    $PY - "$pa"/tritonclient-*.whl "$pa/bin/perf_analyzer.bin" <<'PY'
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    name = [n for n in z.namelist() if n.endswith(".data/data/bin/perf_analyzer")][0]
+    with open(sys.argv[2], "wb") as f:
+        f.write(z.read(name))
+os.chmod(sys.argv[2], 0o755)
+PY
+    { echo '#!/bin/sh'
+      echo "LD_LIBRARY_PATH=\"$pa/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\" exec \"$pa/bin/perf_analyzer.bin\" \"\$@\""
+    } > "$pa/bin/perf_analyzer"
+    chmod +x "$pa/bin/perf_analyzer"
+  fi
+  export PERF_ANALYZER=$pa/bin/perf_analyzer
+  "$PERF_ANALYZER" --version >/dev/null 2>&1 || echo "NOTE: $PERF_ANALYZER does not run here"
+fi
 $PY -c 'import tritonclient.utils.cuda_shared_memory' 2>/dev/null ||
   echo "NOTE: tritonclient.utils.cuda_shared_memory does not import here: tests/gpu/test_shm_cuda.py will fail; install tritonclient and cuda-python (or run scripts/bundle-deps.sh where there is a network and carry .bundle)"
 if [ "${PTS_E2E_ONLY:-0}" = 1 ]; then  # the second call of a short device lease

@@ -1,0 +1,164 @@
+"""NVIDIA's perf_analyzer (2.51.0, as scripts/setup.sh takes it; on a GPU
+host from the bundle, tests/gpu/run.sh) against a model on cuda:0, over
+HTTP and gRPC:
+- with real inputs and the outputs torch computes for them
+  (--input-data with validation_data): perf_analyzer compares every answer;
+  the same file with one expected value changed must make it fail, which
+  shows the comparison is made;
+- with its inputs and outputs in system shared memory and in CUDA shared
+  memory (--shared-memory system|cuda), the path a GPU client takes to skip
+  copies. perf_analyzer can not check outputs that are in shared memory
+  (it finds no data in the response, "Output size doesn't match expected
+  size", against any server), so there the checks are the server's: every
+  request successful, the counts perf_analyzer read back, and not one byte
+  copied by the host (ptserve_host_copy_bytes_total), which a request whose
+  tensors travelled in the body would have cost.
+perf_analyzer's times are printed, never asserted."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import requests
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TIMEOUT = 60
+MODEL = "add_sub_fp32"  # a + b, a - b on [16] FP32, KIND_GPU (gen_gpu_models.py)
+WINDOW = 200  # requests per measurement window
+ROWS = 4  # distinct input rows perf_analyzer cycles through
+PROTOCOLS = {"http": lambda s: ["-i", "http", "-u", s.url[len("http://"):]],
+             "grpc": lambda s: ["-i", "grpc", "-u", s.grpc_target]}
+assert torch.cuda.is_available(), "the GPU suite needs a CUDA device"
+
+
+def perf_analyzer_path():
+    """$PERF_ANALYZER (tests/gpu/run.sh sets it to the bundle's), else the
+    project venv's. A GPU host without it fails these tests, naming it."""
+    path = os.environ.get("PERF_ANALYZER", os.path.join(ROOT, ".venv", "bin", "perf_analyzer"))
+    if not os.access(path, os.X_OK):
+        pytest.fail("perf_analyzer (%s) is not here: run tests/gpu/run.sh with .bundle from "
+                    "scripts/bundle-deps.sh, or scripts/setup.sh" % path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu_pa_models")
+    subprocess.run([sys.executable, os.path.join(HERE, "gen_gpu_models.py"), str(out)], check=True)
+    d = out / "repo"
+    d.mkdir()
+    os.symlink(str(out / MODEL), str(d / MODEL))
+    return str(d)
+
+
+@pytest.fixture(scope="module")
+def data(repo, tmp_path_factory):
+    """Input files for --input-data: 'plain' (inputs only), 'checked' (with
+    the outputs the model file gives in torch on the same GPU), 'wrong'
+    (one expected value off by one)."""
+    rs = np.random.RandomState(5)
+    model = torch.jit.load(os.path.join(repo, MODEL, "1", "model.pt"), map_location="cuda:0")
+    inputs, expected = [], []
+    for _ in range(ROWS):
+        a, b = rs.randn(16).astype(np.float32), rs.randn(16).astype(np.float32)
+        with torch.inference_mode():
+            s, d = model(torch.from_numpy(a).cuda()[None], torch.from_numpy(b).cuda()[None])
+        inputs.append({"INPUT0": a.tolist(), "INPUT1": b.tolist()})
+        expected.append({"OUTPUT0": s[0].cpu().numpy().tolist(),
+                         "OUTPUT1": d[0].cpu().numpy().tolist()})
+    wrong = json.loads(json.dumps(expected))
+    wrong[ROWS // 2]["OUTPUT1"][7] += 1.0
+    out = tmp_path_factory.mktemp("gpu_pa_data")
+    files = {}
+    for name, body in (("plain", {"data": inputs}),
+                       ("checked", {"data": inputs, "validation_data": expected}),
+                       ("wrong", {"data": inputs, "validation_data": wrong})):
+        files[name] = str(out / (name + ".json"))
+        with open(files[name], "w") as f:
+            json.dump(body, f)
+    return files
+
+
+@pytest.fixture
+def server(repo, start_server):
+    return start_server(repo, "--allow-client-shm=true")
+
+
+def perf_analyzer(server, protocol, concurrency, *args):
+    cmd = [perf_analyzer_path(), "-m", MODEL, "--concurrency-range", str(concurrency),
+           "--measurement-mode", "count_windows", "--measurement-request-count", str(WINDOW),
+           "--stability-percentage", "1000"] + PROTOCOLS[protocol](server) + list(args)
+    run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         timeout=180)
+    print(" ".join(cmd) + "\n" + run.stdout)
+    return run
+
+
+def count(label, text):
+    m = re.search(r"^\s*%s: (\d+)$" % re.escape(label), text, re.M)
+    assert m, "no '%s' in perf_analyzer's output:\n%s" % (label, text)
+    return int(m.group(1))
+
+
+def stats(server):
+    r = requests.get(server.url + "/v2/models/%s/stats" % MODEL, timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    return r.json()["model_stats"][0]["inference_stats"]
+
+
+def host_copy_bytes(server):
+    text = requests.get(server.metrics_url, timeout=TIMEOUT).text
+    return int(re.search(r"^ptserve_host_copy_bytes_total (\d+)$", text, re.M).group(1))
+
+
+def assert_clean_run(run, concurrency):
+    """Exit 0, no error, and the server's counts as perf_analyzer read them
+    back match what it sent (within 5%: a request ending while the
+    statistics are read falls on one side of a window; see
+    tests/e2e/test_perf_analyzer.py). Returns the requests it counted."""
+    out = run.stdout
+    assert run.returncode == 0, out
+    assert not [ln for ln in out.splitlines() if "error" in ln.lower()], out
+    assert "Server:" in out, out
+    client, server_part = out.split("Server:", 1)
+    sent = count("Request count", client)
+    assert sent >= WINDOW, out
+    read_back = count("Successful request count", server_part)
+    assert abs(read_back - sent) <= sent // 20 + 2 * concurrency, out
+    return sent
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_answers_checked_by_perf_analyzer(server, data, protocol):
+    for concurrency in (1, 4):
+        assert_clean_run(perf_analyzer(server, protocol, concurrency, "--input-data",
+                                       data["checked"]), concurrency)
+    run = perf_analyzer(server, protocol, 1, "--input-data", data["wrong"])
+    assert run.returncode != 0, run.stdout
+    assert "Output doesn't match expected output" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize("memory", ["system", "cuda"])
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_shared_memory_inputs_and_outputs(server, data, protocol, memory):
+    before, copied = stats(server), host_copy_bytes(server)
+    sent = 0
+    for concurrency in (1, 4):
+        sent += assert_clean_run(perf_analyzer(
+            server, protocol, concurrency, "--input-data", data["plain"], "--shared-memory",
+            memory, "--output-shared-memory-size", str(16 * 4)), concurrency)
+    after = stats(server)
+    assert after["success"]["count"] - before["success"]["count"] >= sent
+    assert after["fail"]["count"] == before["fail"]["count"]
+    # In the body, each request's 128 input bytes would have been staged by
+    # the host: none was, and no output went through host memory either.
+    assert host_copy_bytes(server) - copied == 0
+    # perf_analyzer unregisters its regions when it ends.
+    kind = "cudasharedmemory" if memory == "cuda" else "systemsharedmemory"
+    r = requests.get(server.url + "/v2/%s/status" % kind, timeout=TIMEOUT)
+    assert r.status_code == 200 and r.json() == [], r.text
