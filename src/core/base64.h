@@ -5,10 +5,12 @@
  * CUDA shared-memory registration (§1.15, sent by tools/ptperf).
  *
  * Both alphabets are accepted (standard "+/" and URL-safe "-_"), as
- * protobuf's JSON parser does, with or without '=' padding. Anything else —
- * whitespace, a stray character, a wrong length, padding in the middle or
- * non-zero bits after the last character — is an error naming the offset,
- * so a truncated upload is refused instead of becoming a shorter file.
+ * protobuf's JSON parser does, with or without '=' padding, and line breaks
+ * anywhere (NVIDIA's C++ clients encode with libb64, which breaks lines).
+ * Anything else — other whitespace, a stray character, a wrong length,
+ * padding in the middle or non-zero bits after the last character — is an
+ * error naming the offset, so a truncated upload is refused instead of
+ * becoming a shorter file.
  *
  * Threading: pure functions; thread-safe.
  */

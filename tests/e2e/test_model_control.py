@@ -347,6 +347,16 @@ def test_load_with_file_override(start_server, tmp_path):
     (private,) = list(tmp.iterdir())
     assert oct(private.stat().st_mode & 0o777) == "0o700"
     assert (private / "5" / "model.pt").read_bytes() == blob
+    # Base64 with line breaks, as NVIDIA's C++ clients send it (libb64
+    # breaks its lines; here Python's MIME encoder, lines of 76 and one at
+    # the end): the same bytes.
+    blob = bytes(range(255, -1, -1)) * 2
+    text = base64.encodebytes(blob).decode()
+    assert text.count("\n") == 9
+    r = load(s, "fresh", {"config": json.dumps(cfg), "file:5/model.pt": text})
+    assert r.status_code == 200, r.text
+    (private,) = list(tmp.iterdir())
+    assert (private / "5" / "model.pt").read_bytes() == blob
     # A path that would leave the directory is refused.
     r = load(s, "other", {"config": json.dumps(cfg),
                           "file:../x": base64.b64encode(b"x").decode()})

@@ -1,5 +1,6 @@
 /* tests/unit/core/base64_test.c — RFC 4648 §10 test vectors both ways, the
- * URL-safe alphabet, unpadded input, and every kind of malformed input. */
+ * URL-safe alphabet, unpadded input, line breaks (libb64's), and every kind
+ * of malformed input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,6 +45,21 @@ static void both_alphabets(void **state) {
   decodes("AAECAw==", "\x00\x01\x02\x03", 4);
 }
 
+static void line_breaks(void **state) {
+  (void)state;
+  decodes("Zm9v\nYmFy", "foobar", 6);
+  decodes("Zm9vYg==\n", "foob", 4);
+  decodes("Zm9v\r\nYmE=\r\n", "fooba", 5);
+  /* A CUDA IPC handle (64 bytes, here 0..63) as libb64 writes it: a line
+   * break after 72 characters and one at the end (perf_analyzer's HTTP
+   * registrations); the text is Python's base64.b64encode, broken there. */
+  const char *libb64 = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1\n"
+                       "Njc4OTo7PD0+Pw==\n";
+  uint8_t want[64];
+  for (int i = 0; i < 64; i++) want[i] = (uint8_t)i;
+  decodes(libb64, (const char *)want, sizeof want);
+}
+
 static void refuses(const char *text, const char *needle) {
   uint8_t *out = (uint8_t *)"sentinel";
   size_t n = 7;
@@ -66,6 +82,11 @@ static void malformed(void **state) {
   refuses("Zg=a", "character 2 (0x3d)"); /* padding in the middle */
   refuses("Zh==", "bits set beyond the data");
   refuses("Zm9=", "bits set beyond the data");
+  /* Line breaks are skipped, and hide nothing. */
+  refuses("Zm9v\tYmFy", "character 4 (0x09)");
+  refuses("Zm9v\nY\n", "5 characters can not encode whole bytes");
+  refuses("Zg=\n", "padded to 3 characters");
+  refuses("Zg=\n=", "character 2 (0x3d)");
 }
 
 static void encodes(const char *data, size_t len, const char *want) {
@@ -119,6 +140,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(rfc4648_vectors),
       cmocka_unit_test(both_alphabets),
+      cmocka_unit_test(line_breaks),
       cmocka_unit_test(malformed),
       cmocka_unit_test(encoder),
       cmocka_unit_test(allocation_failure),
