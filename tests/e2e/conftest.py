@@ -29,6 +29,10 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
       tests/e2e/.cache/torch_models with $PTS_MODELS_PYTHON, default the
       interpreter running pytest: the project venv).
 
+  perf_analyzer_data(rows, compute, out_dir): perf_analyzer's --input-data
+      files for the given input rows: plain, checked (validation_data from
+      compute) and wrong (one expected value off by one).
+
   need_module(name), missing_tool(what): for tests that need a tool beyond
       the harness (grpcio and a stub generator, tritonclient, perf_analyzer).
       scripts/setup.sh installs every one, so a missing one FAILS the test;
@@ -38,6 +42,7 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
 """
 import importlib
 import inspect
+import json
 import os
 import re
 import socket
@@ -328,6 +333,28 @@ def missing_tool(what):
         pytest.skip("%s: %s is not available on this host (PTS_SKIP_MISSING_TOOLS=1)"
                     % (who, what), allow_module_level=True)
     pytest.fail("%s: %s is missing: scripts/setup.sh installs it" % (who, what), pytrace=False)
+
+
+def perf_analyzer_data(rows, compute, out_dir):
+    """Writes perf_analyzer --input-data files into out_dir for `rows`, a
+    list of {input name: 1-D numpy array}: 'plain' (the inputs), 'checked'
+    (with validation_data, compute(row) -> {output name: array}, which
+    perf_analyzer compares byte for byte with every answer) and 'wrong'
+    (the first output of the middle row off by one in its last value).
+    Returns {kind: path}."""
+    inputs = [{k: v.tolist() for k, v in row.items()} for row in rows]
+    expected = [{k: v.tolist() for k, v in compute(row).items()} for row in rows]
+    wrong = json.loads(json.dumps(expected))
+    first = next(iter(wrong[len(rows) // 2]))
+    wrong[len(rows) // 2][first][-1] += 1.0
+    files = {}
+    for kind, body in (("plain", {"data": inputs}),
+                       ("checked", {"data": inputs, "validation_data": expected}),
+                       ("wrong", {"data": inputs, "validation_data": wrong})):
+        files[kind] = os.path.join(str(out_dir), kind + ".json")
+        with open(files[kind], "w") as f:
+            json.dump(body, f)
+    return files
 
 
 def need_module(name):

@@ -1,5 +1,8 @@
 """NVIDIA's perf_analyzer (2.51.0, scripts/setup.sh) against ptserve, briefly:
-HTTP, gRPC and gRPC streaming at concurrency 1 and 2.
+HTTP, gRPC and gRPC streaming at concurrency 1 and 2; then, on add_sub, its
+answers checked by perf_analyzer against torch's (--input-data with
+validation_data; a wrong expected value must fail it), and its inputs and
+outputs in system shared memory (--shared-memory system).
 
 Each run measures windows of REQUESTS completed requests (count_windows)
 and settles after three whose throughput and latency are within 11x of
@@ -32,15 +35,17 @@ import platform
 import re
 import subprocess
 
+import numpy as np
 import pytest
 import requests
 
 from conftest import (ROOT, assert_clean_exit, free_port, launch_server, missing_tool,
-                      one_line_per_thread, thread_stacks)
+                      need_module, one_line_per_thread, perf_analyzer_data, thread_stacks)
 
 TIMEOUT = 30
 REQUESTS = 200
 MODEL = "mlp"
+CHECKED = "add_sub_fp32"  # a + b, a - b on [4] FP32: exact, so perf_analyzer may compare bytes
 # The metric families of GPUs (DCGM); a CPU-only server has none.
 GPU_METRIC_WARNINGS = {"WARNING: Unable to parse '%s' metric." % m for m in (
     "nv_gpu_utilization", "nv_gpu_power_usage", "nv_gpu_memory_used_bytes",
@@ -69,15 +74,16 @@ def server(ptserve_bin, torch_models, tmp_path_factory):
     root = tmp_path_factory.mktemp("perf_analyzer")
     repo = root / "repo"
     repo.mkdir()
-    os.symlink(os.path.join(torch_models, MODEL), str(repo / MODEL))
-    s = launch_server(ptserve_bin, repo, root / "server.log", metrics_port=free_port(),
-                      grpc_port=free_port(), grpc_address="127.0.0.1")
+    for name in (MODEL, CHECKED):
+        os.symlink(os.path.join(torch_models, name), str(repo / name))
+    s = launch_server(ptserve_bin, repo, root / "server.log", "--allow-client-shm=true",
+                      metrics_port=free_port(), grpc_port=free_port(), grpc_address="127.0.0.1")
     yield s
     assert_clean_exit(s)
 
 
-def server_stats(server):
-    r = requests.get(server.url + "/v2/models/%s/stats" % MODEL, timeout=TIMEOUT)
+def server_stats(server, model=MODEL):
+    r = requests.get(server.url + "/v2/models/%s/stats" % model, timeout=TIMEOUT)
     assert r.status_code == 200, r.text
     return r.json()["model_stats"][0]
 
@@ -118,7 +124,7 @@ def socket_queues(server):
     return run.stdout
 
 
-def run_perf_analyzer(server, cmd):
+def run_perf_analyzer(server, cmd, model=MODEL):
     """Runs perf_analyzer; when it does not end in time (it has no deadline
     of its own), fails with what the server says about the model at that
     moment — queued and answered requests — and where each thread of both
@@ -132,7 +138,7 @@ def run_perf_analyzer(server, cmd):
     except subprocess.TimeoutExpired:
         pass
     try:
-        stats = json.dumps(server_stats(server))
+        stats = json.dumps(server_stats(server, model))
     except Exception as err:  # the report must not hide the timeout
         stats = "statistics unavailable: %r" % err
     client_stacks = thread_stacks(proc.pid)
@@ -146,7 +152,7 @@ def run_perf_analyzer(server, cmd):
                 "the server's TCP connections (bytes not yet read, not yet acknowledged):\n%s\n"
                 "perf_analyzer's threads:\n%s\nptserve's threads:\n%s\n"
                 "the end of the server's log:\n%s"
-                % (" ".join(cmd), out, MODEL, stats, sockets,
+                % (" ".join(cmd), out, model, stats, sockets,
                    one_line_per_thread(client_stacks), one_line_per_thread(server_stacks),
                    server.log()[-3000:]))
 
@@ -193,3 +199,61 @@ def test_perf_analyzer(perf_analyzer, server, tmp_path, protocol):
     ok = after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"]
     assert ok >= sent
     assert after["inference_stats"]["fail"]["count"] == before["inference_stats"]["fail"]["count"]
+
+
+@pytest.fixture(scope="module")
+def add_sub_data(torch_models, tmp_path_factory):
+    """--input-data files for CHECKED (conftest.perf_analyzer_data), the
+    expected outputs from torch running the same model file."""
+    torch = need_module("torch")
+    model = torch.jit.load(os.path.join(torch_models, CHECKED, "1", "model.pt"))
+    rs = np.random.RandomState(5)
+    rows = [{"INPUT0": rs.randn(4).astype(np.float32), "INPUT1": rs.randn(4).astype(np.float32)}
+            for _ in range(4)]
+
+    def compute(row):
+        with torch.inference_mode():
+            s, d = model(*(torch.from_numpy(row[k])[None] for k in ("INPUT0", "INPUT1")))
+        return {"OUTPUT0": s[0].numpy(), "OUTPUT1": d[0].numpy()}
+    return perf_analyzer_data(rows, compute, tmp_path_factory.mktemp("perf_analyzer_data"))
+
+
+def checked_run(perf_analyzer, server, protocol, *args):
+    """perf_analyzer on CHECKED at concurrency 2; asserts it ended cleanly
+    with the server's counts read back (as test_perf_analyzer) and returns
+    the requests it counted."""
+    cmd = [perf_analyzer, "-m", CHECKED, "--concurrency-range", "2", "--measurement-mode",
+           "count_windows", "--measurement-request-count", str(REQUESTS),
+           "--stability-percentage", "1000"] + PROTOCOLS[protocol](server) + list(args)
+    out = run_perf_analyzer(server, cmd, CHECKED).stdout
+    assert "Server:" in out and not [ln for ln in out.splitlines() if "error" in ln.lower()], out
+    client, server_part = out.split("Server:")
+    sent = count("Request count", client)
+    assert sent >= REQUESTS, out
+    assert abs(count("Successful request count", server_part) - sent) <= sent // 20 + 4, out
+    return sent
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_answers_checked_by_perf_analyzer(perf_analyzer, server, add_sub_data, protocol):
+    checked_run(perf_analyzer, server, protocol, "--input-data", add_sub_data["checked"])
+    cmd = [perf_analyzer, "-m", CHECKED, "--input-data", add_sub_data["wrong"]] + \
+        PROTOCOLS[protocol](server)
+    run = run_perf_analyzer(server, cmd, CHECKED)
+    assert run.returncode != 0, run.stdout
+    assert "Output doesn't match expected output" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_system_shared_memory(perf_analyzer, server, add_sub_data, protocol):
+    # perf_analyzer can not check outputs in shared memory (it finds no
+    # data in the response, against any server); the server's statistics
+    # say every request succeeded, and the regions are gone afterwards.
+    before = server_stats(server, CHECKED)["inference_stats"]
+    sent = checked_run(perf_analyzer, server, protocol, "--input-data", add_sub_data["plain"],
+                       "--shared-memory", "system", "--output-shared-memory-size", "16")
+    after = server_stats(server, CHECKED)["inference_stats"]
+    assert after["success"]["count"] - before["success"]["count"] >= sent
+    assert after["fail"]["count"] == before["fail"]["count"]
+    r = requests.get(server.url + "/v2/systemsharedmemory/status", timeout=TIMEOUT)
+    assert r.status_code == 200 and r.json() == [], r.text

@@ -1,5 +1,5 @@
 """The GPU suite reuses the end-to-end harness (tests/e2e/conftest.py):
-start_server, ptserve_bin. It is loaded under another module name so the
+start_server, ptserve_bin, perf_analyzer_data. It is loaded under another module name so the
 two conftest files do not collide."""
 import importlib.util
 import os
@@ -11,3 +11,4 @@ _spec.loader.exec_module(_harness)
 
 ptserve_bin = _harness.ptserve_bin
 start_server = _harness.start_server
+perf_analyzer_data = _harness.perf_analyzer_data

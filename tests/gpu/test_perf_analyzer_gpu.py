@@ -14,7 +14,6 @@ HTTP and gRPC:
   copied by the host (ptserve_host_copy_bytes_total), which a request whose
   tensors travelled in the body would have cost.
 perf_analyzer's times are printed, never asserted."""
-import json
 import os
 import re
 import subprocess
@@ -24,6 +23,8 @@ import numpy as np
 import pytest
 import requests
 import torch
+
+from conftest import perf_analyzer_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -58,30 +59,18 @@ def repo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def data(repo, tmp_path_factory):
-    """Input files for --input-data: 'plain' (inputs only), 'checked' (with
-    the outputs the model file gives in torch on the same GPU), 'wrong'
-    (one expected value off by one)."""
-    rs = np.random.RandomState(5)
+    """--input-data files (conftest.perf_analyzer_data), the expected
+    outputs from torch running the model file on the same GPU."""
     model = torch.jit.load(os.path.join(repo, MODEL, "1", "model.pt"), map_location="cuda:0")
-    inputs, expected = [], []
-    for _ in range(ROWS):
-        a, b = rs.randn(16).astype(np.float32), rs.randn(16).astype(np.float32)
+    rs = np.random.RandomState(5)
+    rows = [{"INPUT0": rs.randn(16).astype(np.float32),
+             "INPUT1": rs.randn(16).astype(np.float32)} for _ in range(ROWS)]
+
+    def compute(row):
         with torch.inference_mode():
-            s, d = model(torch.from_numpy(a).cuda()[None], torch.from_numpy(b).cuda()[None])
-        inputs.append({"INPUT0": a.tolist(), "INPUT1": b.tolist()})
-        expected.append({"OUTPUT0": s[0].cpu().numpy().tolist(),
-                         "OUTPUT1": d[0].cpu().numpy().tolist()})
-    wrong = json.loads(json.dumps(expected))
-    wrong[ROWS // 2]["OUTPUT1"][7] += 1.0
-    out = tmp_path_factory.mktemp("gpu_pa_data")
-    files = {}
-    for name, body in (("plain", {"data": inputs}),
-                       ("checked", {"data": inputs, "validation_data": expected}),
-                       ("wrong", {"data": inputs, "validation_data": wrong})):
-        files[name] = str(out / (name + ".json"))
-        with open(files[name], "w") as f:
-            json.dump(body, f)
-    return files
+            s, d = model(*(torch.from_numpy(row[k]).cuda()[None] for k in ("INPUT0", "INPUT1")))
+        return {"OUTPUT0": s[0].cpu().numpy(), "OUTPUT1": d[0].cpu().numpy()}
+    return perf_analyzer_data(rows, compute, tmp_path_factory.mktemp("gpu_pa_data"))
 
 
 @pytest.fixture
