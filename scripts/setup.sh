@@ -126,25 +126,13 @@ quiet_pip() {
 setup_perf_analyzer() {
   [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] || return 0
   local wheels="$VENV/.wheels" cudart
-  mkdir -p "$wheels" "$VENV/libexec"
+  mkdir -p "$wheels"
   quiet_pip download --quiet --no-deps --only-binary=:all: -d "$wheels" "$PERF_ANALYZER_WHEEL"
-  "$VENV/bin/python" - "$wheels" "$VENV/libexec/perf_analyzer" <<'PY'
-import glob, os, sys, zipfile
-wheel = sorted(glob.glob(os.path.join(sys.argv[1], "tritonclient-2.51.0-*.whl")))[-1]
-with zipfile.ZipFile(wheel) as z:
-    data = z.read("tritonclient-2.51.0.data/data/bin/perf_analyzer")
-with open(sys.argv[2], "wb") as f:
-    f.write(data)
-os.chmod(sys.argv[2], 0o755)
-PY
   cudart=$("$VENV/bin/python" -c \
     'import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], "lib"))')
-  {
-    echo '#!/bin/sh'
-    echo "# perf_analyzer from the $PERF_ANALYZER_WHEEL wheel (scripts/setup.sh)."
-    echo "LD_LIBRARY_PATH=\"$cudart\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\" exec \"$VENV/libexec/perf_analyzer\" \"\$@\""
-  } > "$VENV/bin/perf_analyzer"
-  chmod +x "$VENV/bin/perf_analyzer"
+  "$ROOT/scripts/perf-analyzer-from-wheel.sh" "$VENV/bin/python" \
+    "$(ls "$wheels"/tritonclient-"${PERF_ANALYZER_WHEEL#tritonclient==}"-*.whl | tail -1)" \
+    "$VENV/libexec/perf_analyzer" "$VENV/bin/perf_analyzer" "$cudart"
   "$VENV/bin/perf_analyzer" --version >/dev/null
 }
 

@@ -29,9 +29,14 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
       tests/e2e/.cache/torch_models with $PTS_MODELS_PYTHON, default the
       interpreter running pytest: the project venv).
 
+  perf_analyzer_path(): NVIDIA's perf_analyzer ($PERF_ANALYZER, else the
+      venv's), or missing_tool().
   perf_analyzer_data(rows, compute, out_dir): perf_analyzer's --input-data
       files for the given input rows: plain, checked (validation_data from
       compute) and wrong (one expected value off by one).
+  perf_analyzer_count(label, text), perf_analyzer_counted(run, concurrency,
+      minimum): a count in its report; the requests a clean run counted,
+      once the server's read-back count is checked against them.
 
   need_module(name), missing_tool(what): for tests that need a tool beyond
       the harness (grpcio and a stub generator, tritonclient, perf_analyzer).
@@ -44,6 +49,7 @@ import importlib
 import inspect
 import json
 import os
+import platform
 import re
 import socket
 import struct
@@ -333,6 +339,45 @@ def missing_tool(what):
         pytest.skip("%s: %s is not available on this host (PTS_SKIP_MISSING_TOOLS=1)"
                     % (who, what), allow_module_level=True)
     pytest.fail("%s: %s is missing: scripts/setup.sh installs it" % (who, what), pytrace=False)
+
+
+def perf_analyzer_path():
+    """$PERF_ANALYZER, else the project venv's (scripts/setup.sh puts it
+    there on Linux x86_64, the one platform NVIDIA builds it for;
+    tests/gpu/run.sh sets $PERF_ANALYZER to the offline bundle's)."""
+    venv = os.environ.get("PTS_VENV", os.path.join(ROOT, ".venv"))
+    path = os.environ.get("PERF_ANALYZER", os.path.join(venv, "bin", "perf_analyzer"))
+    if os.access(path, os.X_OK):
+        return path
+    if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
+        pytest.skip("perf_analyzer is installed on Linux x86_64 only (scripts/setup.sh)")
+    missing_tool("perf_analyzer (%s)" % path)
+
+
+def perf_analyzer_count(label, text):
+    """The number after '<label>: ' on a line of perf_analyzer's report."""
+    m = re.search(r"^\s*%s: (\d+)$" % re.escape(label), text, re.M)
+    assert m, "no '%s' in perf_analyzer's output:\n%s" % (label, text)
+    return int(m.group(1))
+
+
+def perf_analyzer_counted(run, concurrency, minimum):
+    """The requests a perf_analyzer run (a CompletedProcess, its output in
+    stdout) counted, after asserting it ended cleanly: exit 0, no error
+    line, at least `minimum` requests, and the server's successful-request
+    count it read back within 5% of them. A request that ends while the
+    statistics are read falls on one side of a window only (see
+    test_perf_analyzer.py); a count read wrong does not come that close."""
+    out = run.stdout
+    assert run.returncode == 0, out
+    assert not [ln for ln in out.splitlines() if "error" in ln.lower()], out
+    assert "Server:" in out, out
+    client, server_part = out.split("Server:", 1)
+    sent = perf_analyzer_count("Request count", client)
+    assert sent >= minimum, out
+    read_back = perf_analyzer_count("Successful request count", server_part)
+    assert abs(read_back - sent) <= sent // 20 + 2 * concurrency, out
+    return sent
 
 
 def perf_analyzer_data(rows, compute, out_dir):

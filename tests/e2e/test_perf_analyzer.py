@@ -31,16 +31,15 @@ send, finished in 4 of 4.
 import csv
 import json
 import os
-import platform
-import re
 import subprocess
 
 import numpy as np
 import pytest
 import requests
 
-from conftest import (ROOT, assert_clean_exit, free_port, launch_server, missing_tool,
-                      need_module, one_line_per_thread, perf_analyzer_data, thread_stacks)
+from conftest import (assert_clean_exit, free_port, launch_server, need_module,
+                      one_line_per_thread, perf_analyzer_count, perf_analyzer_counted,
+                      perf_analyzer_data, perf_analyzer_path, thread_stacks)
 
 TIMEOUT = 30
 REQUESTS = 200
@@ -50,18 +49,6 @@ CHECKED = "add_sub_fp32"  # a + b, a - b on [4] FP32: exact, so perf_analyzer ma
 GPU_METRIC_WARNINGS = {"WARNING: Unable to parse '%s' metric." % m for m in (
     "nv_gpu_utilization", "nv_gpu_power_usage", "nv_gpu_memory_used_bytes",
     "nv_gpu_memory_total_bytes")}
-
-
-def perf_analyzer_path():
-    """$PERF_ANALYZER, else the project venv's (scripts/setup.sh puts it
-    there on Linux x86_64, the one platform NVIDIA builds it for)."""
-    venv = os.environ.get("PTS_VENV", os.path.join(ROOT, ".venv"))
-    path = os.environ.get("PERF_ANALYZER", os.path.join(venv, "bin", "perf_analyzer"))
-    if os.access(path, os.X_OK):
-        return path
-    if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
-        pytest.skip("perf_analyzer is installed on Linux x86_64 only (scripts/setup.sh)")
-    missing_tool("perf_analyzer (%s)" % path)
 
 
 @pytest.fixture(scope="module")
@@ -103,12 +90,6 @@ EXTRA = {
     ("grpc", 2): lambda s: ["--grpc-compression-algorithm", "gzip"],
     ("grpc_stream", 2): lambda s: ["--grpc-compression-algorithm", "deflate"],
 }
-
-
-def count(label, text):
-    m = re.search(r"^\s*%s: (\d+)$" % re.escape(label), text, re.M)
-    assert m, "no '%s' in perf_analyzer's output:\n%s" % (label, text)
-    return int(m.group(1))
 
 
 def socket_queues(server):
@@ -177,7 +158,7 @@ def test_perf_analyzer(perf_analyzer, server, tmp_path, protocol):
         # What the client sent, and what it read back from the server's statistics.
         client = out.split("Server:")[0]
         assert "Server:" in out, out
-        requests_sent = count("Request count", client)
+        requests_sent = perf_analyzer_count("Request count", client)
         assert requests_sent >= REQUESTS
         # Per window, perf_analyzer counts the requests that ended between
         # two instants and reads the server's statistics just after each:
@@ -188,7 +169,7 @@ def test_perf_analyzer(perf_analyzer, server, tmp_path, protocol):
         # cumulative total) does not.
         server_part = out.split("Server:")[1]
         for label in ("Successful request count", "Inference count"):
-            read_back = count(label, server_part)
+            read_back = perf_analyzer_count(label, server_part)
             assert abs(read_back - requests_sent) <= requests_sent // 20 + 2 * concurrency, out
         sent += requests_sent
         rows = list(csv.DictReader(open(report)))
@@ -219,19 +200,12 @@ def add_sub_data(torch_models, tmp_path_factory):
 
 
 def checked_run(perf_analyzer, server, protocol, *args):
-    """perf_analyzer on CHECKED at concurrency 2; asserts it ended cleanly
-    with the server's counts read back (as test_perf_analyzer) and returns
-    the requests it counted."""
+    """perf_analyzer on CHECKED at concurrency 2: the requests it counted,
+    once conftest.perf_analyzer_counted has found the run clean."""
     cmd = [perf_analyzer, "-m", CHECKED, "--concurrency-range", "2", "--measurement-mode",
            "count_windows", "--measurement-request-count", str(REQUESTS),
            "--stability-percentage", "1000"] + PROTOCOLS[protocol](server) + list(args)
-    out = run_perf_analyzer(server, cmd, CHECKED).stdout
-    assert "Server:" in out and not [ln for ln in out.splitlines() if "error" in ln.lower()], out
-    client, server_part = out.split("Server:")
-    sent = count("Request count", client)
-    assert sent >= REQUESTS, out
-    assert abs(count("Successful request count", server_part) - sent) <= sent // 20 + 4, out
-    return sent
+    return perf_analyzer_counted(run_perf_analyzer(server, cmd, CHECKED), 2, REQUESTS)
 
 
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))

@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from conftest import (ROOT, assert_clean_exit, free_port, launch_server, models_python,
-                      need_module)
+                      need_module, perf_analyzer_path)
 
 http = need_module("tritonclient.http")
 grpc = need_module("tritonclient.grpc")
@@ -359,7 +359,6 @@ def test_perf_analyzer_sequences(server, protocol):
     windows and a 100% band, the ASan build's streaming run once ended with
     "Failed to obtain stable measurement" (exit 2) after four windows on a
     busy CI machine, every request answered."""
-    from test_perf_analyzer import perf_analyzer_path
     args = {"http": ["-i", "http", "-u", "127.0.0.1:%d" % server.port],
             "grpc_stream": ["-i", "grpc", "--streaming",
                             "-u", "127.0.0.1:%d" % server.grpc_port]}[protocol]

@@ -51,21 +51,9 @@ fi
 # runtime it links (libb64 comes with the .debs, on LD_LIBRARY_PATH).
 if [ -z "${PERF_ANALYZER:-}" ] && ls .bundle/perf_analyzer/tritonclient-*.whl >/dev/null 2>&1; then
   pa=$PWD/.bundle/perf_analyzer
-  if [ ! -x "$pa/bin/perf_analyzer" ]; then
-    mkdir -p "$pa/bin"
-    $PY - "$pa"/tritonclient-*.whl "$pa/bin/perf_analyzer.bin" <<'PY'
-import os, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z:
-    name = [n for n in z.namelist() if n.endswith(".data/data/bin/perf_analyzer")][0]
-    with open(sys.argv[2], "wb") as f:
-        f.write(z.read(name))
-os.chmod(sys.argv[2], 0o755)
-PY
-    { echo '#!/bin/sh'
-      echo "LD_LIBRARY_PATH=\"$pa/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\" exec \"$pa/bin/perf_analyzer.bin\" \"\$@\""
-    } > "$pa/bin/perf_analyzer"
-    chmod +x "$pa/bin/perf_analyzer"
-  fi
+  [ -x "$pa/bin/perf_analyzer" ] ||
+    scripts/perf-analyzer-from-wheel.sh "$PY" "$(ls "$pa"/tritonclient-*.whl | tail -1)" \
+      "$pa/bin/perf_analyzer.bin" "$pa/bin/perf_analyzer" "$pa/lib"
   export PERF_ANALYZER=$pa/bin/perf_analyzer
   "$PERF_ANALYZER" --version >/dev/null 2>&1 || echo "NOTE: $PERF_ANALYZER does not run here"
 fi

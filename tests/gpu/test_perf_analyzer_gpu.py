@@ -15,7 +15,6 @@ HTTP and gRPC:
   tensors travelled in the body would have cost.
 perf_analyzer's times are printed, never asserted."""
 import os
-import re
 import subprocess
 import sys
 
@@ -24,10 +23,10 @@ import pytest
 import requests
 import torch
 
-from conftest import perf_analyzer_data
+from conftest import (host_copy_bytes, perf_analyzer_counted, perf_analyzer_data,
+                      perf_analyzer_path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 TIMEOUT = 60
 MODEL = "add_sub_fp32"  # a + b, a - b on [16] FP32, KIND_GPU (gen_gpu_models.py)
 WINDOW = 200  # requests per measurement window
@@ -35,16 +34,6 @@ ROWS = 4  # distinct input rows perf_analyzer cycles through
 PROTOCOLS = {"http": lambda s: ["-i", "http", "-u", s.url[len("http://"):]],
              "grpc": lambda s: ["-i", "grpc", "-u", s.grpc_target]}
 assert torch.cuda.is_available(), "the GPU suite needs a CUDA device"
-
-
-def perf_analyzer_path():
-    """$PERF_ANALYZER (tests/gpu/run.sh sets it to the bundle's), else the
-    project venv's. A GPU host without it fails these tests, naming it."""
-    path = os.environ.get("PERF_ANALYZER", os.path.join(ROOT, ".venv", "bin", "perf_analyzer"))
-    if not os.access(path, os.X_OK):
-        pytest.fail("perf_analyzer (%s) is not here: run tests/gpu/run.sh with .bundle from "
-                    "scripts/bundle-deps.sh, or scripts/setup.sh" % path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -88,45 +77,17 @@ def perf_analyzer(server, protocol, concurrency, *args):
     return run
 
 
-def count(label, text):
-    m = re.search(r"^\s*%s: (\d+)$" % re.escape(label), text, re.M)
-    assert m, "no '%s' in perf_analyzer's output:\n%s" % (label, text)
-    return int(m.group(1))
-
-
 def stats(server):
     r = requests.get(server.url + "/v2/models/%s/stats" % MODEL, timeout=TIMEOUT)
     assert r.status_code == 200, r.text
     return r.json()["model_stats"][0]["inference_stats"]
 
 
-def host_copy_bytes(server):
-    text = requests.get(server.metrics_url, timeout=TIMEOUT).text
-    return int(re.search(r"^ptserve_host_copy_bytes_total (\d+)$", text, re.M).group(1))
-
-
-def assert_clean_run(run, concurrency):
-    """Exit 0, no error, and the server's counts as perf_analyzer read them
-    back match what it sent (within 5%: a request ending while the
-    statistics are read falls on one side of a window; see
-    tests/e2e/test_perf_analyzer.py). Returns the requests it counted."""
-    out = run.stdout
-    assert run.returncode == 0, out
-    assert not [ln for ln in out.splitlines() if "error" in ln.lower()], out
-    assert "Server:" in out, out
-    client, server_part = out.split("Server:", 1)
-    sent = count("Request count", client)
-    assert sent >= WINDOW, out
-    read_back = count("Successful request count", server_part)
-    assert abs(read_back - sent) <= sent // 20 + 2 * concurrency, out
-    return sent
-
-
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
 def test_answers_checked_by_perf_analyzer(server, data, protocol):
     for concurrency in (1, 4):
-        assert_clean_run(perf_analyzer(server, protocol, concurrency, "--input-data",
-                                       data["checked"]), concurrency)
+        perf_analyzer_counted(perf_analyzer(server, protocol, concurrency, "--input-data",
+                                            data["checked"]), concurrency, WINDOW)
     run = perf_analyzer(server, protocol, 1, "--input-data", data["wrong"])
     assert run.returncode != 0, run.stdout
     assert "Output doesn't match expected output" in run.stdout, run.stdout
@@ -138,9 +99,9 @@ def test_shared_memory_inputs_and_outputs(server, data, protocol, memory):
     before, copied = stats(server), host_copy_bytes(server)
     sent = 0
     for concurrency in (1, 4):
-        sent += assert_clean_run(perf_analyzer(
+        sent += perf_analyzer_counted(perf_analyzer(
             server, protocol, concurrency, "--input-data", data["plain"], "--shared-memory",
-            memory, "--output-shared-memory-size", str(16 * 4)), concurrency)
+            memory, "--output-shared-memory-size", str(16 * 4)), concurrency, WINDOW)
     after = stats(server)
     assert after["success"]["count"] - before["success"]["count"] >= sent
     assert after["fail"]["count"] == before["fail"]["count"]

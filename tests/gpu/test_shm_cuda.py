@@ -20,6 +20,8 @@ import pytest
 import requests
 import torch
 
+from conftest import host_copy_bytes
+
 try:  # not at collection: a host without it fails these tests, not the suite
     import tritonclient.utils.cuda_shared_memory as cudashm
     import tritonclient.utils.shared_memory as shm
@@ -261,11 +263,6 @@ def test_batches_gather_into_pinned_staging(start_server, repo, tmp_path):
     st = requests.get(s.url + "/v2/models/add_sub_fp32/stats", timeout=TIMEOUT).json()
     sizes = {b["batch_size"] for b in st["model_stats"][0]["batch_stats"]}
     assert sizes == {8}, st
-
-
-def host_copy_bytes(server):
-    text = requests.get(server.metrics_url, timeout=TIMEOUT).text
-    return int(re.search(r"^ptserve_host_copy_bytes_total (\d+)$", text, re.M).group(1))
 
 
 def test_cuda_shm_input_costs_no_host_copy(start_server, repo, tmp_path, cuda_regions):
