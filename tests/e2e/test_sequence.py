@@ -184,7 +184,8 @@ def run_client(client, mod, model, ids, steps, rng, failures):
 def test_64_interleaved_sequences_from_8_clients(server, proto, mod, make, model):
     """8 clients × 8 sequences, each client keeping two open at a time (16
     open at most: seq_direct has 2 instances × 8 slots, seq_oldest 16
-    candidates). Requests of different sequences batch together; each
+    candidates). Requests of different sequences batch together (seq_direct
+    waits 2 ms for its slots, seq_oldest 1 ms for a batch of 4); each
     sequence's state must stay its own."""
     failures, threads, clients = [], [], []
     for t in range(8):

@@ -3,8 +3,8 @@
 # builds ptserve against that torch's LibTorch (C deps from the offline
 # bundle when the host lacks them), then runs the unit tests, tests/gpu and
 # the CPU end-to-end suite (skipped with PTS_GPU_ONLY=1; PTS_E2E_ONLY=1 runs
-# it alone, as the second call of a short device lease; arguments are
-# pytest's for it). Writes everything to ${OUT:-.}/gpu-tests.log.
+# it alone, as a later call of a short device lease, PTS_E2E_PART=k/n a part
+# of it; arguments are pytest's for it). Writes everything to ${OUT:-.}/gpu-tests.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${OUT:-.}/gpu-tests.log
@@ -78,8 +78,25 @@ echo "== CPU end-to-end suite against the CUDA build"
 # gRPC stub generator, tritonclient, perf_analyzer) may be missing. With
 # PTS_SKIP_MISSING_TOOLS=1 the tests that need one skip themselves, each
 # naming what is missing (-rs lists them); in CI a missing tool fails.
-# Arguments choose what of it runs (pytest's: files, -k ...); all of it by default.
+# Arguments choose what of it runs (pytest's: files, -k ...); all of it by
+# default. With perf_analyzer there the whole suite takes longer than one
+# ten-minute device call: PTS_E2E_PART=k/n runs the k-th of n parts, the
+# files dealt out in turn (every n-th from the k-th), so that n calls run it all.
+sel=("$@")
+if [ ${#sel[@]} = 0 ]; then
+  sel=(tests/e2e)
+  if [ -n "${PTS_E2E_PART:-}" ]; then
+    k=${PTS_E2E_PART%/*} n=${PTS_E2E_PART#*/}
+    if ! [[ $k =~ ^[0-9]+$ && $n =~ ^[0-9]+$ ]] || [ "$k" -lt 1 ] || [ "$k" -gt "$n" ]; then
+      echo "PTS_E2E_PART must be k/n with 1 <= k <= n, not '$PTS_E2E_PART'"; exit 2
+    fi
+    mapfile -t files < <(ls tests/e2e/test_*.py | sort)
+    sel=()
+    for ((i = k - 1; i < ${#files[@]}; i += n)); do sel+=("${files[i]}"); done
+    echo "== part $PTS_E2E_PART: ${#sel[@]} of ${#files[@]} files"
+  fi
+fi
 PTSERVE_BIN=$PWD/build-gpu/ptserve PTS_MODELS_PYTHON=$PY PTS_SKIP_MISSING_TOOLS=1 \
-  $PY -m pytest -q -rs -p no:cacheprovider "${@:-tests/e2e}" || rc=1
+  $PY -m pytest -q -rs -p no:cacheprovider "${sel[@]}" || rc=1
 echo "== gpu suite exit $rc"
 exit $rc

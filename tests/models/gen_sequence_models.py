@@ -118,7 +118,12 @@ def models():
     """name -> (config text, module)."""
     idle = 60000000  # a minute: no sequence of the load tests idles out
     return {
-        "seq_direct": (accumulate_config("seq_direct", "direct { }", idle), Accumulate()),
+        # A direct instance waits up to 2 ms for its active slots' next
+        # requests: without it, a host whose cores outnumber the clients'
+        # threads (an H200 host's 16) runs every request the moment it
+        # arrives, alone, and no batch of the load test holds two sequences.
+        "seq_direct": (accumulate_config("seq_direct", "direct { max_queue_delay_microseconds: 2000 }",
+                                         idle), Accumulate()),
         "seq_oldest": (accumulate_config(
             "seq_oldest",
             "oldest { max_candidate_sequences: 16 preferred_batch_size: [ 4 ] "
