@@ -22,7 +22,7 @@ import requests
 
 from conftest import need_module
 from sched_util import (DELAY_ENV, batch_sizes, identity_model, infer_bytes, infer_fp32,
-                        model_stats, output_fp32, stats, wait_pending)
+                        model_stats, output_fp32, wait_pending)
 
 
 def run_parallel(fns):

@@ -8,7 +8,6 @@ Expected values come from torch running the same model.pt in this process,
 from the identity models' echo and from the committed config and label files
 (clients_util.py).
 """
-import json
 
 import numpy as np
 import pytest

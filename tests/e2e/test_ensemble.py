@@ -21,7 +21,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import assert_clean_exit, need_module, models_python  # noqa: F401
+from conftest import assert_clean_exit, need_module
 
 torch = need_module("torch")
 grpcclient = need_module("tritonclient.grpc")

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 
-import pytest
 import requests
 
 from conftest import ROOT

@@ -1,12 +1,11 @@
 """Tracing over gRPC: the TraceSetting rpc (Triton's qa/L0_trace gRPC cases)
 and the timestamps of a traced ModelInfer, in order."""
 import json
-import os
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, need_module
+from conftest import need_module
 
 grpc = need_module("grpc")
 

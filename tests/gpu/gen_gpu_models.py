@@ -121,8 +121,7 @@ def main(outdir):
                                         extra=param("DISABLE_CUDNN", "true") + "\n" +
                                         param("ENABLE_CACHE_CLEANING", "true")), conv)
     alloc_io = ([("INPUT__0", "TYPE_INT64", [1])], [("OUTPUT__0", "TYPE_FP32", [1])])
-    save(outdir, "alloc_limited", config("alloc_limited", 0, [("INPUT__0", "TYPE_INT64", [1])],
-                                         [("OUTPUT__0", "TYPE_FP32", [1])],
+    save(outdir, "alloc_limited", config("alloc_limited", 0, *alloc_io,
                                          extra=param("MEMORY_FRACTION", "0.05")), Alloc())
 
 
