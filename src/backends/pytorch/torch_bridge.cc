@@ -228,6 +228,10 @@ struct CudnnScope {
   ~CudnnScope() { cudnn_gate.leave(); }
 };
 
+// What a failed forward()'s message starts with, as Triton's PyTorch
+// backend words it (clients and log searches match on it).
+constexpr const char kExecuteFailure[] = "PyTorch execute failure: ";
+
 template <class F>
 enum pts_status guarded(struct pts_error *err, enum pts_status code, const char *prefix, F &&body) {
   try {
@@ -588,7 +592,7 @@ void explain_package_failure(const char *what, const pts_torch_input *inputs, si
   if (at == std::string::npos) return;
   size_t paren = msg.find('(');
   std::string call = paren < at ? msg.substr(0, paren) + "(...) " : msg.substr(0, at);
-  fail(PTS_INTERNAL, "PyTorch execute failure: " + call +
+  fail(PTS_INTERNAL, kExecuteFailure + call +
                          "API call failed (this LibTorch's AOTInductor runner does not hand on "
                          "the package's reason; the package wrote it to the server's log)");
 #endif
@@ -1382,7 +1386,7 @@ enum pts_status pts_torch_forward(struct pts_torch_module *m, const struct pts_t
                                   size_t n_inputs, const struct pts_torch_run_opts *opts,
                                   struct pts_torch_outputs *out, struct pts_error *err) {
   std::memset(out, 0, sizeof *out);
-  return guarded(err, PTS_INTERNAL, "PyTorch execute failure: ", [&]() {
+  return guarded(err, PTS_INTERNAL, kExecuteFailure, [&]() {
     // A module off CUDA keeps no per-batch state between the halves, so a
     // set of its own keeps this call re-entrant (header: several threads
     // may run one CPU module).
@@ -1398,7 +1402,7 @@ enum pts_status pts_torch_forward_begin(struct pts_torch_module *m,
                                         const struct pts_torch_input *inputs, size_t n_inputs,
                                         const struct pts_torch_run_opts *opts, unsigned set,
                                         struct pts_error *err) {
-  return guarded(err, PTS_INTERNAL, "PyTorch execute failure: ", [&]() {
+  return guarded(err, PTS_INTERNAL, kExecuteFailure, [&]() {
     begin_forward(m, inputs, n_inputs, opts, forward_set(m, set));
     return PTS_OK;
   });
@@ -1407,7 +1411,7 @@ enum pts_status pts_torch_forward_begin(struct pts_torch_module *m,
 enum pts_status pts_torch_forward_end(struct pts_torch_module *m, unsigned set,
                                       struct pts_torch_outputs *out, struct pts_error *err) {
   std::memset(out, 0, sizeof *out);
-  return guarded(err, PTS_INTERNAL, "PyTorch execute failure: ", [&]() {
+  return guarded(err, PTS_INTERNAL, kExecuteFailure, [&]() {
     end_forward(m, forward_set(m, set), out);
     return PTS_OK;
   });
