@@ -369,7 +369,7 @@ def perf_analyzer_counted(run, concurrency, minimum):
     statistics are read falls on one side of a window only (see
     test_perf_analyzer.py); a count read wrong does not come that close."""
     out = run.stdout
-    assert run.returncode == 0, out
+    assert run.returncode == 0, "%s\n%s" % (" ".join(map(str, run.args)), out)
     assert not [ln for ln in out.splitlines() if "error" in ln.lower()], out
     assert "Server:" in out, out
     client, server_part = out.split("Server:", 1)
