@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/overload.h"
 #include "core/restrict.h"
 #include "frontend/grpc/h2.h"
 #include "fuzz_common.h"
@@ -69,6 +70,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   const char *repos[] = {root};
   o.model_repositories = repos;
   o.n_model_repositories = 1;
+  /* A message's buffer is allocated at the length its prefix declares, up
+   * to the request memory budget: the default (a quarter of the machine's
+   * memory) lets a 5-byte prefix ask for 2 GiB, which libFuzzer's 2 GiB
+   * malloc limit reports as out-of-memory. 64 MiB, as on a small box, keeps
+   * the budget's refusal in the paths explored. (The server's run sets it
+   * from --request-memory-budget; this driver does not run it.) */
+  pts_overload_configure(64u << 20);
   struct pts_error err;
   fuzz_check(pts_server_create(&o, &server, &err) == PTS_OK, "server start");
   pts_libevent_init();
