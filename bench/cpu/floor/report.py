@@ -27,6 +27,12 @@ GROUPS = [
     ("libevent", re.compile(r"libevent")),
 ]
 
+# The placements of run.sh at c=1, in table order: the server's threads are
+# on CPU 0 in each; ptperf on CPU 0, on CPU 1, or where the scheduler puts it.
+PLACES = ("same", "apart", "server")
+PLACE_LABELS = {"same": "server and client\non the same CPU", "apart": "on two CPUs",
+                "server": "server pinned,\nclient free"}
+
 
 def read_meta(raw):
     meta = {}
@@ -89,7 +95,7 @@ def rows_from_raw(raw, meta):
             "group": "", "share_pct": "",
         })
     for name in sorted(os.listdir(raw)):
-        m = re.match(r"^place_(ptserve|floor)_(same|apart)_r(\d+)\.csv$", name)
+        m = re.match(r"^place_(ptserve|floor)_(same|apart|server)_r(\d+)\.csv$", name)
         if not m:
             continue
         s, place, rnd = m.groups()
@@ -158,13 +164,18 @@ def write_md(rows, meta, out):
     L.append("")
     if any(r["kind"].startswith("place_") for r in rows):
         L.append("## Placement at c=1\n")
-        L.append(f"Every thread of the server pinned to CPU 0 and ptperf to CPU 0 (same) or CPU 1 "
-                 f"(apart), {meta.get('place_rounds')} rounds, the servers and placements alternating; "
-                 "medians. Apart, each request wakes the server on one virtual CPU and each reply the "
-                 "client on the other; on the same CPU a wake-up is a switch between two threads.\n")
+        L.append(f"Every thread of the server pinned to CPU 0 and ptperf to CPU 0 (same), to CPU 1 "
+                 f"(apart) or to no CPU (server: only the server pinned), {meta.get('place_rounds')} "
+                 "rounds, the servers and placements alternating; medians. Apart, each request wakes "
+                 "the server on one virtual CPU and each reply the client on the other; on the same "
+                 "CPU a wake-up is a switch between two threads. With only the server pinned, the "
+                 "scheduler places the client: whether it stays on the server's CPU says whether a "
+                 "server could bring the same-CPU figures about by pinning itself.\n")
         L.append("| placement | server | infer/s | p50 µs | server CPU µs/req | client CPU µs/req |")
         L.append("|---|---|---:|---:|---:|---:|")
-        for place in ("same", "apart"):
+        for place in PLACES:
+            if not any(r["kind"] == f"place_{place}" for r in rows):
+                continue
             for s in ("floor", "ptserve"):
                 k = f"place_{place}"
                 L.append(f"| {place} | {s} | {med(rows, s, 1, 'infer_per_sec', k):,.0f} | "
@@ -234,12 +245,14 @@ def plot(m, shares, rows, out):
     ax2.legend(fontsize=7)
     if has_place:
         ax3 = axes[2]
-        for i, place in enumerate(("same", "apart")):
+        places = [p for p in PLACES if any(r["kind"] == f"place_{p}" for r in rows)]
+        for i, place in enumerate(places):
             for j, (s, col) in enumerate((("floor", "#bbbbbb"), ("ptserve", "#c44e52"))):
                 v = med(rows, s, 1, "server_cpu_us", f"place_{place}")
                 ax3.bar(i * 3 + j, v, color=col, label=s if i == 0 else None)
                 ax3.annotate(f"{v:.1f}", (i * 3 + j, v), ha="center", va="bottom", fontsize=8)
-        ax3.set_xticks([0.5, 3.5], ["server and client\non the same CPU", "on two CPUs"])
+        ax3.set_xticks([i * 3 + 0.5 for i in range(len(places))],
+                       [PLACE_LABELS[p] for p in places])
         ax3.set_ylabel("server CPU µs per request, c=1 (median)")
         ax3.set_title("placement at c=1 (taskset)")
         ax3.legend(fontsize=7)

@@ -18,8 +18,8 @@
 #      user and kernel ticks from /proc/PID/stat ÷ the exact number of
 #      requests it answered meanwhile (ptserve: its statistics endpoint;
 #      floor: GET /floor/count).
-# Then PLACE_ROUNDS rounds at c=1 with the server's threads and ptperf pinned
-# to the same CPU, and to two different ones (below). Then, once per
+# Then PLACE_ROUNDS rounds at c=1 with the server's threads pinned to one CPU
+# and ptperf on the same CPU, on another, or unpinned (below). Then, once per
 # concurrency, `perf record -e cpu-clock` on ptserve (a timer
 # sample, as this VM has no hardware counters): its time by shared object,
 # which report.py turns into µs per request.
@@ -77,21 +77,24 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-# Placement, at c=1: every thread of the server and ptperf on the same CPU,
-# then on two different CPUs (taskset), alternating. Whether a reply must
+# Placement, at c=1: every thread of the server pinned to CPU 0 and ptperf
+# on the same CPU (same), on another (apart), or left to the scheduler
+# (server: only the server pinned), alternating. Whether a reply must
 # wake a client sleeping on another virtual CPU (and a request a server
-# sleeping on another) is most of what a request costs at c=1 on this VM.
+# sleeping on another) is most of what a request costs at c=1 on this VM;
+# the third says whether a server can bring that about by pinning itself.
 ALL_CPUS="0-$(($(nproc) - 1))"
 if [ "$(nproc)" -ge 2 ]; then
   for r in $(seq 1 "$PLACE_ROUNDS"); do
-    for place in same apart; do
+    for place in same apart server; do
       for s in ptserve floor; do
         log "placement round $r $place $s"
         pid="$(pid_of "$s")"
         taskset -a -p -c 0 "$pid" >/dev/null
-        cpu=0
-        [ "$place" = apart ] && cpu=1
-        taskset -c "$cpu" "$BUILD/ptperf" -m mlp -u "127.0.0.1:$(port_of "$s")" -q --no-server-stats \
+        client=(taskset -c 0)
+        [ "$place" = apart ] && client=(taskset -c 1)
+        [ "$place" = server ] && client=()
+        "${client[@]}" "$BUILD/ptperf" -m mlp -u "127.0.0.1:$(port_of "$s")" -q --no-server-stats \
           -p "$INTERVAL_MS" --concurrency 1 --server-pid "$pid" \
           -f "$RAW/place_${s}_${place}_r${r}.csv" >>"$RAW/ptperf.log" 2>&1
         taskset -a -p -c "$ALL_CPUS" "$pid" >/dev/null
