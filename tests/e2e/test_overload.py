@@ -217,7 +217,11 @@ def test_default_limits_follow_the_descriptor_limit(ptserve_bin, tmp_path):
     three quarters (288), gRPC one quarter (96)."""
     s = launch(ptserve_bin, tmp_path / "defaults.log", nofile=512)
     try:
-        line = [ln for ln in s.log().splitlines() if "Overload limits" in ln][0]
+        # The line follows "Started HTTPService": a client can see the
+        # server ready before the main thread has written it (on the H200
+        # host's 16 cores it did), so wait for it.
+        line = wait_for("the 'Overload limits' log line", lambda: next(
+            (ln for ln in s.log().splitlines() if "Overload limits" in ln), None), timeout=10)
         assert "HTTP connections 288 (--http-max-connections)" in line, line
         assert "gRPC connections 96 (--grpc-max-connections)" in line, line
     finally:
