@@ -9,7 +9,8 @@
 #   repository
 #   scheduler
 #   backends/*, backend
-#   trace, config, shm (shared-memory regions), net (sockets, libevent glue)
+#   trace, config, shm (shared-memory regions), net (sockets, libevent glue),
+#   cache (the response cache)
 #   tensor
 #   core
 #
@@ -29,14 +30,15 @@ allowed() {
     trace) echo "core tensor" ;;
     shm) echo "core tensor" ;;
     net) echo "core" ;;
+    cache) echo "core tensor" ;;
     backend) echo "core tensor config" ;;
     backends) echo "backend backends config trace shm tensor core" ;;
-    scheduler) echo "backend config trace shm tensor core" ;;
+    scheduler) echo "backend config trace shm cache tensor core" ;;
     repository) echo "scheduler backend config trace tensor core" ;;
     ensemble) echo "repository scheduler backend config trace shm tensor core" ;;
     frontend) echo "server scheduler config trace shm net tensor core" ;;
-    metrics) echo "server scheduler config trace net tensor core" ;;
-    server) echo "frontend metrics ensemble repository scheduler backend config trace shm net tensor core" ;;
+    metrics) echo "server scheduler config trace net cache tensor core" ;;
+    server) echo "frontend metrics ensemble repository scheduler backend config trace shm net cache tensor core" ;;
     *) echo "ALL" ;;
   esac
 }
