@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "cache/cache.h"
 #include "config/json_arena.h"
 #include "core/alloc.h"
 #include "core/log.h"
@@ -80,6 +81,8 @@ enum {
   OPT_TRACE_COUNT,
   OPT_TRACE_LOG_FREQUENCY,
   OPT_PROFILE_DIR,
+  OPT_CACHE_CONFIG,
+  OPT_RESPONSE_CACHE_BYTE_SIZE,
   OPT_ALLOW_CLIENT_SHM,
   OPT_MODEL_CONTROL_MODE,
   OPT_LOAD_MODEL,
@@ -175,7 +178,8 @@ static const struct option long_options[] = {
     {"backend-directory", optional_argument, NULL, OPT_UNSUPPORTED},
     {"backend-config", optional_argument, NULL, OPT_UNSUPPORTED},
     {"repoagent-directory", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"cache-config", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"cache-config", required_argument, NULL, OPT_CACHE_CONFIG},
+    {"response-cache-byte-size", required_argument, NULL, OPT_RESPONSE_CACHE_BYTE_SIZE},
     {"cache-directory", optional_argument, NULL, OPT_UNSUPPORTED},
     {"rate-limit", optional_argument, NULL, OPT_UNSUPPORTED},
     {"rate-limit-resource", optional_argument, NULL, OPT_UNSUPPORTED},
@@ -314,6 +318,11 @@ static const char usage_text[] =
     "                               file=<path>, log-frequency=<N> (0 = write at exit).\n"
     "                               --trace-file/-level/-rate/-count/-log-frequency are\n"
     "                               the deprecated spellings.\n"
+    "  --cache-config local,size=<bytes>\n"
+    "                               The response cache, for models whose config has\n"
+    "                               response_cache { enable: true } (default: none).\n"
+    "                               --response-cache-byte-size <bytes> is the deprecated\n"
+    "                               spelling.\n"
     "  --profile-dir <dir>          Where operator profiles are written (default: the\n"
     "                               trace file's directory, else the working directory;\n"
     "                               ptserve only).\n"
@@ -336,6 +345,10 @@ struct cli {
   size_t n_grpc_restricted;
   char **trace; /* owned copies of the --trace-config values */
   size_t n_trace;
+  /* --cache-config values (argv strings, borrowed); the last that names a
+   * size wins, as in tritonserver. */
+  const char *cache[16];
+  size_t n_cache;
   const char **load_models; /* --load-model values (argv strings, borrowed) */
   size_t n_load_models;
 };
@@ -456,6 +469,17 @@ static int check_trace(struct cli *c) {
     return fail("%s", err.msg);
   c->opts.trace_config = (const char *const *)c->trace;
   c->opts.n_trace_config = c->n_trace;
+  return 0;
+}
+
+/* --cache-config: a bad value fails before any model is loaded. */
+static int check_cache(struct cli *c) {
+  if (c->n_cache == 0) return 0;
+  struct pts_error err;
+  size_t bytes;
+  if (pts_cache_parse_config(c->cache, c->n_cache, &bytes, &err) != PTS_OK)
+    return fail("%s", err.msg);
+  c->opts.response_cache_bytes = bytes;
   return 0;
 }
 
@@ -654,6 +678,15 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (parse_long(flag, v, 1, 3600000, &n) != 0) return -1;
       o->metrics_interval_ms = (int)n;
       return 0;
+    case OPT_CACHE_CONFIG:
+      if (c->n_cache == sizeof c->cache / sizeof c->cache[0])
+        return fail("--cache-config given more than %zu times", c->n_cache);
+      c->cache[c->n_cache++] = v;
+      return 0;
+    case OPT_RESPONSE_CACHE_BYTE_SIZE:
+      if (parse_long(flag, v, 0, LONG_MAX, &n) != 0) return -1;
+      o->response_cache_bytes = (size_t)n;
+      return 0;
     case OPT_TRACE_CONFIG:
       return add_trace(c, NULL, v);
     case OPT_TRACE_FILE:
@@ -714,7 +747,10 @@ static int parse_args(int argc, char **argv, struct cli *c) {
   }
   c->opts.model_repositories = c->repos;
   c->opts.n_model_repositories = c->n_repos;
-  return check_restricted(c) == 0 && check_trace(c) == 0 && check_load_models(c) == 0 ? 0 : 1;
+  return check_restricted(c) == 0 && check_trace(c) == 0 && check_cache(c) == 0 &&
+                 check_load_models(c) == 0
+             ? 0
+             : 1;
 }
 
 /* ------------------------------------------------------------- signals */

@@ -334,8 +334,17 @@ static enum pts_status reject_unsupported(const Inference__ModelConfig *cfg,
     return unsupported(err, cfg, "cc_model_filenames", "use default_model_filename");
   if (cfg->model_repository_agents && cfg->model_repository_agents->n_agents)
     return unsupported(err, cfg, "model_repository_agents", "there are no repository agents");
-  if (cfg->response_cache && cfg->response_cache->enable)
-    return unsupported(err, cfg, "response_cache.enable", "there is no response cache");
+  /* The response cache (cache/cache.h) answers a request from an earlier
+   * one's outputs: not for a sequence, whose answers depend on the
+   * requests before them (Triton refuses it too), nor for an ensemble,
+   * whose composing models may cache their own. */
+  if (cfg->response_cache && cfg->response_cache->enable &&
+      cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
+    return unsupported(err, cfg, "response_cache.enable with sequence_batching",
+                       "a sequence's answers depend on its earlier requests");
+  if (cfg->response_cache && cfg->response_cache->enable && pts_model_config_is_ensemble(cfg))
+    return unsupported(err, cfg, "response_cache.enable on an ensemble",
+                       "enable it on the composing models");
   if (cfg->model_transaction_policy && cfg->model_transaction_policy->decoupled)
     return unsupported(err, cfg, "model_transaction_policy.decoupled",
                        "every request gets exactly one response");

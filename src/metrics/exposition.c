@@ -234,9 +234,47 @@ static void overload_families(struct text *t, const struct pts_overload_stats *o
       o->counters[PTS_OVERLOAD_HTTP_MEMORY_REFUSED]);
 }
 
+/* The response cache's families, when the server has one: Triton's four
+ * per model (counts, and durations in µs), then ptserve's of the cache
+ * itself. */
+static void cache_families(struct text *t, const struct pts_model_stats *stats, size_t n,
+                           const struct pts_cache_stats *c) {
+  static const struct {
+    const char *name, *help;
+    bool hits, us;
+  } PER_MODEL[] = {
+      {"nv_cache_num_hits_per_model", "Number of cache hits per model", true, false},
+      {"nv_cache_hit_duration_per_model",
+       "Total cache hit duration per model, in microseconds", true, true},
+      {"nv_cache_num_misses_per_model", "Number of cache misses per model", false, false},
+      {"nv_cache_miss_duration_per_model",
+       "Total cache miss (insert+lookup) duration per model, in microseconds", false, true},
+  };
+  for (size_t f = 0; f < sizeof PER_MODEL / sizeof PER_MODEL[0]; f++) {
+    family(t, PER_MODEL[f].name, "counter", PER_MODEL[f].help);
+    for (size_t i = 0; i < n; i++) {
+      const struct pts_stat_duration *d = PER_MODEL[f].hits ? &stats[i].cache_hit
+                                                            : &stats[i].cache_miss;
+      sample(t, PER_MODEL[f].name, &stats[i], NULL, PER_MODEL[f].us ? d->ns / 1000u : d->count);
+    }
+  }
+  family(t, "ptserve_response_cache_bytes", "gauge",
+         "Bytes the response cache holds: keys, answers and bookkeeping");
+  put(t, "ptserve_response_cache_bytes %" PRIu64 "\n", c->bytes);
+  family(t, "ptserve_response_cache_capacity_bytes", "gauge",
+         "Bytes the response cache may hold (--cache-config local,size=)");
+  put(t, "ptserve_response_cache_capacity_bytes %" PRIu64 "\n", c->capacity);
+  family(t, "ptserve_response_cache_entries", "gauge", "Answers the response cache holds");
+  put(t, "ptserve_response_cache_entries %" PRIu64 "\n", c->entries);
+  family(t, "ptserve_response_cache_evictions_total", "counter",
+         "Answers dropped from the response cache to make room");
+  put(t, "ptserve_response_cache_evictions_total %" PRIu64 "\n", c->evictions);
+}
+
 char *pts_metrics_render(const struct pts_model_stats *stats, size_t n,
                          const struct pts_host_metrics *host,
-                         const struct pts_overload_stats *overload, size_t *len) {
+                         const struct pts_overload_stats *overload,
+                         const struct pts_cache_stats *cache, size_t *len) {
   struct text t = {0};
   put(&t, "%s", "");
   for (size_t f = 0; f < sizeof FAMILIES / sizeof FAMILIES[0]; f++) {
@@ -246,6 +284,7 @@ char *pts_metrics_render(const struct pts_model_stats *stats, size_t n,
     for (size_t i = 0; i < n; i++)
       sample(&t, FAMILIES[f].name, &stats[i], NULL, value_of(&stats[i], FAMILIES[f].field));
   }
+  if (cache) cache_families(&t, stats, n, cache);
   if (host && host->valid) host_gauges(&t, host);
   if (host && host->gpus) gpu_gauges(&t, host->gpus, host->n_gpus);
   if (overload) overload_families(&t, overload);

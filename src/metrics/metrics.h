@@ -21,6 +21,10 @@
  * ptserve_request_memory_bytes, ptserve_request_memory_budget_bytes,
  * ptserve_request_memory_refused_total{protocol}; and
  * ptserve_host_copy_bytes_total (tensor bytes copied by the CPU, core/copy.h).
+ * With a response cache (--cache-config, cache/cache.h), Triton's per-model
+ * nv_cache_num_hits_per_model, nv_cache_hit_duration_per_model,
+ * nv_cache_num_misses_per_model and nv_cache_miss_duration_per_model, and
+ * ptserve_response_cache_{bytes,capacity_bytes,entries,evictions_total}.
  *
  * Threading: start/stop on the main thread; the listener runs on its own
  * thread. The pure functions are thread-safe.
@@ -32,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/cache.h"
 #include "core/overload.h"
 #include "core/status.h"
 #include "metrics/nvml.h"
@@ -53,12 +58,14 @@ struct pts_host_metrics {
   uint64_t host_copy_bytes;
 };
 
-/* The exposition text for `stats` (borrowed), `host` and `overload` (each
- * may be NULL: left out). New NUL-terminated string (pts_free), length in
- * *len; NULL on OOM. */
+/* The exposition text for `stats` (borrowed), `host`, `overload` and the
+ * response cache's counters `cache` (each may be NULL: left out; with
+ * `cache`, the per-model nv_cache_* families too). New NUL-terminated
+ * string (pts_free), length in *len; NULL on OOM. */
 char *pts_metrics_render(const struct pts_model_stats *stats, size_t n,
                          const struct pts_host_metrics *host,
-                         const struct pts_overload_stats *overload, size_t *len);
+                         const struct pts_overload_stats *overload,
+                         const struct pts_cache_stats *cache, size_t *len);
 
 /* Cumulative CPU jiffies from the first ("cpu ") line of /proc/stat text. */
 struct pts_cpu_times {

@@ -119,7 +119,10 @@ static void on_request(struct evhttp_request *req, void *arg) {
   host_metrics(m, &host);
   struct pts_overload_stats overload;
   pts_overload_snapshot(&overload);
-  char *text = pts_metrics_render(stats, n, &host, &overload, &len);
+  struct pts_cache_stats cache;
+  struct pts_cache *c = pts_cache_process();
+  if (c) pts_cache_get_stats(c, &cache);
+  char *text = pts_metrics_render(stats, n, &host, &overload, c ? &cache : NULL, &len);
   pts_server_model_stats_free(stats, n);
   if (!text) {
     static const char msg[] = "out of memory rendering the metrics\n";

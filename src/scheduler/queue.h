@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/cache.h"
 #include "core/status.h"
 #include "model_config.pb-c.h"
 #include "scheduler/request.h"
@@ -48,6 +49,11 @@ struct pts_pending {
    * scheduler's own zero-filled request; READY false; never answered). */
   size_t row;
   bool padding;
+  /* A request of a model with response_cache that missed: its key, owned
+   * until its answer is stored (build_responses) or it is freed (empty when
+   * it is not to be stored), and how long the lookup took. */
+  struct pts_cache_key cache_key;
+  uint64_t cache_lookup_ns;
   /* The outcome, kept while a finished request waits for earlier ones
    * (preserve_ordering). */
   struct pts_infer_response *resp;

@@ -13,11 +13,13 @@
 #include "scheduler/scheduler.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cache/cache.h"
 #include "config/model_config.h"
 #include "core/alloc.h"
 #include "core/arena.h"
@@ -104,6 +106,13 @@ struct pts_scheduler {
   struct pts_pending *held; /* sorted by seq */
 
   struct pts_stats stats;
+
+  /* response_cache { enable: true }: the process's response cache
+   * (borrowed; NULL when the model does not cache or the server has none)
+   * and the number that tells this load's answers from those of any other
+   * load of the same name and version (cache.h). Fixed at create. */
+  struct pts_cache *cache;
+  uint64_t cache_generation;
 
   /* Per config output: its label_filename's lines (empty without one), for
    * the classification extension; read-only after create. */
@@ -229,6 +238,7 @@ static void deliver(struct pts_scheduler *s, struct pts_pending *p,
   struct pts_infer_request *req = p->req;
   void *hold = p->hold;
   void (*release)(void *) = s->release_hold;
+  pts_cache_key_clear(&p->cache_key);
   pts_free(p);
   req->done(req, resp, err, req->done_ctx);
   if (release && hold) release(hold); /* NULL: run inline, its caller releases it */
@@ -276,6 +286,7 @@ static void trace_completion(struct pts_infer_request *req, const struct pts_inf
 static void padding_free(struct pts_pending *p, struct pts_infer_response *resp) {
   pts_infer_response_free(resp);
   pts_infer_request_free(p->req);
+  pts_cache_key_clear(&p->cache_key);
   pts_free(p);
 }
 
@@ -696,15 +707,29 @@ nomem:
                        s->model_name);
 }
 
+/* A request that missed the response cache and has its answer: a copy of
+ * its outputs (the model's own, config order, before classification and
+ * shared memory) is stored under its key, and the miss counted with the
+ * lookup's and the insertion's time. */
+static void cache_store(struct pts_scheduler *s, struct pts_pending *p,
+                        const struct pts_tensor *outputs) {
+  if (!p->cache_key.bytes) return;
+  uint64_t t0 = pts_now_ns();
+  pts_cache_insert(s->cache, &p->cache_key, outputs, s->n_user_outputs);
+  pts_stats_cache_miss(&s->stats, p->cache_lookup_ns + (pts_now_ns() - t0));
+}
+
 /* Per-request responses: the outputs themselves for a batch of one, else
  * each request's slices of every output. A failure here fails only the
  * request concerned. */
-static enum pts_status build_responses(const struct pts_scheduler *s, struct run *r,
+static enum pts_status build_responses(struct pts_scheduler *s, struct run *r,
                                        struct pts_error *err) {
   const Inference__ModelConfig *cfg = s->config;
   if (r->n == 1) {
     if (build_response(s, r->reqs[0], r->outputs, &r->resps[0], &r->errs[0]) != PTS_OK)
       r->resps[0] = NULL;
+    else
+      cache_store(s, r->items[0], r->outputs);
     return PTS_OK;
   }
   for (size_t k = 0; k < cfg->n_output; k++) {
@@ -720,10 +745,13 @@ static enum pts_status build_responses(const struct pts_scheduler *s, struct run
       return recode(err, PTS_INTERNAL);
     }
   }
-  for (size_t i = 0; i < r->n; i++)
+  for (size_t i = 0; i < r->n; i++) {
     if (build_response(s, r->reqs[i], &r->slices[i * cfg->n_output], &r->resps[i], &r->errs[i]) !=
         PTS_OK)
       r->resps[i] = NULL;
+    else
+      cache_store(s, r->items[i], &r->slices[i * cfg->n_output]);
+  }
   return PTS_OK;
 }
 
@@ -1370,6 +1398,42 @@ static void run_inline(struct pts_scheduler *s, struct instance *inst) {
   if (s->release_hold && hold) s->release_hold(hold);
 }
 
+/* response_cache: looks the request up before it is queued. A hit is
+ * answered here, on the enqueuing thread, from the stored outputs through
+ * the same response building as an executed request (requested outputs,
+ * classification, shared memory), and true says p and its request are
+ * handed on. A miss keeps its key in p for cache_store; a request the
+ * cache can not key (an input in device memory) goes on uncached. */
+static bool cache_answer(struct pts_scheduler *s, struct pts_pending *p) {
+  struct pts_infer_request *req = p->req;
+  uint64_t t0 = pts_now_ns();
+  if (pts_cache_key_make(s->cache_generation, s->model_name, s->version, req->inputs,
+                         req->n_inputs, &p->cache_key, NULL) != PTS_OK)
+    return false;
+  size_t n = s->n_user_outputs;
+  struct pts_tensor *outs = pts_calloc(n ? n : 1, sizeof *outs);
+  if (!outs || !pts_cache_lookup(s->cache, &p->cache_key, outs, n)) {
+    pts_free(outs);
+    p->cache_lookup_ns = pts_now_ns() - t0;
+    return false;
+  }
+  pts_cache_key_clear(&p->cache_key); /* a hit stores nothing */
+  pthread_mutex_lock(&s->lock);
+  bool stopping = s->stopping;
+  if (!stopping) p->seq = s->next_seq++;
+  pthread_mutex_unlock(&s->lock);
+  struct pts_infer_response *resp = NULL;
+  struct pts_error err;
+  pts_error_clear(&err);
+  enum pts_status st = stopping ? PTS_UNAVAILABLE : build_response(s, req, outs, &resp, &err);
+  for (size_t i = 0; i < n; i++) pts_tensor_clear(&outs[i]);
+  pts_free(outs);
+  if (stopping) return false; /* the caller refuses it, as any request now */
+  if (st == PTS_OK) pts_stats_cache_hit(&s->stats, t0 - p->enqueue_ns, pts_now_ns() - t0);
+  complete(s, p, resp, st == PTS_OK ? NULL : &err, PTS_FAIL_OTHER);
+  return true;
+}
+
 enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_request *req,
                                       int64_t batch_size, void *hold, struct pts_error *err) {
   struct pts_pending *p = pts_calloc(1, sizeof *p);
@@ -1381,6 +1445,7 @@ enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_
   p->batch_size = s->batching && batch_size > 0 ? batch_size : 1;
   p->enqueue_ns = pts_now_ns();
   trace_enqueue(s, req, p->enqueue_ns);
+  if (s->cache && cache_answer(s, p)) return PTS_OK; /* answered; req may be freed already */
   pthread_mutex_lock(&s->lock);
   enum pts_status st;
   bool full = false;
@@ -1418,6 +1483,7 @@ enum pts_status pts_scheduler_enqueue(struct pts_scheduler *s, struct pts_infer_
       pts_error_prefix(err, "model '%s' version %lld", s->model_name, (long long)s->version);
       pts_stats_request_failure(&s->stats, PTS_FAIL_REJECTED, request_duration(p, pts_now_ns()));
     }
+    pts_cache_key_clear(&p->cache_key);
     pts_free(p);
   }
   return st;
@@ -1682,6 +1748,17 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
   if (st != PTS_OK) {
     free_scheduler(s);
     return st;
+  }
+  /* The config check refuses response_cache on sequence models; the
+   * process has a cache only with --cache-config. */
+  if (p->config->response_cache && p->config->response_cache->enable && !s->seq) {
+    static atomic_uint_fast64_t generations;
+    s->cache_generation = atomic_fetch_add(&generations, 1) + 1;
+    s->cache = pts_cache_process();
+    if (!s->cache)
+      PTS_LOG_WARN("model '%s' version %lld enables response_cache, but the server has no "
+                   "response cache (--cache-config local,size=<bytes>): its answers are not cached",
+                   p->model_name, (long long)p->version);
   }
   s->hold = delay_hook(p->model_name);
   s->pipeline_on = pipeline_switch();

@@ -98,6 +98,19 @@ void pts_stats_batch_done(struct pts_stats *s, int64_t batch_size, size_t n_requ
   pthread_mutex_unlock(&s->lock);
 }
 
+void pts_stats_cache_hit(struct pts_stats *s, uint64_t queue_ns, uint64_t lookup_ns) {
+  pthread_mutex_lock(&s->lock);
+  add(&s->v.queue, 1, queue_ns);
+  add(&s->v.cache_hit, 1, lookup_ns);
+  pthread_mutex_unlock(&s->lock);
+}
+
+void pts_stats_cache_miss(struct pts_stats *s, uint64_t ns) {
+  pthread_mutex_lock(&s->lock);
+  add(&s->v.cache_miss, 1, ns);
+  pthread_mutex_unlock(&s->lock);
+}
+
 void pts_stats_request_success(struct pts_stats *s, uint64_t duration_ns) {
   uint64_t now_ms = pts_wall_ms();
   pthread_mutex_lock(&s->lock);

@@ -11,7 +11,12 @@
  *    execution_count: successful backend executions;
  *  - batch_stats: per executed batch size, one count per execution;
  *  - failures also keep Triton's metric reason (REJECTED, CANCELED, BACKEND,
- *    OTHER); cache_hit/cache_miss stay zero (there is no response cache).
+ *    OTHER);
+ *  - with the response cache (cache/cache.h): a hit is a success with its
+ *    queue time (enqueue to lookup) and cache_hit (count, the lookup's
+ *    time) but no compute and no inference_count; a miss that succeeds
+ *    counts cache_miss (count, the lookup's and the insertion's time) on
+ *    top of its execution.
  *
  * Threading: every function is thread-safe (one mutex per pts_stats); a
  * snapshot is a plain copy owned by its caller.
@@ -86,6 +91,13 @@ struct pts_batch_times {
  * successfully. `queue_ns` is the sum of the requests' queue times. */
 void pts_stats_batch_done(struct pts_stats *s, int64_t batch_size, size_t n_requests,
                           uint64_t queue_ns, const struct pts_batch_times *t);
+/* A request was answered from the response cache: `queue_ns` from
+ * enqueue to the lookup, `lookup_ns` the lookup and the response made from
+ * it. Its success is counted by pts_stats_request_success, as any. */
+void pts_stats_cache_hit(struct pts_stats *s, uint64_t queue_ns, uint64_t lookup_ns);
+/* A request missed the cache and then succeeded: `ns` is its lookup and
+ * the insertion of its answer. */
+void pts_stats_cache_miss(struct pts_stats *s, uint64_t ns);
 /* One request was answered successfully after `duration_ns`. */
 void pts_stats_request_success(struct pts_stats *s, uint64_t duration_ns);
 /* One request failed after `duration_ns`. */

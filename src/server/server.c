@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache/cache.h"
 #include "core/alloc.h"
 #include "core/log.h"
 #include "core/name.h"
@@ -256,6 +257,18 @@ static enum pts_status start_tracing(struct pts_server *s, const struct pts_serv
   return PTS_OK;
 }
 
+/* The response cache is process-wide too, and made before any model
+ * loads (each takes it at load); a second server shares the first one's. */
+static enum pts_status start_cache(struct pts_server *s, const struct pts_server_options *o,
+                                   struct pts_error *err) {
+  if (o->response_cache_bytes == 0 || pts_cache_process()) return PTS_OK;
+  enum pts_status st = pts_cache_start(o->response_cache_bytes, err);
+  if (st != PTS_OK) return st;
+  s->owns_cache = true;
+  PTS_LOG_INFO("Response cache: local, %zu bytes", o->response_cache_bytes);
+  return PTS_OK;
+}
+
 enum pts_status pts_server_create(const struct pts_server_options *o, struct pts_server **out,
                                   struct pts_error *err) {
   *out = NULL;
@@ -275,6 +288,7 @@ enum pts_status pts_server_create(const struct pts_server_options *o, struct pts
   enum pts_status st = copy_options(s, o, err);
   if (st == PTS_OK) st = open_stop_pipe(s, err);
   if (st == PTS_OK) st = start_tracing(s, o, err); /* before models: PROFILE_EXECUTIONS arms */
+  if (st == PTS_OK) st = start_cache(s, o, err);
   if (st == PTS_OK) {
     s->shm = pts_shm_registry_new(o->allow_client_shm, pts_backend_cuda_shm_ops());
     if (!s->shm) st = pts_error_set(err, PTS_NOMEM, "out of memory creating the server");
@@ -350,6 +364,7 @@ void pts_server_destroy(struct pts_server *s) {
   pts_free(s->repo_paths);
   pts_free(s->http_address);
   if (s->owns_trace) pts_trace_shutdown(); /* after the models: their traces are written */
+  if (s->owns_cache) pts_cache_stop();     /* after the models: none looks it up now */
   pts_free(s);
 }
 

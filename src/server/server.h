@@ -113,6 +113,8 @@ struct pts_server_options {
                                        the trace file's directory, else the working one */
   bool allow_client_shm;            /* --allow-client-shm (default false, as Triton 26.04+):
                                        clients may register and use shared-memory regions */
+  size_t response_cache_bytes;      /* --cache-config local,size=<bytes> (default 0: no
+                                       response cache; cache/cache.h) */
 };
 
 /* Fills `o` with tritonserver's defaults. */

@@ -27,6 +27,7 @@ struct pts_server {
   atomic_bool stopping;    /* no new inference requests */
   atomic_int entering;     /* infer_async calls between the stopping check and enqueue */
   bool owns_trace;         /* this server started the process-wide tracer (trace/trace.h) */
+  bool owns_cache;         /* this server started the process-wide response cache (cache/cache.h) */
   /* model control (control.c) */
   struct pts_workq *load_q; /* --model-load-thread-count threads: loads and unloads */
   struct pts_workq *repo_q; /* one thread: index refreshes and, in poll mode, the poll */

@@ -478,8 +478,15 @@ static const struct {
     {"backend: 'pytorch' batch_output { target_name: 'x' }", "'batch_output' is not supported"},
     {"backend: 'pytorch' model_repository_agents { agents { name: 'checksum' } }",
      "'model_repository_agents' is not supported"},
-    {"backend: 'pytorch' response_cache { enable: true }",
-     "'response_cache.enable' is not supported"},
+    {"backend: 'pytorch' response_cache { enable: true } sequence_batching { }",
+     "'response_cache.enable with sequence_batching' is not supported by ptserve: a sequence's "
+     "answers depend on its earlier requests"},
+    {"platform: 'ensemble' input { name: 'x' data_type: TYPE_FP32 dims: 1 } output { name: 'y' "
+     "data_type: TYPE_FP32 dims: 1 } ensemble_scheduling { step { model_name: 'a' model_version: "
+     "-1 input_map { key: 'i' value: 'x' } output_map { key: 'o' value: 'y' } } } "
+     "response_cache { enable: true }",
+     "'response_cache.enable on an ensemble' is not supported by ptserve: enable it on the "
+     "composing models"},
     {"backend: 'pytorch' model_transaction_policy { decoupled: true }",
      "'model_transaction_policy.decoupled' is not supported"},
     {"backend: 'pytorch' input { name: 'a' data_type: TYPE_INT64 dims: 1 is_shape_tensor: true }",

@@ -29,7 +29,7 @@ static void render_families_and_labels(void **state) {
   struct pts_host_metrics host = {.valid = true, .cpu_utilization = 0.25,
                                   .mem_total_bytes = 1000, .mem_used_bytes = 400};
   size_t len = 0;
-  char *text = pts_metrics_render(&st, 1, &host, NULL, &len);
+  char *text = pts_metrics_render(&st, 1, &host, NULL, NULL, &len);
   assert_non_null(text);
   assert_int_equal(strlen(text), len);
   const char *want[] = {
@@ -56,7 +56,7 @@ static void render_families_and_labels(void **state) {
   pts_free(text);
 
   /* No models, no host gauges: the families' headers only. */
-  text = pts_metrics_render(NULL, 0, NULL, NULL, &len);
+  text = pts_metrics_render(NULL, 0, NULL, NULL, NULL, &len);
   assert_non_null(text);
   assert_non_null(strstr(text, "# HELP nv_inference_count "));
   assert_null(strstr(text, "nv_cpu"));
@@ -83,7 +83,7 @@ static void render_gpus(void **state) {
   g[1].utilization = 1.0;
   struct pts_host_metrics host = {.gpus = g, .n_gpus = 2, .host_copy_bytes = 4096};
   size_t len = 0;
-  char *text = pts_metrics_render(NULL, 0, &host, NULL, &len);
+  char *text = pts_metrics_render(NULL, 0, &host, NULL, NULL, &len);
   assert_non_null(text);
   const char *want[] = {
       "# TYPE nv_gpu_utilization gauge\n"
@@ -120,7 +120,7 @@ static void render_overload(void **state) {
   o.counters[PTS_OVERLOAD_HTTP_MEMORY_REFUSED] = 7;
   o.counters[PTS_OVERLOAD_GRPC_MEMORY_REFUSED] = 4;
   size_t len = 0;
-  char *text = pts_metrics_render(NULL, 0, NULL, &o, &len);
+  char *text = pts_metrics_render(NULL, 0, NULL, &o, NULL, &len);
   assert_non_null(text);
   const char *want[] = {
       "# TYPE ptserve_http_connections gauge\nptserve_http_connections 12\n",
@@ -163,10 +163,45 @@ static void proc_parsers(void **state) {
   assert_false(pts_metrics_parse_meminfo("MemTotal: 5 kB\n", &total, &used));
 }
 
+/* With a response cache, Triton's four per-model families (durations in
+ * µs, truncated) and ptserve's gauges of the cache; without, none of them. */
+static void render_cache(void **state) {
+  (void)state;
+  struct pts_model_stats st = {0};
+  st.name = "m";
+  st.version = 1;
+  st.cache_hit = (struct pts_stat_duration){3, 4999};
+  st.cache_miss = (struct pts_stat_duration){2, 12000};
+  struct pts_cache_stats c = {.capacity = 4096, .bytes = 2100, .entries = 2, .evictions = 5};
+  size_t len = 0;
+  char *text = pts_metrics_render(&st, 1, NULL, NULL, &c, &len);
+  assert_non_null(text);
+  const char *want[] = {
+      "# TYPE nv_cache_num_hits_per_model counter\n"
+      "nv_cache_num_hits_per_model{model=\"m\",version=\"1\"} 3\n",
+      "nv_cache_hit_duration_per_model{model=\"m\",version=\"1\"} 4\n",
+      "nv_cache_num_misses_per_model{model=\"m\",version=\"1\"} 2\n",
+      "nv_cache_miss_duration_per_model{model=\"m\",version=\"1\"} 12\n",
+      "# TYPE ptserve_response_cache_bytes gauge\nptserve_response_cache_bytes 2100\n",
+      "ptserve_response_cache_capacity_bytes 4096\n",
+      "ptserve_response_cache_entries 2\n",
+      "# TYPE ptserve_response_cache_evictions_total counter\n"
+      "ptserve_response_cache_evictions_total 5\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(text, want[i])) fail_msg("missing:\n%s\nin:\n%s", want[i], text);
+  pts_free(text);
+  text = pts_metrics_render(&st, 1, NULL, NULL, NULL, &len);
+  assert_null(strstr(text, "nv_cache_"));
+  assert_null(strstr(text, "ptserve_response_cache"));
+  pts_free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(render_families_and_labels),
       cmocka_unit_test(render_overload),
+      cmocka_unit_test(render_cache),
       cmocka_unit_test(render_gpus),
       cmocka_unit_test(proc_parsers),
   };
