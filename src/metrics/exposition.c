@@ -202,30 +202,33 @@ static void gpu_gauges(struct text *t, const struct pts_gpu_sample *g, size_t n)
   }
 }
 
+/* A family of one sample without labels. */
+static void single(struct text *t, const char *name, const char *type, const char *help,
+                   uint64_t value) {
+  family(t, name, type, help);
+  put(t, "%s %" PRIu64 "\n", name, value);
+}
+
 /* ptserve's own families: not Triton's, so named ptserve_*, with the
  * _total suffix Prometheus expects of counters. */
 static void overload_families(struct text *t, const struct pts_overload_stats *o) {
-  family(t, "ptserve_http_connections", "gauge", "Open HTTP connections");
-  put(t, "ptserve_http_connections %" PRIu64 "\n", o->counters[PTS_OVERLOAD_HTTP_CONNECTIONS]);
-  family(t, "ptserve_http_connections_refused_total", "counter",
-         "HTTP connections answered 503 because --http-max-connections were open");
-  put(t, "ptserve_http_connections_refused_total %" PRIu64 "\n",
-      o->counters[PTS_OVERLOAD_HTTP_CONN_REFUSED]);
-  family(t, "ptserve_grpc_connections", "gauge", "Open gRPC connections");
-  put(t, "ptserve_grpc_connections %" PRIu64 "\n", o->counters[PTS_OVERLOAD_GRPC_CONNECTIONS]);
-  family(t, "ptserve_grpc_connections_refused_total", "counter",
-         "gRPC connections closed at once because --grpc-max-connections were open");
-  put(t, "ptserve_grpc_connections_refused_total %" PRIu64 "\n",
-      o->counters[PTS_OVERLOAD_GRPC_CONN_REFUSED]);
-  family(t, "ptserve_accept_pauses_total", "counter",
-         "Times accept() failed (descriptors exhausted) and a listener paused");
-  put(t, "ptserve_accept_pauses_total %" PRIu64 "\n", o->counters[PTS_OVERLOAD_ACCEPT_PAUSES]);
-  family(t, "ptserve_request_memory_bytes", "gauge",
-         "Request bytes held: bodies being read, decoded tensors, queued requests");
-  put(t, "ptserve_request_memory_bytes %" PRIu64 "\n", o->held);
-  family(t, "ptserve_request_memory_budget_bytes", "gauge",
-         "The request memory budget (--request-memory-budget)");
-  put(t, "ptserve_request_memory_budget_bytes %" PRIu64 "\n", o->budget);
+  single(t, "ptserve_http_connections", "gauge", "Open HTTP connections",
+         o->counters[PTS_OVERLOAD_HTTP_CONNECTIONS]);
+  single(t, "ptserve_http_connections_refused_total", "counter",
+         "HTTP connections answered 503 because --http-max-connections were open",
+         o->counters[PTS_OVERLOAD_HTTP_CONN_REFUSED]);
+  single(t, "ptserve_grpc_connections", "gauge", "Open gRPC connections",
+         o->counters[PTS_OVERLOAD_GRPC_CONNECTIONS]);
+  single(t, "ptserve_grpc_connections_refused_total", "counter",
+         "gRPC connections closed at once because --grpc-max-connections were open",
+         o->counters[PTS_OVERLOAD_GRPC_CONN_REFUSED]);
+  single(t, "ptserve_accept_pauses_total", "counter",
+         "Times accept() failed (descriptors exhausted) and a listener paused",
+         o->counters[PTS_OVERLOAD_ACCEPT_PAUSES]);
+  single(t, "ptserve_request_memory_bytes", "gauge",
+         "Request bytes held: bodies being read, decoded tensors, queued requests", o->held);
+  single(t, "ptserve_request_memory_budget_bytes", "gauge",
+         "The request memory budget (--request-memory-budget)", o->budget);
   family(t, "ptserve_request_memory_refused_total", "counter",
          "Requests refused because the request memory budget was exhausted");
   put(t, "ptserve_request_memory_refused_total{protocol=\"grpc\"} %" PRIu64 "\n",
@@ -258,17 +261,14 @@ static void cache_families(struct text *t, const struct pts_model_stats *stats, 
       sample(t, PER_MODEL[f].name, &stats[i], NULL, PER_MODEL[f].us ? d->ns / 1000u : d->count);
     }
   }
-  family(t, "ptserve_response_cache_bytes", "gauge",
-         "Bytes the response cache holds: keys, answers and bookkeeping");
-  put(t, "ptserve_response_cache_bytes %" PRIu64 "\n", c->bytes);
-  family(t, "ptserve_response_cache_capacity_bytes", "gauge",
-         "Bytes the response cache may hold (--cache-config local,size=)");
-  put(t, "ptserve_response_cache_capacity_bytes %" PRIu64 "\n", c->capacity);
-  family(t, "ptserve_response_cache_entries", "gauge", "Answers the response cache holds");
-  put(t, "ptserve_response_cache_entries %" PRIu64 "\n", c->entries);
-  family(t, "ptserve_response_cache_evictions_total", "counter",
-         "Answers dropped from the response cache to make room");
-  put(t, "ptserve_response_cache_evictions_total %" PRIu64 "\n", c->evictions);
+  single(t, "ptserve_response_cache_bytes", "gauge",
+         "Bytes the response cache holds: keys, answers and bookkeeping", c->bytes);
+  single(t, "ptserve_response_cache_capacity_bytes", "gauge",
+         "Bytes the response cache may hold (--cache-config local,size=)", c->capacity);
+  single(t, "ptserve_response_cache_entries", "gauge", "Answers the response cache holds",
+         c->entries);
+  single(t, "ptserve_response_cache_evictions_total", "counter",
+         "Answers dropped from the response cache to make room", c->evictions);
 }
 
 char *pts_metrics_render(const struct pts_model_stats *stats, size_t n,

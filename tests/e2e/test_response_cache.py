@@ -54,6 +54,15 @@ def infer(c, a, b, **kw):
     return r.as_numpy("OUTPUT0"), r.as_numpy("OUTPUT1")
 
 
+def infer_twice(server, a, b):
+    c = client(server)
+    try:
+        infer(c, a, b)
+        infer(c, a, b)
+    finally:
+        c.close()
+
+
 def rows(seed, n=1):
     rng = np.random.default_rng(seed)
     return rng.standard_normal((n, 4)).astype(np.float32)
@@ -200,26 +209,14 @@ def test_without_the_server_flag_nothing_is_cached(start_server, torch_models, t
     server = start_server(repo_with(torch_models, tmp_path))
     wait_for("the warning", lambda: "enables response_cache, but the server has no response "
              "cache (--cache-config local,size=<bytes>)" in server.log())
-    a, b = rows(10), rows(11)
-    c = client(server)
-    try:
-        infer(c, a, b)
-        infer(c, a, b)
-    finally:
-        c.close()
+    infer_twice(server, rows(10), rows(11))
     assert counts(server)["exec"] == 2 and counts(server)["hit"] == 0
     assert "nv_cache_num_hits_per_model" not in requests.get(server.metrics_url, timeout=10).text
 
 
 def test_a_model_that_does_not_enable_it_is_not_cached(start_server, torch_models, tmp_path):
     server = start_server(repo_with(torch_models, tmp_path, cache=False), *CACHE)
-    a, b = rows(12), rows(13)
-    c = client(server)
-    try:
-        infer(c, a, b)
-        infer(c, a, b)
-    finally:
-        c.close()
+    infer_twice(server, rows(12), rows(13))
     st = counts(server)
     assert st["exec"] == 2 and st["hit"] == 0 and st["miss"] == 0
     assert metric_value(server, "nv_cache_num_misses_per_model", MODEL) == 0
