@@ -241,7 +241,6 @@ static void maybe_grow(struct pts_cache *c) {
 bool pts_cache_lookup(struct pts_cache *c, const struct pts_cache_key *key, struct pts_tensor *outs,
                       size_t n) {
   pthread_mutex_lock(&c->lock);
-  c->st.lookups++;
   struct entry *e = find(c, key->hash, key->bytes, key->len);
   bool hit = e && e->n == n;
   for (size_t i = 0; hit && i < n; i++) {
@@ -329,7 +328,6 @@ bool pts_cache_insert(struct pts_cache *c, struct pts_cache_key *key, const stru
     lru_push(c, e);
     c->st.bytes += e->charge;
     c->st.entries++;
-    c->st.inserts++;
     maybe_grow(c);
     stored = true;
   }

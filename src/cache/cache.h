@@ -49,9 +49,8 @@ struct pts_cache_key {
 struct pts_cache_stats {
   uint64_t capacity;  /* bytes it may hold */
   uint64_t bytes;     /* bytes held now: keys, answers and bookkeeping */
-  uint64_t entries;   /* answers held now */
-  uint64_t lookups, hits, misses;
-  uint64_t inserts;   /* answers stored */
+  uint64_t entries;   /* answers held now; entries + evictions were stored */
+  uint64_t hits, misses; /* lookups, the two together */
   uint64_t evictions; /* answers dropped to make room */
 };
 
