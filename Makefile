@@ -57,7 +57,8 @@ run: build models
 # is not the default (--grpc-transport core, docs/internals/grpc.md), by
 # e2e and asan.
 GRPC_E2E = tests/e2e/test_grpc.py tests/e2e/test_grpc_h2.py tests/e2e/test_client_grpc.py \
-	tests/e2e/test_grpc_security.py tests/e2e/test_trace_grpc.py tests/e2e/test_client_aio.py
+	tests/e2e/test_grpc_security.py tests/e2e/test_trace_grpc.py tests/e2e/test_client_aio.py \
+	tests/e2e/test_grpc_stress.py
 
 test: WERROR = ON
 test: FUZZ_SECONDS = 10

@@ -66,6 +66,14 @@ enum pts_overload_counter {
   PTS_OVERLOAD_ACCEPT_PAUSES,        /* accept() failed (descriptors exhausted): paused */
   PTS_OVERLOAD_HTTP_MEMORY_REFUSED,  /* HTTP requests refused: memory budget */
   PTS_OVERLOAD_GRPC_MEMORY_REFUSED,  /* gRPC requests refused: memory budget */
+  /* GOAWAY frames the gRPC transport sent, one counter per HTTP/2 error
+   * code: FIRST + code for RFC 9113's NO_ERROR (0) to HTTP_1_1_REQUIRED
+   * (13), OTHER for any code above */
+  PTS_OVERLOAD_GRPC_GOAWAY_FIRST,
+  PTS_OVERLOAD_GRPC_GOAWAY_OTHER = PTS_OVERLOAD_GRPC_GOAWAY_FIRST + 14,
+  /* gRPC connections the server closed for a failure of its own or of the
+   * session, without a GOAWAY (the client sees the connection drop) */
+  PTS_OVERLOAD_GRPC_CONN_FAILED,
   PTS_OVERLOAD_COUNTER_COUNT
 };
 void pts_overload_count(enum pts_overload_counter c, int64_t delta);

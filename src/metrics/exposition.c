@@ -222,6 +222,21 @@ static void overload_families(struct text *t, const struct pts_overload_stats *o
   single(t, "ptserve_grpc_connections_refused_total", "counter",
          "gRPC connections closed at once because --grpc-max-connections were open",
          o->counters[PTS_OVERLOAD_GRPC_CONN_REFUSED]);
+  /* RFC 9113 section 7's names, as nghttp2 and gRPC's logs spell them */
+  static const char *const H2_CODES[] = {
+      "NO_ERROR",       "PROTOCOL_ERROR", "INTERNAL_ERROR",      "FLOW_CONTROL_ERROR",
+      "SETTINGS_TIMEOUT", "STREAM_CLOSED", "FRAME_SIZE_ERROR",   "REFUSED_STREAM",
+      "CANCEL",         "COMPRESSION_ERROR", "CONNECT_ERROR",    "ENHANCE_YOUR_CALM",
+      "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED", "OTHER"};
+  family(t, "ptserve_grpc_goaway_total", "counter",
+         "GOAWAY frames the gRPC transport sent, by HTTP/2 error code");
+  for (int c = 0; c <= 14; c++)
+    put(t, "ptserve_grpc_goaway_total{code=\"%s\"} %" PRIu64 "\n", H2_CODES[c],
+        o->counters[PTS_OVERLOAD_GRPC_GOAWAY_FIRST + c]);
+  single(t, "ptserve_grpc_connections_failed_total", "counter",
+         "gRPC connections closed without a GOAWAY because their HTTP/2 session failed on the "
+         "server's side",
+         o->counters[PTS_OVERLOAD_GRPC_CONN_FAILED]);
   single(t, "ptserve_accept_pauses_total", "counter",
          "Times accept() failed (descriptors exhausted) and a listener paused",
          o->counters[PTS_OVERLOAD_ACCEPT_PAUSES]);

@@ -143,7 +143,10 @@ class RawClient:
     its own windows wide) and reads frames with a buffer of its own, so
     none is lost between reads."""
 
-    def __init__(self, target, timeout=30.0):
+    def __init__(self, target, timeout=30.0, window=1 << 30):
+        """`window`: the initial stream window the client gives the server
+        (SETTINGS_INITIAL_WINDOW_SIZE); below an answer's size the server
+        must wait for a WINDOW_UPDATE part-way through writing it."""
         import hpack
         host, port = target.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
@@ -156,7 +159,7 @@ class RawClient:
         self.windows = {}  # stream -> the server's window for it
         self.data, self.headers, self.ended, self.resets = {}, {}, set(), {}
         big = 1 << 30
-        self.sock.sendall(PREFACE + frame(4, payload=struct.pack(">HI", 4, big)) +
+        self.sock.sendall(PREFACE + frame(4, payload=struct.pack(">HI", 4, window)) +
                           frame(8, payload=struct.pack(">I", big - 65535)))
         while not self.settings:
             self.read()
@@ -241,5 +244,86 @@ class RawClient:
         while not set(sids) <= self.ended:
             self.read()
 
+    def reset(self, sid, code=8):
+        """RST_STREAM (CANCEL by default, as gRPC clients cancel)."""
+        self.sock.sendall(frame(3, 0, sid, struct.pack(">I", code)))
+        self.ended.add(sid)
+
+    def window_update(self, sid, increment):
+        self.sock.sendall(frame(8, 0, sid, struct.pack(">I", increment)))
+
+    def stray_data(self, sid, payload, end=False):
+        """A DATA frame on a stream that is over, with no look at its
+        window (the server's connection window is still charged)."""
+        self.conn_window -= len(payload)
+        self.sock.sendall(frame(0, 1 if end else 0, sid, payload))
+
     def close(self):
         self.sock.close()
+
+
+class FrameWatch:
+    """An asyncio TCP proxy in front of a server (for clients that hide
+    HTTP/2, as grpcio does): it passes bytes both ways untouched and reads
+    the HTTP/2 frame headers of what the server sends, counting GOAWAY
+    frames by error code. Run it on the clients' event loop:
+    `port = await watch.start()`, then `await watch.stop()`."""
+
+    def __init__(self, target):
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.goaways = {}  # error code -> frames
+        self.connections = 0
+        self._server = None
+        self._tasks = set()
+
+    async def start(self):
+        import asyncio
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self._server.sockets[0].getsockname()[1]
+
+    async def stop(self):
+        import asyncio
+        self._server.close()
+        await self._server.wait_closed()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _handle(self, cr, cw):
+        import asyncio
+        self.connections += 1
+        try:
+            sr, sw = await asyncio.open_connection(*self.target)
+        except OSError:
+            cw.close()
+            return
+        up = asyncio.ensure_future(self._pipe(cr, sw, False))
+        down = asyncio.ensure_future(self._pipe(sr, cw, True))
+        self._tasks |= {up, down}
+        await asyncio.gather(up, down, return_exceptions=True)
+        self._tasks -= {up, down}
+
+    async def _pipe(self, r, w, from_server):
+        buf = b""
+        try:
+            while True:
+                data = await r.read(1 << 16)
+                if not data:
+                    break
+                w.write(data)
+                if from_server:
+                    buf += data
+                    while len(buf) >= 9:
+                        n = int.from_bytes(buf[:3], "big")
+                        if len(buf) < 9 + n:
+                            break
+                        if buf[3] == FRAME_GOAWAY:
+                            code = struct.unpack(">I", buf[13:17])[0]
+                            self.goaways[code] = self.goaways.get(code, 0) + 1
+                        buf = buf[9 + n:]
+                await w.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            w.close()

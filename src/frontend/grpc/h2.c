@@ -17,6 +17,7 @@
 
 #include "core/alloc.h"
 #include "core/log.h"
+#include "core/overload.h"
 #include "frontend/grpc/h2_priv.h"
 #include "scheduler/request.h"
 
@@ -32,11 +33,11 @@
  * (direct_room): below it the copy costs less than the recv() more that
  * ending a read at the frame's end may take. */
 #define DIRECT_MIN (16u << 10)
-/* HTTP/2 settings: streams a client may open at once on a connection, and
- * the flow-control windows (a stream's, the connection's). gRPC core's
+/* HTTP/2 settings: the flow-control windows (a stream's, the
+ * connection's); no limit on concurrent streams (CONN_CALLS_MAX in
+ * h2_priv.h says why). gRPC core's
  * defaults move a 1 MiB request without waiting on WINDOW_UPDATEs; so do
  * these. */
-#define MAX_STREAMS 1024
 #define H2_STREAM_WINDOW (1 << 20)
 #define H2_CONN_WINDOW (16 << 20)
 /* The largest frame a client may send (HTTP/2's default is 16 KiB): gRPC
@@ -50,6 +51,7 @@
 static void conn_free(struct conn *cn) {
   struct pts_grpc_h2 *h = cn->h;
   while (cn->calls) pts_grpc_h2_call_orphan(cn->calls);
+  pts_grpc_h2_orphans_forget(cn);
   if (cn->prev) cn->prev->next = cn->next;
   else if (h->conns == cn) h->conns = cn->next;
   if (cn->next) cn->next->prev = cn->prev;
@@ -64,16 +66,35 @@ static void conn_free(struct conn *cn) {
   pts_free(cn);
 }
 
+/* The session failed (nghttp2_session_mem_recv or _mem_send returned a
+ * fatal error): the connection is closed without a GOAWAY, and every call
+ * on it ends for its client with UNAVAILABLE. A client's own violation
+ * (a bad preface, a flood) is logged at verbosity 1, as gRPC core does; a
+ * failure of the server's (a callback, memory) is a warning and counted,
+ * since it takes down healthy calls. */
+static void session_failed(struct conn *cn, int rv, const char *where) {
+  bool ours = rv == NGHTTP2_ERR_CALLBACK_FAILURE || rv == NGHTTP2_ERR_NOMEM;
+  cn->dead = true;
+  if (!ours) {
+    PTS_LOG_VERBOSE(1, "gRPC: closing a connection: %s (%s)", nghttp2_strerror(rv), where);
+    return;
+  }
+  pts_overload_count(PTS_OVERLOAD_GRPC_CONN_FAILED, 1);
+  static struct pts_log_limit limit;
+  unsigned long dropped;
+  if (pts_log_limit_allow(&limit, 1000000000u, &dropped))
+    PTS_LOG_WARN("gRPC: closing a connection, its session failed in %s: %s (%lu more since the "
+                 "last such line)",
+                 where, nghttp2_strerror(rv), dropped);
+}
+
 /* What nghttp2 has to send, to the socket, as far as it takes it now;
  * `dead` when the session or the socket failed. */
 static void send_out(struct conn *cn) {
   while (!cn->dead) {
     const uint8_t *data;
     ssize_t n = nghttp2_session_mem_send(cn->s, &data);
-    if (n < 0) {
-      PTS_LOG_VERBOSE(1, "gRPC: closing a connection: %s", nghttp2_strerror((int)n));
-      cn->dead = true;
-    }
+    if (n < 0) session_failed(cn, (int)n, "nghttp2_session_mem_send");
     if (n <= 0) break;
     if (evbuffer_add(cn->out, data, (size_t)n) != 0) cn->dead = true;
   }
@@ -225,13 +246,12 @@ static void on_read(evutil_socket_t fd, short what, void *arg) {
         }
       }
     }
-    if (n <= 0 || rv < 0) cn->dead = true;
+    if (rv < 0 && !cn->dead) session_failed(cn, (int)rv, "nghttp2_session_mem_recv");
+    if (n <= 0) cn->dead = true;
     if (n > 0) taken += (size_t)n;
     /* A short read took all there was: no second recv to learn EAGAIN
      * (small calls, the common case, cost one recv as before). */
   } while (!cn->dead && (size_t)n == want && taken < READ_PASS_MAX);
-  if (rv < 0)
-    PTS_LOG_VERBOSE(1, "gRPC: closing a connection: %s", nghttp2_strerror((int)rv));
   pts_grpc_h2_mark_dirty(cn);
   pts_grpc_h2_take_ready(cn->h);
   pts_grpc_h2_flush_dirty(cn->h);
@@ -341,6 +361,43 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *u) {
   return 0;
 }
 
+/* Every GOAWAY that leaves: counted by its error code
+ * (ptserve_grpc_goaway_total), and logged with its reason. NO_ERROR is
+ * ordinary (shutdown, connection age) and logged at verbosity 1; any other
+ * code ends the calls on the connection for a fault, the client's or the
+ * server's, and is a warning an operator sees. */
+static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f, void *u) {
+  (void)s;
+  (void)u;
+  if (f->hd.type != NGHTTP2_GOAWAY) return 0;
+  uint32_t code = f->goaway.error_code;
+  pts_overload_count(code <= 13 ? PTS_OVERLOAD_GRPC_GOAWAY_FIRST + (int)code
+                                : PTS_OVERLOAD_GRPC_GOAWAY_OTHER,
+                     1);
+  int len = f->goaway.opaque_data_len < 200 ? (int)f->goaway.opaque_data_len : 200;
+  const char *why = len ? (const char *)f->goaway.opaque_data : "";
+  if (code == NGHTTP2_NO_ERROR) {
+    PTS_LOG_VERBOSE(1, "gRPC: sent GOAWAY NO_ERROR (last stream %d)", f->goaway.last_stream_id);
+    return 0;
+  }
+  static struct pts_log_limit limit;
+  unsigned long dropped;
+  if (pts_log_limit_allow(&limit, 1000000000u, &dropped))
+    PTS_LOG_WARN("gRPC: sent GOAWAY %s (%u, last stream %d): '%.*s' (%lu more since the last "
+                 "such line)",
+                 nghttp2_http2_strerror(code), code, f->goaway.last_stream_id, len, why, dropped);
+  return 0;
+}
+
+/* nghttp2's own account of what it refused in the client's frames (the
+ * reason a GOAWAY or RST_STREAM of its making carries), at verbosity 2. */
+static int on_error(nghttp2_session *s, int code, const char *msg, size_t len, void *u) {
+  (void)s;
+  (void)u;
+  PTS_LOG_VERBOSE(2, "gRPC: nghttp2: %.*s (%s)", (int)len, msg, nghttp2_strerror(code));
+  return 0;
+}
+
 /* --grpc-max-connection-age: GOAWAY (calls already started go on), then
  * after --grpc-max-connection-age-grace the connection is closed. */
 static void on_age(evutil_socket_t fd, short what, void *arg) {
@@ -388,13 +445,12 @@ void pts_grpc_h2_accept(struct pts_grpc_h2 *h, int fd) {
     cn->age_ev = evtimer_new(h->base, on_age, cn);
     if (cn->age_ev) arm(cn->age_ev, h->age_ms);
   }
-  nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS},
-                                 {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
+  nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
                                  {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
                                  {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, H2_MAX_FRAME}};
   if (!cn->out || !cn->rd || !cn->wr || !cn->ka_ev || (h->age_ms >= 0 && !cn->age_ev) ||
       nghttp2_session_server_new2(&cn->s, h->cbs, cn, h->opt) != 0 ||
-      nghttp2_submit_settings(cn->s, NGHTTP2_FLAG_NONE, iv, 4) != 0 ||
+      nghttp2_submit_settings(cn->s, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0 ||
       nghttp2_session_set_local_window_size(cn->s, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW) != 0 ||
       event_add(cn->rd, NULL) != 0) {
     PTS_LOG_ERROR("gRPC: out of memory taking a connection; closed it");
@@ -477,8 +533,23 @@ enum pts_status pts_grpc_h2_new(struct pts_server *s, const struct pts_server_op
   /* Closed streams kept for RFC 7540's priority tree: gRPC never sends
    * priorities (and SETTINGS_NO_RFC7540_PRIORITIES tells it so). */
   nghttp2_option_set_no_closed_streams(h->opt, 1);
+#ifdef PTS_NGHTTP2_RESET_LIMIT
+  /* nghttp2's answer to Rapid Reset (CVE-2023-44487) is a token bucket of
+   * 1000 RST_STREAMs plus 33 a second per connection, past which it sends
+   * GOAWAY INTERNAL_ERROR and every call on the connection fails. gRPC
+   * clients cancel calls through RST_STREAM, and share one connection per
+   * target, so a client that cancels more than 33 calls a second tripped
+   * it (issue 52: 3 GOAWAYs in 40 s). The attack is the server working on
+   * reset streams without bound; here they stay counted against
+   * CONN_CALLS_MAX until their work ends (on_begin_headers in h2_call.c),
+   * as gRPC core's overload protection counts them against its limit, so
+   * the bucket is made bottomless. */
+  nghttp2_option_set_stream_reset_rate_limit(h->opt, UINT64_MAX, UINT64_MAX);
+#endif
   pts_grpc_h2_call_callbacks(h->cbs);
   nghttp2_session_callbacks_set_on_frame_recv_callback(h->cbs, on_frame_recv);
+  nghttp2_session_callbacks_set_on_frame_send_callback(h->cbs, on_frame_send);
+  nghttp2_session_callbacks_set_error_callback2(h->cbs, on_error);
   *out = h;
   return PTS_OK;
 }

@@ -60,6 +60,7 @@ static struct call *call_new(struct conn *cn, int32_t id) {
   c->next = cn->calls;
   if (cn->calls) cn->calls->prev = c;
   cn->calls = c;
+  cn->n_calls++;
   atomic_fetch_add(&cn->h->live, 1);
   return c;
 }
@@ -76,6 +77,25 @@ static void call_detach(struct call *c) {
   if (c->next) c->next->prev = c->prev;
   c->prev = c->next = NULL;
   c->conn = NULL;
+  cn->n_calls--;
+}
+
+/* Off its origin's orphans (freed, or the connection is). */
+static void orphan_unlink(struct call *c) {
+  struct conn *cn = c->origin;
+  if (!cn) return;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    cn->orphans = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->prev = c->next = NULL;
+  c->origin = NULL;
+  cn->n_orphans--;
+}
+
+void pts_grpc_h2_orphans_forget(struct conn *cn) {
+  while (cn->orphans) orphan_unlink(cn->orphans);
 }
 
 static void call_drop_input(struct call *c) {
@@ -89,6 +109,7 @@ static void call_drop_input(struct call *c) {
 
 static void call_free(struct call *c) {
   call_detach(c);
+  orphan_unlink(c);
   call_drop_input(c);
   out_free_list(c->out_head);
   out_free_list(c->done_head); /* none: nothing is in the core */
@@ -794,12 +815,27 @@ static bool list_has(const uint8_t *v, size_t n, const char *tok) {
 static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *u) {
   struct conn *cn = u;
   if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-  struct call *c = call_new(cn, f->hd.stream_id);
-  if (!c)
+  /* Reset streams whose requests are still in the core count too: a
+   * client that resets what it opens gets no more of the server's work at
+   * once than one that waits (struct conn's orphans). REFUSED_STREAM
+   * says nothing was done, so gRPC clients retry the call. */
+  bool full = cn->n_calls + cn->n_orphans >= CONN_CALLS_MAX;
+  struct call *c = full ? NULL : call_new(cn, f->hd.stream_id);
+  if (!c) {
+    static struct pts_log_limit limit;
+    unsigned long dropped;
+    if (full && pts_log_limit_allow(&limit, 1000000000u, &dropped))
+      PTS_LOG_VERBOSE(1,
+                      "gRPC: refusing stream %d: %zu calls and %zu reset calls still in the core "
+                      "on its connection (%lu more refused since the last such line)",
+                      f->hd.stream_id, cn->n_calls, cn->n_orphans, dropped);
+    /* The stream is not ours: nghttp2 still reads its frames, and the
+     * callbacks find no call for it and ignore them. */
     return nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id,
-                                     NGHTTP2_INTERNAL_ERROR) == 0
+                                     full ? NGHTTP2_REFUSED_STREAM : NGHTTP2_INTERNAL_ERROR) == 0
                ? 0
                : NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
   nghttp2_session_set_stream_user_data(s, f->hd.stream_id, c);
   cn->heading = c;
   return 0;
@@ -883,13 +919,27 @@ void pts_grpc_h2_call_frame(struct conn *cn, const nghttp2_frame *f) {
   progress(c);
 }
 
+/* A stream ends: answered, reset by either side, or refused. A call with
+ * requests still in the core becomes an orphan of its connection, which
+ * keeps counting it (on_begin_headers) until its last completion frees it.
+ * Nothing here may fail the session: a reset is the client's right at any
+ * point of a call (RFC 9113 5.4.2, 8.7). */
 static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *u) {
   (void)code;
-  (void)u;
+  struct conn *cn = u;
   struct call *c = nghttp2_session_get_stream_user_data(s, id);
   if (!c) return 0;
   nghttp2_session_set_stream_user_data(s, id, NULL);
-  pts_grpc_h2_call_orphan(c); /* freed now, or when its last completion comes */
+  if (!c->n_core) {
+    call_free(c);
+    return 0;
+  }
+  call_detach(c);
+  c->origin = cn;
+  c->next = cn->orphans;
+  if (cn->orphans) cn->orphans->prev = c;
+  cn->orphans = c;
+  cn->n_orphans++;
   return 0;
 }
 

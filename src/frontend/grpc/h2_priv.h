@@ -31,6 +31,16 @@
  * not given back) while this many are in the core or waiting to be sent,
  * and takes them again below half of it, as grpc.c's STREAM_WINDOW. */
 #define STREAM_PENDING_MAX 128
+/* The most calls one connection may have at once, counting those whose
+ * streams its client has reset while their requests are still in the
+ * core (struct conn's orphans): past it a new stream is refused with
+ * REFUSED_STREAM, which gRPC clients retry. It is not advertised as
+ * SETTINGS_MAX_CONCURRENT_STREAMS, as tritonserver advertises none:
+ * grpcio's client stops opening streams once its own count reaches the
+ * server's limit, and under cancellations that count runs ahead of the
+ * streams open on the wire, so a client that cancels stalls for good on
+ * any limit (docs/internals/grpc.md, "Cancelled calls"). */
+#define CONN_CALLS_MAX 4096
 
 struct conn;
 
@@ -58,7 +68,11 @@ struct out_msg {
 struct call {
   struct pts_grpc_h2 *h;
   struct conn *conn;         /* NULL: orphaned */
-  struct call *prev, *next;  /* conn->calls */
+  /* conn->calls; an orphan whose connection lives, origin->orphans */
+  struct call *prev, *next;
+  /* An orphan's connection, while both live: the orphan still counts
+   * against its CONN_CALLS_MAX (NULL otherwise). */
+  struct conn *origin;
   int32_t id;
   const struct pts_grpc_rpc *rpc;   /* NULL: unknown method */
   const struct pts_restriction *rs; /* the restriction on rpc's group, if any */
@@ -116,6 +130,14 @@ struct conn {
   bool dirty, dead;
   bool close_after_send;    /* GOAWAY for an offence: close once it is written */
   struct call *calls;       /* streams with a call */
+  size_t n_calls;           /* on `calls` */
+  /* Calls whose stream the client reset (or whose deadline passed) while
+   * their requests were still in the core: they run to the end, so a
+   * client that opens and resets streams as fast as it can (HTTP/2's
+   * Rapid Reset, CVE-2023-44487) would otherwise have the server work on
+   * any number of them at once. They count against CONN_CALLS_MAX. */
+  struct call *orphans;
+  size_t n_orphans;
   /* The call whose request header block is being read: a block is never
    * interleaved with other frames (RFC 9113 6.10), so on_header need not
    * look its stream up once per header field. Borrowed; NULL outside one. */
@@ -197,6 +219,9 @@ void pts_grpc_h2_call_frame(struct conn *cn, const nghttp2_frame *f);
 /* The call's stream or connection is gone: freed now, or by its last
  * completion. */
 void pts_grpc_h2_call_orphan(struct call *c);
+/* Forgets the connection's orphans (their calls go on, counted nowhere):
+ * the connection is being freed. */
+void pts_grpc_h2_orphans_forget(struct conn *cn);
 /* Takes the completions that instance and server threads handed back. */
 void pts_grpc_h2_take_ready(struct pts_grpc_h2 *h);
 /* Where the next bytes of stream `id`'s current request message go, and

@@ -119,6 +119,11 @@ static void render_overload(void **state) {
   o.counters[PTS_OVERLOAD_ACCEPT_PAUSES] = 5;
   o.counters[PTS_OVERLOAD_HTTP_MEMORY_REFUSED] = 7;
   o.counters[PTS_OVERLOAD_GRPC_MEMORY_REFUSED] = 4;
+  o.counters[PTS_OVERLOAD_GRPC_GOAWAY_FIRST + 0] = 6;  /* NO_ERROR */
+  o.counters[PTS_OVERLOAD_GRPC_GOAWAY_FIRST + 2] = 9;  /* INTERNAL_ERROR */
+  o.counters[PTS_OVERLOAD_GRPC_GOAWAY_FIRST + 11] = 8; /* ENHANCE_YOUR_CALM */
+  o.counters[PTS_OVERLOAD_GRPC_GOAWAY_OTHER] = 1;
+  o.counters[PTS_OVERLOAD_GRPC_CONN_FAILED] = 2;
   size_t len = 0;
   char *text = pts_metrics_render(NULL, 0, NULL, &o, NULL, &len);
   assert_non_null(text);
@@ -136,6 +141,18 @@ static void render_overload(void **state) {
       "# TYPE ptserve_request_memory_refused_total counter\n"
       "ptserve_request_memory_refused_total{protocol=\"grpc\"} 4\n"
       "ptserve_request_memory_refused_total{protocol=\"http\"} 7\n",
+      /* every HTTP/2 error code by RFC 9113's name, in code order */
+      "# TYPE ptserve_grpc_goaway_total counter\n"
+      "ptserve_grpc_goaway_total{code=\"NO_ERROR\"} 6\n"
+      "ptserve_grpc_goaway_total{code=\"PROTOCOL_ERROR\"} 0\n"
+      "ptserve_grpc_goaway_total{code=\"INTERNAL_ERROR\"} 9\n",
+      "ptserve_grpc_goaway_total{code=\"CONNECT_ERROR\"} 0\n"
+      "ptserve_grpc_goaway_total{code=\"ENHANCE_YOUR_CALM\"} 8\n"
+      "ptserve_grpc_goaway_total{code=\"INADEQUATE_SECURITY\"} 0\n"
+      "ptserve_grpc_goaway_total{code=\"HTTP_1_1_REQUIRED\"} 0\n"
+      "ptserve_grpc_goaway_total{code=\"OTHER\"} 1\n",
+      "# TYPE ptserve_grpc_connections_failed_total counter\n"
+      "ptserve_grpc_connections_failed_total 2\n",
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     if (!strstr(text, want[i])) fail_msg("missing:\n%s\nin:\n%s", want[i], text);
