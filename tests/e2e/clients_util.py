@@ -17,7 +17,6 @@ labels.txt files, and the protocol's rules (protocol-facts §1.9 for
 classification).
 """
 import os
-import shutil
 import subprocess
 
 import ml_dtypes
@@ -25,11 +24,11 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, assert_clean_exit, free_port, launch_server, models_python
+from conftest import (ROOT, assert_clean_exit, copy_example, free_port, launch_server,
+                      models_python)
 
 TIMEOUT = 30
 IDENTITY_REPO = os.path.join(ROOT, "tests", "e2e", "repos", "identity")
-EXAMPLES = os.path.join(ROOT, "examples", "models")
 # The TorchScript examples examples/gen_models.py writes (the repository
 # holds others, made by other generators).
 EXAMPLE_MODELS = ["add_sub", "mlp_classifier", "text_upper", "accumulator", "standardize"]
@@ -86,7 +85,7 @@ def clients_repo(root, torch_models):
     """Writes the temporary repository under `root` and returns its path."""
     repo = os.path.join(str(root), "repo")
     for name in EXAMPLE_MODELS:
-        shutil.copytree(os.path.join(EXAMPLES, name), os.path.join(repo, name))
+        copy_example(name, os.path.join(repo, name))
     subprocess.run([models_python(), os.path.join(ROOT, "examples", "gen_models.py"), repo],
                    check=True, stdout=subprocess.DEVNULL)
     for name in ["add_sub_" + s for s in ADD_SUB] + ["mlp", "strings"]:

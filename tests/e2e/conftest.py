@@ -45,12 +45,14 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
       tests/gpu/run.sh sets PTS_SKIP_MISSING_TOOLS=1) skips those tests
       instead, each with the reason.
 """
+import hashlib
 import importlib
 import inspect
 import json
 import os
 import platform
 import re
+import shutil
 import socket
 import struct
 import subprocess
@@ -402,6 +404,20 @@ def perf_analyzer_data(rows, compute, out_dir):
     return files
 
 
+EXAMPLES = os.path.join(ROOT, "examples", "models")
+# What examples/gen_models.py, examples/export_aoti.py and `make run` write
+# into an example's version folder: never part of what a test copies.
+GENERATED_MODEL_FILES = ("model.pt", "model.pt2")
+
+
+def copy_example(name, dst):
+    """examples/models/<name> as committed (config.pbtxt, labels, version
+    folders), into `dst`: without the model files `make run` may have
+    written there, which a test writes itself, for its own torch."""
+    shutil.copytree(os.path.join(EXAMPLES, name), dst,
+                    ignore=shutil.ignore_patterns(*GENERATED_MODEL_FILES))
+
+
 def need_module(name):
     """import `name`, or missing_tool(). tritonclient raises RuntimeError,
     not ImportError, when the extra a module needs (gevent, rapidjson,
@@ -421,10 +437,27 @@ def models_python():
 
 @pytest.fixture(scope="session")
 def torch_models():
+    """tests/models/gen_models.py's models, kept between runs (a minute of
+    work) under a key of what makes them: the generator's text and the
+    version of the torch that writes them. Nothing else of the checkout
+    decides whether they are reused; a run that dies half-way leaves no
+    key, so the next one writes them again."""
     out = os.path.join(ROOT, "tests", "e2e", ".cache", "torch_models")
     stamp = os.path.join(out, ".generated")
     gen = os.path.join(ROOT, "tests", "models", "gen_models.py")
-    if not os.path.exists(stamp) or os.path.getmtime(stamp) < os.path.getmtime(gen):
-        subprocess.run([models_python(), gen, out], check=True)
-        open(stamp, "w").close()
+    torch_version = subprocess.run(
+        [models_python(), "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    with open(gen, "rb") as f:
+        key = hashlib.sha256(f.read() + torch_version.encode()).hexdigest()
+    try:
+        with open(stamp) as f:
+            if f.read() == key:
+                return out
+    except FileNotFoundError:
+        pass
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run([models_python(), gen, out], check=True)
+    with open(stamp, "w") as f:
+        f.write(key)
     return out

@@ -25,7 +25,7 @@ import pytest
 import requests
 import torch
 
-from conftest import ROOT, models_python
+from conftest import ROOT, copy_example, models_python
 from sched_util import DELAY_ENV, batch_sizes, model_stats
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
@@ -35,7 +35,6 @@ TIMEOUT = 60
 GENERATORS = [os.path.join(ROOT, "tests", "models", "gen_aoti_models.py"),
               os.path.join(ROOT, "examples", "export_aoti.py"),
               os.path.join(ROOT, "examples", "gen_models.py")]  # the example's class
-EXAMPLES = os.path.join(ROOT, "examples", "models")
 EXAMPLE_PACKAGE = os.path.join("examples", "mlp_classifier_aoti", "1", "model.pt2")
 NP = {"FP32": np.float32, "INT64": np.int64}
 
@@ -398,12 +397,12 @@ def test_example_twin_answers_as_the_torchscript_example(serve, packages, tmp_pa
     # output left out, as its config's comment offers.
     repo = str(tmp_path / "repo")
     for name in ("mlp_classifier", "mlp_classifier_aoti"):
-        shutil.copytree(os.path.join(EXAMPLES, name), os.path.join(repo, name))
+        copy_example(name, os.path.join(repo, name))
     scratch = str(tmp_path / "examples")  # gen_models.py writes every example's model.pt
     subprocess.run([models_python(), os.path.join(ROOT, "examples", "gen_models.py"), scratch],
                    check=True, stdout=subprocess.DEVNULL)
-    shutil.copytree(os.path.join(scratch, "mlp_classifier", "1"),
-                    os.path.join(repo, "mlp_classifier", "1"))
+    shutil.copyfile(os.path.join(scratch, "mlp_classifier", "1", "model.pt"),
+                    os.path.join(repo, "mlp_classifier", "1", "model.pt"))
     os.makedirs(os.path.join(repo, "mlp_classifier_aoti", "1"), exist_ok=True)
     shutil.copyfile(os.path.join(packages, EXAMPLE_PACKAGE),
                     os.path.join(repo, "mlp_classifier_aoti", "1", "model.pt2"))

@@ -20,7 +20,7 @@ import pytest
 import requests
 import torch
 
-from conftest import ROOT
+from conftest import EXAMPLES, GENERATED_MODEL_FILES, ROOT
 
 MLP = None  # examples/models/mlp_classifier with its model.pt, set by _example_mlp
 
@@ -33,8 +33,8 @@ def _example_mlp(tmp_path_factory):
     repo = tmp_path_factory.mktemp("examples")
     # The TorchScript models only: the AOTInductor example's package is
     # exported by examples/export_aoti.py (a minute of C++ compiling).
-    shutil.copytree(os.path.join(ROOT, "examples", "models"), str(repo), dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("*_aoti"))
+    shutil.copytree(EXAMPLES, str(repo), dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("*_aoti", *GENERATED_MODEL_FILES))
     python = os.environ.get("PTS_MODELS_PYTHON", sys.executable)  # as conftest.models_python
     subprocess.run([python, os.path.join(ROOT, "examples", "gen_models.py"), str(repo)],
                    check=True, stdout=subprocess.DEVNULL)
