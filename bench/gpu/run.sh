@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gpu/run.sh — ptserve on an NVIDIA GPU against LibTorch in process,
+# bench/gpu/run.sh — ptserve on an NVIDIA GPU against PyTorch in process,
 # all in one run on the GPU host (issue: GPU execution, part 9).
 #
 #   bench/gpu/run.sh [RAW_DIR]        (default bench/gpu/raw)
@@ -8,8 +8,13 @@
 #    pip torch (C dependencies from the offline bundle when present);
 # 2. writes ResNet-50 (FP32, FP16, FP16 with a CUDA graph at batch 1) and a
 #    small MLP (bench/gpu/gen_models.py);
-# 3. (a) in process: bench_inproc on cuda:0 at batch 1, 8, 32, 128, plus the
-#        FP16 ResNet-50 replayed as a CUDA graph at batch 1 — the reference;
+# 3. (a) the reference: PyTorch itself (bench/gpu/torch_ref.py) running the
+#        same model files at batch 1..256, with the batch on the device and
+#        with a pinned host batch copied in and out each call, and the FP16
+#        ResNet-50 and the MLP as CUDA graphs at batch 1;
+#    (a') a diagnostic, not a reference: the same files through ptserve's
+#        own bridge in process (bench_inproc) at batch 1, 8, 32, 128 and as
+#        CUDA graphs at batch 1;
 #    (b) ptserve over HTTP, binary tensors, dynamic batching, one image per
 #        request, concurrency 1..512 (ptperf); the ResNet-50s again with
 #        inputs and outputs in system shared memory (ptperf --shared-memory
@@ -45,7 +50,17 @@ gpu_meta
 CUDART="$(find_cudart)"
 echo "cudart=${CUDART:-none}" >>"$RAW/meta.txt"
 
-log "(a) in-process LibTorch on cuda:0"
+log "(a) the reference: PyTorch itself running the same files (bench/gpu/torch_ref.py)"
+rm -f "$RAW/torch.csv"
+REF_SECONDS="${BENCH_REF_SECONDS:-2}"
+"$PY" "$ROOT/bench/gpu/torch_ref.py" "$MODELS/resnet50_fp32/1/model.pt" FP32 3,224,224 \
+  resnet50_fp32 "$RAW/torch.csv" 1,8,32,128,256 --seconds "$REF_SECONDS" >>"$RAW/torch.log"
+"$PY" "$ROOT/bench/gpu/torch_ref.py" "$MODELS/resnet50_fp16/1/model.pt" FP16 3,224,224 \
+  resnet50_fp16 "$RAW/torch.csv" 1,8,32,128,256 --seconds "$REF_SECONDS" --graph >>"$RAW/torch.log"
+"$PY" "$ROOT/bench/gpu/torch_ref.py" "$MODELS/mlp/1/model.pt" FP32 64 \
+  mlp "$RAW/torch.csv" 1,8,32,128 --seconds "$REF_SECONDS" --graph >>"$RAW/torch.log"
+
+log "(a') diagnostic: the same files through ptserve's bridge, in process (bench_inproc)"
 echo "label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us" >"$RAW/inproc.csv"
 inproc() {
   local label="$1" model="$2"; shift 2

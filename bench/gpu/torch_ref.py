@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""The reference of the GPU benchmark: PyTorch itself running the very file
+ptserve serves, in this process, as a team's ten-line script would
+(issue 46). Not ptserve's code: torch.jit.load (or, for a .pt2,
+torch._inductor.aoti_load_package), eval mode, torch.no_grad(), the default
+stream, cuDNN's defaults.
+
+    python3 bench/gpu/torch_ref.py MODEL_FILE DTYPE SHAPE LABEL CSV [BATCHES]
+
+SHAPE is one item's shape (3,224,224); BATCHES a comma list (default
+1,8,32,128,256). For each batch size, two variants, each a row of CSV
+(label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us; per_sec counts items):
+
+  LABEL/device/b<N>  the batch already on cuda:0: forward, then a
+                     synchronize (each call's answer is ready when timed);
+  LABEL/pinned/b<N>  a pinned host batch copied in (non_blocking), forward,
+                     the output copied back into a pinned host buffer, then
+                     a synchronize: what a server must do per batch.
+
+Each variant is warmed for 20 calls (cuDNN's algorithm choice, the caching
+allocator), then timed for --seconds of calls one after another. With
+--graph, LABEL/graph/b1 too: batch 1 captured as a CUDA graph
+(torch.cuda.graph) and replayed on its device-resident input.
+"""
+import argparse
+import os
+import resource
+import time
+
+import torch
+
+
+def cpu_s():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def load(path):
+    if path.endswith(".pt2"):
+        from torch._inductor import aoti_load_package
+        return aoti_load_package(path)
+    return torch.jit.load(path, map_location="cuda:0").eval()
+
+
+def measure(call, items, seconds):
+    for _ in range(20):
+        call()
+    torch.cuda.synchronize()
+    lat = []
+    c0, t0 = cpu_s(), time.perf_counter()
+    while time.perf_counter() - t0 < seconds or len(lat) < 10:
+        s = time.perf_counter()
+        call()
+        lat.append(time.perf_counter() - s)
+    wall, cpu = time.perf_counter() - t0, cpu_s() - c0
+    lat.sort()
+    n = len(lat)
+    return (n, n * items / wall, 1e6 * wall / n, 1e6 * lat[n // 2],
+            1e6 * lat[min(n - 1, int(n * 0.99))], 1e6 * cpu / n)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("dtype", choices=["FP32", "FP16"])
+    ap.add_argument("shape")
+    ap.add_argument("label")
+    ap.add_argument("csv")
+    ap.add_argument("batches", nargs="?", default="1,8,32,128,256")
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--graph", action="store_true",
+                    help="also LABEL/graph/b1: the batch-1 forward captured as a CUDA graph "
+                         "(torch.cuda.graph) and replayed on a device-resident input")
+    a = ap.parse_args()
+    dtype = {"FP32": torch.float32, "FP16": torch.float16}[a.dtype]
+    shape = [int(d) for d in a.shape.split(",")]
+    model = load(a.model)
+    new = not os.path.exists(a.csv)
+    with open(a.csv, "a") as out, torch.no_grad():
+        if new:
+            out.write("label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us\n")
+        for b in [int(x) for x in a.batches.split(",")]:
+            x_dev = torch.randn([b] + shape, device="cuda:0").to(dtype)
+            y = model(x_dev)
+            x_host = x_dev.cpu().pin_memory()
+            y_host = torch.empty(y.shape, dtype=y.dtype).pin_memory()
+
+            def on_device():
+                model(x_dev)
+                torch.cuda.synchronize()
+
+            def pinned():
+                x = x_host.to("cuda:0", non_blocking=True)
+                y_host.copy_(model(x), non_blocking=True)
+                torch.cuda.synchronize()
+
+            for variant, call in (("device", on_device), ("pinned", pinned)):
+                row = measure(call, b, a.seconds)
+                out.write("%s/%s/b%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f\n" %
+                          ((a.label, variant, b) + row))
+                out.flush()
+                print("%s/%s/b%d: %.0f items/s, p50 %.0f us" % (a.label, variant, b, row[1],
+                                                                 row[3]), flush=True)
+        if a.graph:
+            x = torch.randn([1] + shape, device="cuda:0").to(dtype)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # TorchScript's profiling runs, off the graph
+                for _ in range(10):
+                    model(x)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                model(x)
+
+            def replay():
+                g.replay()
+                torch.cuda.synchronize()
+
+            row = measure(replay, 1, a.seconds)
+            out.write("%s/graph/b1,%d,%.1f,%.1f,%.1f,%.1f,%.1f\n" % ((a.label,) + row))
+            print("%s/graph/b1: p50 %.0f us" % (a.label, row[3]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
