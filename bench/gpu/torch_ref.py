@@ -15,7 +15,11 @@ SHAPE is one item's shape (3,224,224); BATCHES a comma list (default
                      synchronize (each call's answer is ready when timed);
   LABEL/pinned/b<N>  a pinned host batch copied in (non_blocking), forward,
                      the output copied back into a pinned host buffer, then
-                     a synchronize: what a server must do per batch.
+                     a synchronize: what a server must do per batch;
+  LABEL/device_cl/b<N>, LABEL/pinned_cl/b<N>  for images (a 3-D SHAPE), the
+                     same with the batch in channels-last order (on the
+                     device already; after the copy in), as PyTorch's docs
+                     feed convolutional networks: cuDNN's NHWC kernels.
 
 Each variant is warmed for 20 calls (cuDNN's algorithm choice, the caching
 allocator), then timed for --seconds of calls one after another. With
@@ -85,8 +89,14 @@ def main():
             x_host = x_dev.cpu().pin_memory()
             y_host = torch.empty(y.shape, dtype=y.dtype).pin_memory()
 
+            x_dev_cl = x_dev.contiguous(memory_format=torch.channels_last)
+
             def on_device():
                 model(x_dev)
+                torch.cuda.synchronize()
+
+            def on_device_cl():
+                model(x_dev_cl)
                 torch.cuda.synchronize()
 
             def pinned():
@@ -94,7 +104,16 @@ def main():
                 y_host.copy_(model(x), non_blocking=True)
                 torch.cuda.synchronize()
 
-            for variant, call in (("device", on_device), ("pinned", pinned)):
+            def pinned_cl():
+                x = x_host.to("cuda:0", non_blocking=True)
+                x = x.contiguous(memory_format=torch.channels_last)
+                y_host.copy_(model(x), non_blocking=True)
+                torch.cuda.synchronize()
+
+            variants = [("device", on_device), ("pinned", pinned)]
+            if len(shape) == 3:  # images: channels-last too, as PyTorch's docs feed CNNs
+                variants += [("device_cl", on_device_cl), ("pinned_cl", pinned_cl)]
+            for variant, call in variants:
                 row = measure(call, b, a.seconds)
                 out.write("%s/%s/b%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f\n" %
                           ((a.label, variant, b) + row))

@@ -486,3 +486,58 @@ def test_a_model_that_changes_its_own_tensors(serve, torch_models, tmp_path, inf
         r = infer_json(server.url, "stateful", [("INPUT__0", "FP32", [1, 2], x)])
         assert r.status_code == 200, r.text
         assert outputs_by_name(r)["OUTPUT__0"]["data"] == want
+
+
+class _ConvProbe(torch.nn.Module):
+    """A convolution, and whether its input arrived in channels-last order."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(46)
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        flag = 1.0 if x.is_contiguous(memory_format=torch.channels_last) else 0.0
+        return self.conv(x), torch.full([x.size(0), 1], flag)
+
+
+CONV_PROBE_CONFIG = """name: "%s"
+backend: "pytorch"
+max_batch_size: 4
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 3, 8, 8 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4, 8, 8 ] },
+         { name: "OUTPUT__1" data_type: TYPE_FP32 dims: [ 1 ] } ]
+instance_group [ { kind: KIND_CPU } ]
+%s
+"""
+
+
+def test_input_memory_format_channels_last(serve, tmp_path):
+    """INPUT_MEMORY_FORMAT channels_last (ptserve's own parameter) hands a
+    4-D input to the model in NHWC order, the model's own probe says so,
+    and the answer is torch's for the same values in NCHW; without it (or
+    with 'contiguous') the input comes as it always did. Another value
+    fails the model's load, naming the parameter."""
+    module = torch.jit.script(_ConvProbe().eval())
+    repo = tmp_path / "repo"
+    param = 'parameters { key: "INPUT_MEMORY_FORMAT" value { string_value: "%s" } }'
+    for name, extra in (("nhwc", param % "channels_last"), ("nchw", param % "contiguous"),
+                        ("plain", ""), ("bogus", param % "nhwc")):
+        (repo / name / "1").mkdir(parents=True)
+        module.save(str(repo / name / "1" / "model.pt"))
+        (repo / name / "config.pbtxt").write_text(CONV_PROBE_CONFIG % (name, extra))
+    server = serve(repo, "--exit-on-error=false", expect_ready=False)
+    x = np.random.default_rng(46).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    with torch.no_grad():
+        want, _ = module(torch.from_numpy(x))
+    for name, flag in (("nhwc", 1.0), ("nchw", 0.0), ("plain", 0.0)):
+        status, out = infer_binary(server.url, name, [("INPUT__0", "FP32", x.shape, x)],
+                                   ["OUTPUT__0", "OUTPUT__1"])
+        assert status == 200, (name, out)
+        got = np.frombuffer(out["OUTPUT__0"][2], dtype=np.float32).reshape(out["OUTPUT__0"][1])
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        assert np.frombuffer(out["OUTPUT__1"][2], dtype=np.float32).tolist() == [flag] * 2, name
+    index = {m["name"]: m for m in requests.post(server.url + "/v2/repository/index",
+                                                 timeout=TIMEOUT).json()}
+    assert index["bogus"]["state"] == "UNAVAILABLE", index["bogus"]
+    assert "parameter INPUT_MEMORY_FORMAT is 'nhwc'" in index["bogus"]["reason"], index["bogus"]

@@ -59,6 +59,7 @@ struct pt_model {
   int inter_op_threads; /* process-global: applied once the model has loaded */
   bool dict_input;
   bool disable_cudnn;          /* DISABLE_CUDNN (process-global flag, gated in the bridge) */
+  bool channels_last;          /* INPUT_MEMORY_FORMAT: channels_last */
   bool empty_cache;            /* ENABLE_CACHE_CLEANING */
   bool freeze;                 /* FREEZE_MODEL: torch::jit::freeze per instance */
   bool optimize_for_inference; /* OPTIMIZE_FOR_INFERENCE */
@@ -212,16 +213,26 @@ static enum pts_status read_params(struct pt_model *m, struct pts_error *err) {
                                         &m->optimize_for_inference, err)) ||
       (st = read_fraction(m, err)) || (st = read_graph_sizes(m, err)))
     return st;
+  /* ptserve's own: the memory format 4-D floating-point inputs reach the
+   * model in (torch_bridge.h). Triton's backend has no such parameter. */
+  const char *format = pts_model_config_param(cfg, "INPUT_MEMORY_FORMAT");
+  if (format && strcmp(format, "channels_last") != 0 && strcmp(format, "contiguous") != 0)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "parameter INPUT_MEMORY_FORMAT is '%s': it takes 'contiguous' (the "
+                         "default) or 'channels_last'",
+                         format);
+  m->channels_last = format && strcmp(format, "channels_last") == 0;
   if (m->aoti) {
-    /* The compiled package has no graph executor to tune or freeze. */
+    /* The compiled package has no graph executor to tune or freeze, and
+     * its kernels were compiled for the strides it was exported with. */
     static const char *const ts_only[] = {"DISABLE_OPTIMIZED_EXECUTION", "FREEZE_MODEL",
-                                          "OPTIMIZE_FOR_INFERENCE"};
+                                          "OPTIMIZE_FOR_INFERENCE", "INPUT_MEMORY_FORMAT"};
     for (size_t i = 0; i < sizeof ts_only / sizeof ts_only[0]; i++)
       if (pts_model_config_param(cfg, ts_only[i]))
         PTS_LOG_WARN("model '%s': parameter %s applies to TorchScript models; it has no effect "
                      "on an AOTInductor package",
                      m->name, ts_only[i]);
-    m->freeze = m->optimize_for_inference = false;
+    m->freeze = m->optimize_for_inference = m->channels_last = false;
   }
   m->optimized_execution = !disable_opt;
   m->intra_op_threads = (int)intra;
@@ -793,6 +804,7 @@ static struct pts_torch_run_opts run_opts(const struct pt_model *m) {
       .dict_input = m->dict_input,
       .disable_cudnn = m->disable_cudnn,
       .empty_cache = m->empty_cache,
+      .channels_last = m->channels_last,
   };
   return opts;
 }

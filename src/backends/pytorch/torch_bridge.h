@@ -135,6 +135,10 @@ struct pts_torch_run_opts {
    * other's value, unlike Triton's backend, which flips it on every execute. */
   bool disable_cudnn;
   bool empty_cache;         /* ENABLE_CACHE_CLEANING: release cached CUDA blocks after the run */
+  /* INPUT_MEMORY_FORMAT channels_last: every 4-D floating-point input is
+   * given to the model in channels-last order (NHWC strides, the same
+   * values), once it is on the instance's device; graphs are captured so */
+  bool channels_last;
   const struct pts_torch_dest *dests; /* borrowed; n_dests entries, may be NULL */
   size_t n_dests;
 };
