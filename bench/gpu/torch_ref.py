@@ -89,7 +89,8 @@ def main():
             x_host = x_dev.cpu().pin_memory()
             y_host = torch.empty(y.shape, dtype=y.dtype).pin_memory()
 
-            x_dev_cl = x_dev.contiguous(memory_format=torch.channels_last)
+            images = len(shape) == 3  # channels-last takes 4-D batches
+            x_dev_cl = x_dev.contiguous(memory_format=torch.channels_last) if images else None
 
             def on_device():
                 model(x_dev)
@@ -111,7 +112,7 @@ def main():
                 torch.cuda.synchronize()
 
             variants = [("device", on_device), ("pinned", pinned)]
-            if len(shape) == 3:  # images: channels-last too, as PyTorch's docs feed CNNs
+            if images:  # channels-last too, as PyTorch's docs feed CNNs
                 variants += [("device_cl", on_device_cl), ("pinned_cl", pinned_cl)]
             for variant, call in variants:
                 row = measure(call, b, a.seconds)
