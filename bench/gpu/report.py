@@ -212,7 +212,7 @@ def main(raw, out):
                 md.append("| %s%s p99 ≤ 2× p50, concurrency %d-%d | %.1f× at worst | %s |" % (
                     m, kind, TAIL_CONCURRENCY[0], TAIL_CONCURRENCY[1], t,
                     "met" if t <= 2 else "missed"))
-    md.append("| device busy ≥ 90%% of wall time at saturation | not measured by this run | |")
+    md.append("| device busy ≥ 90% of wall time at saturation | not measured by this run | |")
     graph_ip = ref.get("resnet50_fp16", {}).get("graph", {}).get(1, {}).get("p50_us")
     for kind, how in graph_paths:
         r = served.get("resnet50_fp16_graph" + kind)
