@@ -6,12 +6,15 @@
  * Input layout: when the first byte is 'H', the text up to the first '\n' is
  * the Inference-Header-Content-Length value and the rest the body; otherwise
  * the whole input is the body and the header is absent. Seeds are readable.
+ * A value of 0 is a raw binary request, decoded against RAW_CONFIG (one
+ * INT32 input of dims [2, -1]) and validated against it.
  *
  * Properties: every error has a message; an accepted request's tensors lie
  * inside the body and their byte sizes match their shapes; the one-pass
  * decoder of the common header (v2_fast.h) either declines and leaves the
  * request untouched, or fills it exactly as the full (jansson) decoder does,
  * which must then accept it too. */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -36,13 +39,21 @@ static const char CONFIG[] =
     "         { name: \"OUTPUT2\" data_type: TYPE_FP32 dims: [ 2, 2 ] },\n"
     "         { name: \"OUTPUT3\" data_type: TYPE_BOOL dims: [ 1 ] } ]\n";
 
-static Inference__ModelConfig *config;
+/* A raw binary request's model (Inference-Header-Content-Length: 0): one
+ * input, whose one variable dim the body's length gives. */
+static const char RAW_CONFIG[] =
+    "name: \"m\"\nbackend: \"identity\"\nmax_batch_size: 8\n"
+    "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 2, -1 ] } ]\n"
+    "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 2, -1 ] } ]\n";
+
+static Inference__ModelConfig *config, *raw_config;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
   fuzz_quiet_log();
   config = fuzz_load_config(CONFIG, sizeof CONFIG - 1, "fuzz_v2_infer");
+  raw_config = fuzz_load_config(RAW_CONFIG, sizeof RAW_CONFIG - 1, "fuzz_v2_infer (raw)");
   return 0;
 }
 
@@ -121,12 +132,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pts_error_clear(&err);
   size_t header_len = 0;
   enum pts_status st = pts_v2_header_length(value, body->size, &header_len, &err);
-  if (st == PTS_OK) compare_decoders(body, header_len);
-  if (st == PTS_OK) st = pts_v2_decode_infer(body, header_len, req, &err);
+  /* 0: a raw binary request, the body the fixed config's input */
+  bool raw = st == PTS_OK && value && header_len == 0;
+  if (st == PTS_OK && !raw) compare_decoders(body, header_len);
+  if (st == PTS_OK)
+    st = raw ? pts_v2_decode_raw(body, raw_config, req, &err)
+             : pts_v2_decode_infer(body, header_len, req, &err);
   if (st == PTS_OK) {
     check_tensors(req, body);
     int64_t batch = 0;
-    st = pts_validate_request(config, "m", req, &batch, &err);
+    st = pts_validate_request(raw ? raw_config : config, "m", req, &batch, &err);
     if (st == PTS_OK) encode(req);
   }
   fuzz_check(st == PTS_OK || err.msg[0] != '\0', "error without a message");

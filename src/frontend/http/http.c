@@ -571,6 +571,21 @@ static void infer_headers(struct conn *cn, struct infer_headers *out) {
   }
 }
 
+/* A raw binary request (Inference-Header-Content-Length: 0): the model's
+ * configuration says what the body is (pts_v2_decode_raw). The model is
+ * looked up here, as the server will look it up again to run it: a reload
+ * in between at worst refuses the request there. */
+static enum pts_status decode_raw(struct pts_http *h, struct pts_buf *body,
+                                  struct pts_infer_request *ireq, struct pts_error *err) {
+  struct pts_model *m = NULL;
+  enum pts_status st =
+      pts_server_model_get(h->server, ireq->model_name, ireq->model_version, false, &m, err);
+  if (st != PTS_OK) return st;
+  st = pts_v2_decode_raw(body, pts_model_config(m), ireq, err);
+  pts_model_release(m);
+  return st;
+}
+
 static enum pts_status decode_request(struct pts_http *h, struct conn *cn,
                                       const struct infer_headers *hd,
                                       struct pts_infer_request *ireq, struct pts_error *err) {
@@ -592,7 +607,10 @@ static enum pts_status decode_request(struct pts_http *h, struct conn *cn,
   }
   size_t header_len;
   st = pts_v2_header_length(hd->header_length, body->size, &header_len, err);
-  if (st == PTS_OK) st = pts_v2_decode_infer(body, header_len, ireq, err);
+  if (st == PTS_OK && hd->header_length && header_len == 0)
+    st = decode_raw(h, body, ireq, err);
+  else if (st == PTS_OK)
+    st = pts_v2_decode_infer(body, header_len, ireq, err);
   pts_buf_release(body); /* binary inputs keep their own references */
   return st;
 }

@@ -84,11 +84,98 @@ enum pts_status pts_v2_header_length(const char *value, size_t body_len, size_t 
                          "Inference-Header-Content-Length header value '%.40s' must be an "
                          "integer in [0, %zu] (the request body length)",
                          value, body_len);
-  if (v == 0)
-    return pts_error_set(err, PTS_INVALID_ARG,
-                         "raw binary requests (Inference-Header-Content-Length: 0) are not "
-                         "supported; send a JSON header describing the inputs");
   *header_len = v;
+  return PTS_OK;
+}
+
+enum pts_status pts_v2_decode_raw(struct pts_buf *body, const Inference__ModelConfig *cfg,
+                                  struct pts_infer_request *req, struct pts_error *err) {
+  /* Triton's checks, in Triton's order and words (QA and scripts match
+   * them), each followed by what ptserve knows. */
+  if (cfg->n_input != 1)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "Raw request must only have 1 input (found 1) to be deduced but got %zu "
+                         "inputs in '%s' model configuration",
+                         cfg->n_input, cfg->name);
+  const Inference__ModelInput *in = cfg->input[0];
+  enum pts_dtype dtype = (enum pts_dtype)in->data_type;
+  struct pts_shape shape = {0};
+  if (cfg->max_batch_size != 0) shape.dims[shape.ndim++] = 1;
+  if (in->n_dims + (size_t)shape.ndim > PTS_TENSOR_MAX_DIMS)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "the raw input '%s' has %zu dimensions in '%s' model configuration, more "
+                         "than ptserve supports",
+                         in->name, in->n_dims, cfg->name);
+  int variable = -1;
+  int64_t known = 1; /* elements of the fixed dims */
+  for (size_t i = 0; i < in->n_dims; i++) {
+    int64_t d = in->dims[i];
+    if (d == -1) {
+      if (variable >= 0)
+        return pts_error_set(err, PTS_INVALID_ARG,
+                             "The shape of the raw input '%s' can not be deduced because there "
+                             "are more than one variable-sized dimension (model '%s')",
+                             in->name, cfg->name);
+      variable = shape.ndim;
+    } else {
+      known *= d; /* the configuration's dims were validated at load */
+    }
+    shape.dims[shape.ndim++] = d;
+  }
+  struct pts_tensor *t = pts_infer_request_calloc(req, 1, sizeof *t);
+  if (!t || !(t->name = pts_strdup(in->name))) {
+    if (t) pts_free(t->name);
+    return pts_error_set(err, PTS_NOMEM, "out of memory decoding a raw binary request");
+  }
+  req->inputs = t;
+  req->n_inputs = 1;
+  req->binary_data_output = true; /* every output, in binary */
+  t->dtype = dtype;
+  if (dtype == PTS_DTYPE_BYTES) {
+    if (variable >= 0 || known != 1)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "For BYTE datatype raw input '%s', the model must have input shape "
+                           "[1] (model '%s')",
+                           in->name, cfg->name);
+    if (body->size > UINT32_MAX)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "the raw BYTES input '%s' is %zu bytes, more than one element holds "
+                           "(4294967295)",
+                           in->name, body->size);
+    /* One element: its 4-byte length, then the body. */
+    struct pts_buf *el = pts_buf_new(4 + body->size);
+    if (!el) return pts_error_set(err, PTS_NOMEM, "out of memory decoding a raw binary request");
+    uint32_t n = (uint32_t)body->size;
+    unsigned char *p = el->data;
+    p[0] = (unsigned char)n, p[1] = (unsigned char)(n >> 8), p[2] = (unsigned char)(n >> 16),
+    p[3] = (unsigned char)(n >> 24);
+    if (body->size) memcpy(p + 4, body->data, body->size);
+    t->buf = el;
+    t->data = el->data;
+    t->byte_size = el->size;
+    t->shape = shape;
+    return PTS_OK;
+  }
+  size_t elem = pts_dtype_size(dtype);
+  if (variable >= 0) {
+    /* known > 0: a zero fixed dim leaves nothing to deduce from */
+    if (known <= 0 || body->size % (elem * (size_t)known) != 0)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "the raw input '%s' of model '%s' is %zu bytes, which is no whole "
+                           "number of %s elements of the fixed dimensions (%" PRId64 " each)",
+                           in->name, cfg->name, body->size, pts_dtype_name(dtype), known);
+    shape.dims[variable] = (int64_t)(body->size / elem / (size_t)known);
+  } else if ((uint64_t)known * elem != body->size) {
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "the raw input '%s' of model '%s' is %zu bytes, but its shape from the "
+                         "configuration needs %" PRIu64 " bytes of %s",
+                         in->name, cfg->name, body->size, (uint64_t)known * elem,
+                         pts_dtype_name(dtype));
+  }
+  t->shape = shape;
+  t->buf = pts_buf_retain(body);
+  t->data = body->data;
+  t->byte_size = body->size;
   return PTS_OK;
 }
 

@@ -31,10 +31,24 @@
 
 /* Reads the Inference-Header-Content-Length header. `value` NULL (absent):
  * the whole body is JSON, *header_len = body_len. Otherwise it must be a
- * decimal integer in [1, body_len]; 0 would be a raw binary request, which
- * is not supported. INVALID_ARG otherwise. */
+ * decimal integer in [0, body_len]; 0 is a raw binary request
+ * (pts_v2_decode_raw). INVALID_ARG otherwise. */
 enum pts_status pts_v2_header_length(const char *value, size_t body_len, size_t *header_len,
                                      struct pts_error *err);
+
+/* Triton's raw binary request (Inference-Header-Content-Length: 0): the
+ * whole body is the one input of a model with exactly one input, named and
+ * typed by `cfg` (the model's configuration, borrowed), shape its dims
+ * (with a batch of 1 when max_batch_size > 0), the one variable-sized dim
+ * deduced from the body's length. A BYTES input must have dims [1]: the
+ * body is its one element (the 4-byte length is prepended, so the input
+ * gets a buffer of its own). Every output is asked for, in binary.
+ * Refusals (INVALID_ARG) start with Triton's words: more than one input in
+ * the configuration, more than one variable-sized dim, BYTES not [1], and
+ * a body whose length is no whole number of elements. Fills req->inputs
+ * and binary_data_output; `body` is borrowed (the input holds a reference). */
+enum pts_status pts_v2_decode_raw(struct pts_buf *body, const Inference__ModelConfig *cfg,
+                                  struct pts_infer_request *req, struct pts_error *err);
 
 /* Decodes an infer request body: body->data[0..header_len) is the JSON
  * header, the rest the binary tail. Fills req->id, inputs, outputs,

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "config/json_arena.h"
+#include "config/model_config.h"
 #include "core/alloc.h"
 #include "frontend/http/jsonw.h"
 #include "frontend/http/v2_json.h"
@@ -514,6 +515,88 @@ static void binary_chunk_accounting(void **state) {
   pts_infer_request_free(req);
 }
 
+/* A raw binary request against the configuration `text`: *req filled,
+ * the status returned, the message in err. */
+static enum pts_status raw(const char *text, const void *data, size_t size,
+                           struct pts_infer_request **req, struct pts_error *err) {
+  Inference__ModelConfig *cfg = NULL;
+  assert_int_equal(pts_model_config_parse(text, strlen(text), "t", &cfg, err), PTS_OK);
+  struct pts_buf *body = pts_buf_new(size ? size : 1);
+  body->size = size;
+  if (size) memcpy(body->data, data, size);
+  *req = pts_infer_request_new();
+  enum pts_status st = pts_v2_decode_raw(body, cfg, *req, err);
+  pts_buf_release(body); /* the input keeps its own reference */
+  pts_model_config_free(cfg);
+  return st;
+}
+
+#define ONE_INPUT(type, dims, batch)                                                      \
+  "name: \"m\" max_batch_size: " batch " input [ { name: \"IN\" data_type: " type       \
+  " dims: " dims " } ] output [ { name: \"OUT\" data_type: " type " dims: " dims " } ]"
+
+/* Triton's raw binary requests: the one input's name, type and shape from
+ * the configuration (a batch of one when the model batches), the variable
+ * dim from the body's length, BYTES as one element with its length
+ * prepended, every output in binary; and Triton's refusals. */
+static void raw_binary_requests(void **state) {
+  (void)state;
+  struct pts_infer_request *req;
+  struct pts_error err;
+  float f[6] = {1, 2, 3, 4, 5, 6};
+  /* batching, one variable dim: [1, 2, -1] from 24 bytes is [1, 2, 3] */
+  assert_int_equal(raw(ONE_INPUT("TYPE_FP32", "[ 2, -1 ]", "4"), f, sizeof f, &req, &err), PTS_OK);
+  assert_int_equal(req->n_inputs, 1);
+  assert_string_equal(req->inputs[0].name, "IN");
+  assert_int_equal(req->inputs[0].dtype, PTS_DTYPE_FP32);
+  assert_int_equal(req->inputs[0].shape.ndim, 3);
+  assert_int_equal(req->inputs[0].shape.dims[0], 1);
+  assert_int_equal(req->inputs[0].shape.dims[1], 2);
+  assert_int_equal(req->inputs[0].shape.dims[2], 3);
+  assert_int_equal(req->inputs[0].byte_size, sizeof f);
+  assert_memory_equal(req->inputs[0].data, f, sizeof f);
+  assert_true(req->binary_data_output);
+  pts_infer_request_free(req);
+  /* no batching, fixed dims */
+  assert_int_equal(raw(ONE_INPUT("TYPE_INT16", "[ 3 ]", "0"), f, 6, &req, &err), PTS_OK);
+  assert_int_equal(req->inputs[0].shape.ndim, 1);
+  assert_int_equal(req->inputs[0].shape.dims[0], 3);
+  pts_infer_request_free(req);
+  /* BYTES [1]: one element, its 4-byte little-endian length first */
+  assert_int_equal(raw(ONE_INPUT("TYPE_STRING", "[ 1 ]", "8"), "hello", 5, &req, &err), PTS_OK);
+  assert_int_equal(req->inputs[0].shape.ndim, 2);
+  assert_int_equal(req->inputs[0].byte_size, 9);
+  assert_memory_equal(req->inputs[0].data, "\x05\x00\x00\x00hello", 9);
+  pts_infer_request_free(req);
+  /* the refusals, Triton's words first */
+  static const struct {
+    const char *cfg;
+    size_t size;
+    const char *words;
+  } bad[] = {
+      {"name: \"m\" max_batch_size: 4 input [ { name: \"A\" data_type: TYPE_FP32 dims: [ 2 ] }, "
+       "{ name: \"B\" data_type: TYPE_FP32 dims: [ 2 ] } ] output [ { name: \"O\" data_type: "
+       "TYPE_FP32 dims: [ 2 ] } ]",
+       8, "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'm' "
+          "model configuration"},
+      {ONE_INPUT("TYPE_FP32", "[ -1, -1 ]", "4"), 8,
+       "The shape of the raw input 'IN' can not be deduced because there are more than one "
+       "variable-sized dimension"},
+      {ONE_INPUT("TYPE_STRING", "[ -1 ]", "4"), 5,
+       "For BYTE datatype raw input 'IN', the model must have input shape [1]"},
+      {ONE_INPUT("TYPE_STRING", "[ 2 ]", "4"), 5,
+       "For BYTE datatype raw input 'IN', the model must have input shape [1]"},
+      {ONE_INPUT("TYPE_FP32", "[ -1 ]", "4"), 6, "is 6 bytes, which is no whole number of FP32"},
+      {ONE_INPUT("TYPE_FP32", "[ 4 ]", "4"), 8, "is 8 bytes, but its shape from the configuration "
+                                               "needs 16 bytes of FP32"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(raw(bad[i].cfg, f, bad[i].size, &req, &err), PTS_INVALID_ARG);
+    if (!strstr(err.msg, bad[i].words)) fail_msg("case %zu: '%s'", i, err.msg);
+    pts_infer_request_free(req);
+  }
+}
+
 static void header_length_values(void **state) {
   (void)state;
   size_t n = 0;
@@ -529,9 +612,9 @@ static void header_length_values(void **state) {
       fail_msg("header value '%s' accepted", bad[i]);
     assert_non_null(strstr(err.msg, "Inference-Header-Content-Length"));
   }
-  /* 0 would be a raw binary request. */
-  assert_int_equal(pts_v2_header_length("0", 100, &n, &err), PTS_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "raw binary"));
+  /* 0: a raw binary request (pts_v2_decode_raw). */
+  assert_int_equal(pts_v2_header_length("0", 100, &n, &err), PTS_OK);
+  assert_int_equal(n, 0);
   /* The decoder itself refuses a header longer than the body. */
   struct pts_buf *b = pts_buf_new(2);
   memcpy(b->data, "{}", 2);
@@ -880,6 +963,7 @@ int main(void) {
       cmocka_unit_test(binary_inputs_are_views),
       cmocka_unit_test(binary_chunk_accounting),
       cmocka_unit_test(header_length_values),
+      cmocka_unit_test(raw_binary_requests),
       cmocka_unit_test(encode_json_outputs),
       cmocka_unit_test(encode_binary_rules),
       cmocka_unit_test(encode_refusals),
