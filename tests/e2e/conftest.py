@@ -404,6 +404,15 @@ def perf_analyzer_data(rows, compute, out_dir):
     return files
 
 
+def rss_kb(pid):
+    """A process's resident memory (VmRSS), in KiB; 0 once it is gone."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 EXAMPLES = os.path.join(ROOT, "examples", "models")
 # What examples/gen_models.py, examples/export_aoti.py and `make run` write
 # into an example's version folder: never part of what a test copies.

@@ -33,7 +33,7 @@ import pytest
 import requests
 
 from conftest import (GRPC_TRANSPORT_USED, assert_clean_exit, free_port, launch_server,
-                      need_module, wait_for)
+                      need_module, rss_kb, wait_for)
 from clients_util import IDENTITY_REPO, clients_repo, mlp_expected
 from h2_util import (FRAME_PING, PREFACE, FrameWatch, RawClient, frame, grpc_frame, messages,
                      raw_connection, read_frames)
@@ -83,14 +83,6 @@ def goaways(server):
     """{code name: count} of ptserve_grpc_goaway_total, but NO_ERROR's."""
     return {k: v for k, v in metrics(server).items()
             if k.startswith("ptserve_grpc_goaway_total") and 'NO_ERROR' not in k and v}
-
-
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def settle(server):
@@ -366,6 +358,27 @@ def test_resets_at_every_point_of_a_call(server, pb):  # noqa: F811
     settle(server)
 
 
+def reset_burst(cl, body, n):
+    """n ModelInfer calls on RawClient `cl` in one write, each whole (its
+    message `body` ends the stream) and then reset (CANCEL): each may be in
+    the core when its reset comes. Returns the next stream id, opened with
+    one more call sending `body`, whose answer the caller waits for."""
+    fields = [(":method", "POST"), (":scheme", "http"), (":path", SVC + "ModelInfer"),
+              (":authority", "raw"), ("content-type", "application/grpc"), ("te", "trailers")]
+    burst, sid = b"", 1
+    for _ in range(n):
+        burst += (frame(1, 4, sid, cl.enc.encode(fields)) + frame(0, 1, sid, body) +
+                  frame(3, 0, sid, struct.pack(">I", 8)))
+        cl.ended.add(sid)
+        sid += 2
+    cl.sock.sendall(burst)
+    cl.conn_window -= n * len(body)
+    cl.open(sid, SVC + "ModelInfer")
+    cl.windows[sid] = cl.settings.get(4, 65535)
+    cl.send_data(sid, body, end=True)
+    return sid
+
+
 def test_a_flood_of_cancelled_calls_on_one_connection(server, pb):  # noqa: F811
     """3000 calls opened and reset at once on one connection, their
     requests whole (so each may be running when its reset comes): far past
@@ -376,21 +389,7 @@ def test_a_flood_of_cancelled_calls_on_one_connection(server, pb):  # noqa: F811
     cl = RawClient(server.grpc_target)
     try:
         values, body = dt_fp32_call(pb, 16, "flood")
-        burst = b""
-        sid = 1
-        for _ in range(3000):
-            fields = [(":method", "POST"), (":scheme", "http"), (":path", SVC + "ModelInfer"),
-                      (":authority", "raw"), ("content-type", "application/grpc"),
-                      ("te", "trailers")]
-            burst += (frame(1, 4, sid, cl.enc.encode(fields)) + frame(0, 1, sid, body) +
-                      frame(3, 0, sid, struct.pack(">I", 8)))
-            cl.ended.add(sid)
-            sid += 2
-        cl.sock.sendall(burst)
-        cl.conn_window -= 3000 * len(body)
-        cl.open(sid, SVC + "ModelInfer")
-        cl.windows[sid] = cl.settings.get(4, 65535)
-        cl.send_data(sid, body, end=True)
+        sid = reset_burst(cl, body, 3000)
         cl.wait([sid])
         assert answer_of(cl, sid, pb) == values.tobytes()
     finally:
@@ -469,21 +468,8 @@ def test_reset_calls_still_running_count_against_the_connection(ptserve_bin, tmp
         body = grpc_frame(infer_request(pb, "hold", [("INPUT0", "FP32", [1, 4],
                                                      values.tobytes())]).SerializeToString())
         cl = RawClient(s.grpc_target)
-        fields = [(":method", "POST"), (":scheme", "http"), (":path", SVC + "ModelInfer"),
-                  (":authority", "raw"), ("content-type", "application/grpc"),
-                  ("te", "trailers")]
-        burst, sid = b"", 1
-        for _ in range(4096):
-            burst += (frame(1, 4, sid, cl.enc.encode(fields)) + frame(0, 1, sid, body) +
-                      frame(3, 0, sid, struct.pack(">I", 8)))
-            cl.ended.add(sid)
-            sid += 2
-        cl.sock.sendall(burst)
-        cl.conn_window -= 4096 * len(body)
+        sid = reset_burst(cl, body, 4096)
         t0 = time.monotonic()
-        cl.open(sid, SVC + "ModelInfer")
-        cl.windows[sid] = cl.settings.get(4, 65535)
-        cl.send_data(sid, body, end=True)
         cl.wait([sid])
         assert cl.resets.get(sid) == 7, (cl.resets.get(sid), cl.headers.get(sid))  # REFUSED_STREAM
         # Once the batch has run, a stream is served again, on the same

@@ -39,7 +39,7 @@ import threading
 import pytest
 import requests
 
-from conftest import assert_clean_exit
+from conftest import assert_clean_exit, rss_kb
 from traffic_util import TIMEOUT, grpcclient, identity_target, run_phase as traffic_phase
 
 
@@ -118,14 +118,6 @@ def reload_server(start_server, tmp_path):
            ":quarantine_size_mb=16:thread_local_quarantine_size_kb=256"}
     return start_server(tmp_path, "--model-control-mode=explicit", "--load-model=m",
                         "--model-load-thread-count=2", env=env), str(tmp_path)
-
-
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS in /proc/%d/status" % pid)
 
 
 def b_infer(server, values):

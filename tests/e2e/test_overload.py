@@ -31,7 +31,8 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import ROOT, assert_clean_exit, free_port, launch_server, need_module, wait_for
+from conftest import (ROOT, assert_clean_exit, free_port, launch_server, need_module, rss_kb,
+                      wait_for)
 
 REPO = os.path.join(ROOT, "tests", "e2e", "repos", "identity")
 MODEL = "dt_fp32"  # identity, FP32, dims [-1], max_batch_size 8
@@ -61,13 +62,6 @@ def cpu_rate(pid, window=2.0):
     c0, t0 = cpu_seconds(pid), time.monotonic()
     time.sleep(window)
     return (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
-
-
-def rss_kb(pid):
-    for line in open("/proc/%d/status" % pid):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def metrics(server):

@@ -29,19 +29,13 @@ import time
 
 import requests
 
+from conftest import rss_kb
+
 SECONDS = float(os.environ.get("PTS_SOAK_SECONDS", "20"))
 CLIENTS = 8
 MAX_INPUT = 1 << 20
 # Resident-memory growth allowed between the end of the warm-up and the end.
 RSS_GROWTH_LIMIT_KB = 48 * 1024
-
-
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def metric(server, name):
