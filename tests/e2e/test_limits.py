@@ -103,7 +103,9 @@ def test_data_nesting_depth(start_server, model_repo):
     assert ok.json()["outputs"][0]["data"] == ["a"]
     r = requests.post(server.url + "/v2/models/dt_bytes/infer", data=body % nested(101, '"a"'))
     assert r.status_code == 400
-    assert "nested deeper than 100 levels" in error_of(r)
+    # Triton's words first (its QA's http_test.py matches them), then the input
+    assert error_of(r).startswith("JSON nesting depth exceeds maximum allowed limit (100)")
+    assert "input 'INPUT0': 'data' is nested deeper than 100 levels" in error_of(r)
     still_serving(server)
 
 

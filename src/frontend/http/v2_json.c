@@ -17,9 +17,19 @@
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
 
+/* Integers above INT64_MAX, which jansson can not hold, are rewritten
+ * before parsing as {BIG_KEY: index} objects (struct big_ints below). A
+ * control character no sane client puts in a key; forging it would only
+ * alias the client's own values. */
+#define BIG_KEY "\x01u64"
+
+/* What a value is, for messages; a rewritten big integer is named as the
+ * integer it was, never as the object that stands in for it. */
 static const char *json_kind(const json_t *v) {
   switch (json_typeof(v)) {
     case JSON_OBJECT:
+      if (json_object_size(v) == 1 && json_object_get(v, BIG_KEY))
+        return "an integer above 9223372036854775807";
       return "an object";
     case JSON_ARRAY:
       return "an array";
@@ -269,10 +279,6 @@ struct big_ints {
   size_t n;
 };
 
-/* A control character no sane client puts in a key; forging it would only
- * alias the client's own values. */
-#define BIG_KEY "\x01u64"
-
 /* The value of a rewritten big integer, if `v` is one. */
 static bool big_int_value(const struct big_ints *bigs, const json_t *v, uint64_t *out) {
   if (!bigs || !json_is_object(v) || json_object_size(v) != 1) return false;
@@ -299,8 +305,9 @@ struct walk {
 static enum pts_status count_leaves(const json_t *arr, int depth, struct walk *w) {
   if (depth > PTS_V2_MAX_DATA_DEPTH)
     return pts_error_set(w->err, PTS_INVALID_ARG,
-                         "input '%s': 'data' is nested deeper than %d levels", w->name,
-                         PTS_V2_MAX_DATA_DEPTH);
+                         "JSON nesting depth exceeds maximum allowed limit (%d): input '%s': "
+                         "'data' is nested deeper than %d levels",
+                         PTS_V2_MAX_DATA_DEPTH, w->name, PTS_V2_MAX_DATA_DEPTH);
   size_t i;
   json_t *v;
   json_array_foreach(arr, i, v) {

@@ -255,7 +255,9 @@ static void depth_limit(void **state) {
   snprintf(json, sizeof json,
            "{\"inputs\":[{\"name\":\"D\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":%s}]}",
            nested(101));
-  expect_error(json, PTS_INVALID_ARG, "deeper than 100", "'D'");
+  /* Triton's words first (its QA matches them), then the input */
+  expect_error(json, PTS_INVALID_ARG, "JSON nesting depth exceeds maximum allowed limit (100)",
+               "'D'");
 }
 
 /* ------------------------------------------------------------------ */
@@ -366,6 +368,11 @@ static void shared_memory_params(void **state) {
       {in, "\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":4,\"shared_memory_offset\":"
            "\"0\"",
        "input 'X'", "'shared_memory_offset' must be a non-negative integer"},
+      /* 2^64 - 32: named as the integer it is, never as an object */
+      {in, "\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":4,\"shared_memory_offset\":"
+           "18446744073709551584",
+       "'shared_memory_offset' must be a non-negative integer, got an integer above "
+       "9223372036854775807", "input 'X'"},
       {out, "\"shared_memory_byte_size\":4", "output 'O'", "without 'shared_memory_region'"},
       {out, "\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":4,\"binary_data\":true",
        "output 'O'", "'binary_data'"},
