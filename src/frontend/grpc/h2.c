@@ -50,8 +50,7 @@
 
 static void conn_free(struct conn *cn) {
   struct pts_grpc_h2 *h = cn->h;
-  while (cn->calls) pts_grpc_h2_call_orphan(cn->calls);
-  pts_grpc_h2_orphans_forget(cn);
+  pts_grpc_h2_conn_calls_release(cn);
   if (cn->prev) cn->prev->next = cn->next;
   else if (h->conns == cn) h->conns = cn->next;
   if (cn->next) cn->next->prev = cn->prev;

@@ -50,6 +50,26 @@ static void out_free_list(struct out_msg *m) {
   }
 }
 
+/* A connection's two lists of calls (conn->calls, conn->orphans) share
+ * the calls' prev/next: a call is on one of them at most. */
+static void list_push(struct call **head, size_t *n, struct call *c) {
+  c->prev = NULL;
+  c->next = *head;
+  if (*head) (*head)->prev = c;
+  *head = c;
+  (*n)++;
+}
+
+static void list_unlink(struct call **head, size_t *n, struct call *c) {
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    *head = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->prev = c->next = NULL;
+  (*n)--;
+}
+
 static struct call *call_new(struct conn *cn, int32_t id) {
   struct call *c = pts_calloc(1, sizeof *c);
   if (!c) return NULL;
@@ -57,10 +77,7 @@ static struct call *call_new(struct conn *cn, int32_t id) {
   c->conn = cn;
   c->id = id;
   c->timeout_us = -1;
-  c->next = cn->calls;
-  if (cn->calls) cn->calls->prev = c;
-  cn->calls = c;
-  cn->n_calls++;
+  list_push(&cn->calls, &cn->n_calls, c);
   atomic_fetch_add(&cn->h->live, 1);
   return c;
 }
@@ -70,32 +87,16 @@ static void call_detach(struct call *c) {
   struct conn *cn = c->conn;
   if (!cn) return;
   if (cn->heading == c) cn->heading = NULL;
-  if (c->prev)
-    c->prev->next = c->next;
-  else
-    cn->calls = c->next;
-  if (c->next) c->next->prev = c->prev;
-  c->prev = c->next = NULL;
+  list_unlink(&cn->calls, &cn->n_calls, c);
   c->conn = NULL;
-  cn->n_calls--;
 }
 
 /* Off its origin's orphans (freed, or the connection is). */
 static void orphan_unlink(struct call *c) {
   struct conn *cn = c->origin;
   if (!cn) return;
-  if (c->prev)
-    c->prev->next = c->next;
-  else
-    cn->orphans = c->next;
-  if (c->next) c->next->prev = c->prev;
-  c->prev = c->next = NULL;
+  list_unlink(&cn->orphans, &cn->n_orphans, c);
   c->origin = NULL;
-  cn->n_orphans--;
-}
-
-void pts_grpc_h2_orphans_forget(struct conn *cn) {
-  while (cn->orphans) orphan_unlink(cn->orphans);
 }
 
 static void call_drop_input(struct call *c) {
@@ -119,13 +120,15 @@ static void call_free(struct call *c) {
   pts_free(c);
 }
 
-/* The call's stream or connection is gone: free it, or leave it to the
- * last completion. */
-void pts_grpc_h2_call_orphan(struct call *c) {
-  if (c->n_core)
-    call_detach(c);
-  else
-    call_free(c);
+void pts_grpc_h2_conn_calls_release(struct conn *cn) {
+  while (cn->calls) {
+    struct call *c = cn->calls;
+    if (c->n_core)
+      call_detach(c); /* freed by its last completion */
+    else
+      call_free(c);
+  }
+  while (cn->orphans) orphan_unlink(cn->orphans); /* they go on, counted nowhere */
 }
 
 /* ------------------------------------------------------------------ */
@@ -936,10 +939,7 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
   }
   call_detach(c);
   c->origin = cn;
-  c->next = cn->orphans;
-  if (cn->orphans) cn->orphans->prev = c;
-  cn->orphans = c;
-  cn->n_orphans++;
+  list_push(&cn->orphans, &cn->n_orphans, c);
   return 0;
 }
 

@@ -131,8 +131,8 @@ struct conn {
   bool close_after_send;    /* GOAWAY for an offence: close once it is written */
   struct call *calls;       /* streams with a call */
   size_t n_calls;           /* on `calls` */
-  /* Calls whose stream the client reset (or whose deadline passed) while
-   * their requests were still in the core: they run to the end, so a
+  /* Calls whose stream the client reset (a cancel, or its own deadline)
+   * while their requests were still in the core: they run to the end, so a
    * client that opens and resets streams as fast as it can (HTTP/2's
    * Rapid Reset, CVE-2023-44487) would otherwise have the server work on
    * any number of them at once. They count against CONN_CALLS_MAX. */
@@ -216,12 +216,9 @@ void pts_grpc_h2_call_callbacks(nghttp2_session_callbacks *cbs);
 /* A HEADERS or DATA frame of a call is in: its headers checked, the end of
  * its requests seen. */
 void pts_grpc_h2_call_frame(struct conn *cn, const nghttp2_frame *f);
-/* The call's stream or connection is gone: freed now, or by its last
- * completion. */
-void pts_grpc_h2_call_orphan(struct call *c);
-/* Forgets the connection's orphans (their calls go on, counted nowhere):
- * the connection is being freed. */
-void pts_grpc_h2_orphans_forget(struct conn *cn);
+/* The connection is being freed: each of its calls is freed now, or by
+ * its last completion; its orphans go on, counted nowhere. */
+void pts_grpc_h2_conn_calls_release(struct conn *cn);
 /* Takes the completions that instance and server threads handed back. */
 void pts_grpc_h2_take_ready(struct pts_grpc_h2 *h);
 /* Where the next bytes of stream `id`'s current request message go, and
