@@ -3,7 +3,7 @@
 # interpreter free_port uses) and SERVER_PID (empty, or the server it runs).
 # The caller sets its own EXIT trap (most use `trap stop_server EXIT`).
 
-log() { printf '== %s\n' "$*" >&2; }
+log() { printf '== [%ss] %s\n' "$SECONDS" "$*" >&2; }
 
 # Stops the server the script started, if any, and waits for it to exit.
 stop_server() {

@@ -200,7 +200,9 @@ int main(int argc, char **argv) {
    * DISABLE_OPTIMIZED_EXECUTION false, INTRA_OP_THREAD_COUNT 0). */
   struct pts_torch_run_opts opts = {
       .inference_mode = true, .optimized_execution = true, .intra_op_threads = threads};
-  if (graph && pts_torch_capture_graph(mod, tin, (size_t)n_in, &opts, &err) != PTS_OK) {
+  int64_t graph_batch = n_in > 0 && tin[0].ndim > 0 ? tin[0].dims[0] : 1;
+  if (graph && pts_torch_capture_graph(mod, tin, (size_t)n_in, graph_batch, graph_batch, &opts,
+                                       &err) != PTS_OK) {
     fprintf(stderr, "bench_inproc: %s: %s\n", label, err.msg);
     goto out;
   }

@@ -5,7 +5,9 @@ host's torch and torchvision:
     python3 bench/gpu/gen_models.py OUTDIR
 
 - resnet50_fp32, resnet50_fp16: torchvision ResNet-50 with random weights,
-  traced on cuda:0 at FP32 / FP16, served with dynamic batching (max 128);
+  traced on cuda:0 at FP32 / FP16, served with dynamic batching (max 128),
+  channels-last inputs, and CUDA graphs for 13 batch sizes with every
+  other batch padded up to the next (CUDA_GRAPH_PAD_BATCHES);
 - resnet50_fp16_graph: the FP16 model with a CUDA graph captured at batch 1,
   no queue delay (a latency model);
 - mlp: 64 -> 256 -> 8, dynamic batching;
@@ -51,15 +53,25 @@ def main(outdir):
         # INPUT_MEMORY_FORMAT): cuDNN's NHWC kernels, 1.5x the images/s of
         # NCHW in FP16 on an H200 (docs/gpu.md).
         cl = 'parameters { key: "INPUT_MEMORY_FORMAT" value: { string_value: "channels_last" } }'
+        # Every batch size a dynamic batcher forms is a new shape to cuDNN,
+        # whose first call at a new shape takes 70-120 ms on an H200 (it
+        # plans every convolution again: docs/gpu.md), and those first calls
+        # were the p99 of a run. Captured graphs at these sizes, each batch
+        # padded up to the next, give the device 13 shapes, all planned at
+        # load.
+        buckets = ('\nparameters { key: "CUDA_GRAPH_BATCH_SIZES" value: { string_value: '
+                   '"1,2,4,8,16,24,32,48,64,80,96,112,128" } }'
+                   '\nparameters { key: "CUDA_GRAPH_PAD_BATCHES" value: { string_value: "true" } }')
         rn = torchvision.models.resnet50(weights=None).eval().cuda()
         x = torch.randn(1, 3, 224, 224, device="cuda")
         write(outdir, "resnet50_fp32",
-              config("resnet50_fp32", "TYPE_FP32", [3, 224, 224], [1000], cl),
+              config("resnet50_fp32", "TYPE_FP32", [3, 224, 224], [1000], cl + buckets),
               torch.jit.trace(rn, x))
         rn16 = rn.half()
         traced16 = torch.jit.trace(rn16, x.half())
         write(outdir, "resnet50_fp16",
-              config("resnet50_fp16", "TYPE_FP16", [3, 224, 224], [1000], cl), traced16)
+              config("resnet50_fp16", "TYPE_FP16", [3, 224, 224], [1000], cl + buckets),
+              traced16)
         graph_extra = ('parameters { key: "CUDA_GRAPH_BATCH_SIZES" value: { string_value: "1" } }\n'
                        + cl)
         # A batch-1 latency model (its graph is captured for batch 1 only):

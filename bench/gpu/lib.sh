@@ -16,6 +16,7 @@ gpu_meta() {
     echo "cores=$(nproc)"
     echo "torch=$("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)')"
     echo "interval_ms=$INTERVAL_MS"
+    echo "build=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null) ($BUILD)"
   } >"$RAW/meta.txt"
 }
 

@@ -56,11 +56,12 @@ def main(raw, out):
 
     def ref_best(model, family, max_batch=MAX_BATCH):
         """(items/s, batch, variant) of PyTorch's best run of a family
-        (device: device or device_cl; pinned: pinned or pinned_cl) up to
-        max_batch: PyTorch at its best, whichever memory format that took."""
+        (device: device, device_cl or device_cl_graph; pinned: the same with
+        pinned) up to max_batch: PyTorch at its best, whichever memory
+        format and launch (eager or a CUDA graph) that took."""
         runs = [(v["per_sec"], b, variant)
                 for variant, by_b in ref.get(model, {}).items()
-                if variant in (family, family + "_cl")
+                if variant in (family, family + "_cl", family + "_cl_graph")
                 for b, v in by_b.items() if b <= max_batch]
         return max(runs) if runs else (None, None, None)
 
@@ -80,20 +81,23 @@ def main(raw, out):
             os.path.join(raw, "ptperf_resnet50_fp16_graph%s.csv" % kind))
     rows, md = [], []
     md.append("# GPU benchmark: ptserve against PyTorch in process\n")
-    md.append("Run on %s; %s cores (%s); torch %s; git %s; %s. Produced by "
+    md.append("Run on %s; %s cores (%s); torch %s; git %s; %s; ptserve build %s. Produced by "
               "`bench/gpu/run.sh` on the GPU host, then `bench/gpu/report.py`.\n"
               % (meta.get("gpu"), meta.get("cores"), meta.get("cpu"), meta.get("torch"),
-                 meta.get("git"), meta.get("date")))
+                 meta.get("git"), meta.get("date"), meta.get("build", "Release")))
     md.append("The reference (a) is PyTorch itself running the same TorchScript file in one "
               "process (`bench/gpu/torch_ref.py`: `torch.jit.load`, eval, `torch.no_grad()`, "
               "the default stream, cuDNN's defaults), one call after another, each call's "
               "answer synchronized: **device** has the batch already on cuda:0, **pinned** "
-              "copies a pinned host batch in and the output out each call. Its best batch up to "
-              "the served models' max_batch_size (%d) is the reference: *device* for the CUDA "
+              "copies a pinned host batch in and the output out each call; each eager and as a "
+              "CUDA graph captured at that batch. Its best batch up to "
+              "the served models' max_batch_size (%d), eager or graph, is the reference: *device* for the CUDA "
               "shared-memory rows (their inputs are on the device too), *pinned* for HTTP, "
               "gRPC and system shared memory. The server (b) gets one image per request from "
               "ptperf on the same host and forms batches with its dynamic batcher (2 instances, "
-              "max batch 128, 200 µs queue delay; the CUDA-graph model: no delay). The "
+              "max batch 128, 200 µs queue delay; the ResNet-50s replay CUDA graphs captured "
+              "at 13 batch sizes, each batch padded up to the next (`CUDA_GRAPH_PAD_BATCHES`); "
+              "the batch-1 CUDA-graph model: no delay). The "
               "*bridge* column is ptserve's own code run in process (`bench_inproc`: pinned "
               "staging, one stream): a diagnostic of where the server's time goes, not a "
               "reference.\n" % MAX_BATCH)
@@ -106,8 +110,14 @@ def main(raw, out):
               "largest p99 ÷ p50 of the concurrencies %d to %d.\n" % TAIL_CONCURRENCY)
     md.append("| model | PyTorch reference (batch) | ptserve best (concurrency) | ratio | "
               "p99/p50, c %d-%d | PyTorch p50 batch 1 | ptserve p50 c=1 | bridge best "
-              "(batch) | avg batch at best | server CPU µs/req at best |" % TAIL_CONCURRENCY)
-    md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "(batch) | avg batch at best | server CPU µs/req at best | device busy, c=512 |"
+              % TAIL_CONCURRENCY)
+    md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    # Device busy at saturation: nvidia-smi's utilization.gpu (the share of
+    # each sample period in which a kernel ran), sampled during a run at
+    # concurrency 512 of the same load (run.sh's busy_probe).
+    busy = {r["model"]: float(r["busy_pct"]) for r in read_csv(os.path.join(raw, "busy.csv"))
+            if r.get("busy_pct")}
     ratios, tails = {}, {}
     for m in ("resnet50_fp32", "resnet50_fp16", "resnet50_fp32_grpc", "resnet50_fp16_grpc",
               "resnet50_fp32_shm", "resnet50_fp16_shm", "resnet50_fp32_cudashm",
@@ -128,14 +138,15 @@ def main(raw, out):
         ip = inproc.get(base, {})
         bridge_b = max(ip, key=lambda b: ip[b]["per_sec"]) if ip else None
         ref_b1 = ref.get(base, {}).get("pinned", {}).get(1, {}).get("p50_us")
-        md.append("| %s | %.0f/s (%s, %d) | %.0f/s (%s) | **%.2f** | %s | %s | %s µs | %s | %s | %s |"
+        md.append("| %s | %.0f/s (%s, %d) | %.0f/s (%s) | **%.2f** | %s | %s | %s µs | %s | %s | %s | %s |"
                   % (m, ref_rate, ref_variant, ref_b, float(best["infer_per_sec"]),
                      best["concurrency"], ratio,
                      "%.1f" % tails[m] if tails[m] else "–",
                      "%.0f µs" % ref_b1 if ref_b1 else "–",
                      c1[0]["p50_us"] if c1 else "–",
                      "%.0f/s (%d)" % (ip[bridge_b]["per_sec"], bridge_b) if ip else "–",
-                     best.get("server_avg_batch"), best.get("server_cpu_us", "–")))
+                     best.get("server_avg_batch"), best.get("server_cpu_us", "–"),
+                     "%.0f%%" % busy[m] if m in busy else "–"))
         for r in served[m]:
             rows.append({"model": m, "concurrency": r["concurrency"],
                          "infer_per_sec": r["infer_per_sec"], "p50_us": r["p50_us"],
@@ -148,8 +159,8 @@ def main(raw, out):
                          "ratio": "%.3f" % (float(r["infer_per_sec"]) / ref_rate)})
     md.append("\n## In process, by batch size (images/s; p50 per call)\n")
     md.append("PyTorch with the batch on the device, PyTorch with the pinned copy in and out "
-              "(each also with the batch in channels-last order), and ptserve's bridge "
-              "(diagnostic; NCHW).\n")
+              "(each also with the batch in channels-last order, eager and as a CUDA graph "
+              "captured at that batch), and ptserve's bridge (diagnostic; NCHW, eager).\n")
     batches = (1, 8, 32, 128, 256)
     md.append("| model | " + " | ".join("batch %d" % b for b in batches) + " |")
     md.append("|---|" + "---:|" * len(batches))
@@ -158,6 +169,10 @@ def main(raw, out):
                             ("PyTorch, device, channels-last", ref.get(m, {}).get("device_cl")),
                             ("PyTorch, pinned", ref.get(m, {}).get("pinned", {})),
                             ("PyTorch, pinned, channels-last", ref.get(m, {}).get("pinned_cl")),
+                            ("PyTorch, device, channels-last, CUDA graph",
+                             ref.get(m, {}).get("device_cl_graph")),
+                            ("PyTorch, pinned, channels-last, CUDA graph",
+                             ref.get(m, {}).get("pinned_cl_graph")),
                             ("bridge", inproc.get(m, {}))):
             if runs is None:
                 continue
@@ -212,7 +227,14 @@ def main(raw, out):
                 md.append("| %s%s p99 ≤ 2× p50, concurrency %d-%d | %.1f× at worst | %s |" % (
                     m, kind, TAIL_CONCURRENCY[0], TAIL_CONCURRENCY[1], t,
                     "met" if t <= 2 else "missed"))
-    md.append("| device busy ≥ 90% of wall time at saturation | not measured by this run | |")
+    for m in ("resnet50_fp32", "resnet50_fp16"):
+        for kind in ("", "_grpc", "_shm", "_cudashm"):
+            if m + kind in busy:
+                b = busy[m + kind]
+                md.append("| %s%s device busy ≥ 90%% at saturation (c=512) | %.0f%% | %s |" % (
+                    m, kind, b, "met" if b >= 90 else "missed"))
+    if not busy:
+        md.append("| device busy ≥ 90% of wall time at saturation | not measured by this run | |")
     graph_ip = ref.get("resnet50_fp16", {}).get("graph", {}).get(1, {}).get("p50_us")
     for kind, how in graph_paths:
         r = served.get("resnet50_fp16_graph" + kind)

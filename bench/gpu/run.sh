@@ -6,12 +6,14 @@
 #
 # 1. builds ptserve, ptperf and bench_inproc (Release) against the host's
 #    pip torch (C dependencies from the offline bundle when present);
-# 2. writes ResNet-50 (FP32, FP16, FP16 with a CUDA graph at batch 1) and a
-#    small MLP (bench/gpu/gen_models.py);
+# 2. writes ResNet-50 (FP32, FP16: CUDA graphs at 13 batch sizes, batches
+#    padded up to them; FP16 with a CUDA graph at batch 1 only) and a small
+#    MLP (bench/gpu/gen_models.py);
 # 3. (a) the reference: PyTorch itself (bench/gpu/torch_ref.py) running the
 #        same model files at batch 1..256, with the batch on the device and
-#        with a pinned host batch copied in and out each call, and the FP16
-#        ResNet-50 and the MLP as CUDA graphs at batch 1;
+#        with a pinned host batch copied in and out each call, eager and
+#        (ResNet-50) as CUDA graphs at each batch, and the FP16 ResNet-50
+#        and the MLP as CUDA graphs at batch 1;
 #    (a') a diagnostic, not a reference: the same files through ptserve's
 #        own bridge in process (bench_inproc) at batch 1, 8, 32, 128 and as
 #        CUDA graphs at batch 1;
@@ -23,6 +25,8 @@
 #        of the pip torch; skipped, with a line saying why, when ptperf's
 #        CUDA mode does not work here), and over gRPC (ptperf -i grpc,
 #        ModelInfer calls on 4 channels);
+#    (b') the device's busy share (nvidia-smi) during each ResNet-50 load
+#        at concurrency 512;
 #    (c) ptserve with the CUDA-graph model at concurrency 1 (binary tensors,
 #        system and CUDA shared memory);
 #    (d) first-request latency of a fresh server with and without warmup;
@@ -108,6 +112,27 @@ for m in resnet50_fp32 resnet50_fp16; do
   log "ptperf $m over gRPC, concurrency 1..512"
   ptperf -m "$m" -i grpc --grpc-url "127.0.0.1:$GRPC_PORT" --grpc-channels 4 \
     --concurrency 1,16,64,128,256,512 -f "$RAW/ptperf_${m}_grpc.csv"
+done
+# Device busy at saturation: nvidia-smi's utilization.gpu (the share of
+# each 100 ms in which a kernel ran on GPU 0) sampled while the same load
+# runs at concurrency 512 again; the first half second (ramp-up) left out.
+echo "model,busy_pct" >"$RAW/busy.csv"
+busy_probe() {
+  local label="$1"; shift
+  nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -i 0 -lms 100 \
+    >"$RAW/busy_$label.txt" 2>/dev/null &
+  local smi=$!
+  ptperf "$@" --concurrency 512 -f "$RAW/busy_$label.csv" || true
+  kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null || true
+  awk -F, -v l="$label" 'NR > 5 && $1 ~ /^[0-9]+$/ {s += $1; n++}
+    END {if (n) printf "%s,%.1f\n", l, s / n}' "$RAW/busy_$label.txt" >>"$RAW/busy.csv"
+}
+log "device busy at concurrency 512 (nvidia-smi)"
+for m in resnet50_fp32 resnet50_fp16; do
+  busy_probe "$m" -m "$m"
+  busy_probe "${m}_shm" -m "$m" --shared-memory system
+  [ -z "$CUDA_SHM" ] || busy_probe "${m}_cudashm" -m "$m" --shared-memory cuda
+  busy_probe "${m}_grpc" -m "$m" -i grpc --grpc-url "127.0.0.1:$GRPC_PORT" --grpc-channels 4
 done
 log "ptperf resnet50_fp16_graph, concurrency 1: binary tensors, system and CUDA shared memory"
 ptperf -m resnet50_fp16_graph --concurrency 1 -f "$RAW/ptperf_resnet50_fp16_graph.csv"

@@ -19,7 +19,11 @@ SHAPE is one item's shape (3,224,224); BATCHES a comma list (default
   LABEL/device_cl/b<N>, LABEL/pinned_cl/b<N>  for images (a 3-D SHAPE), the
                      same with the batch in channels-last order (on the
                      device already; after the copy in), as PyTorch's docs
-                     feed convolutional networks: cuDNN's NHWC kernels.
+                     feed convolutional networks: cuDNN's NHWC kernels;
+  LABEL/device_cl_graph/b<N>, LABEL/pinned_cl_graph/b<N>  for images, the
+                     channels-last forward captured as a CUDA graph at this
+                     batch and replayed (the pinned one copies the host
+                     batch into the graph's input and its output out).
 
 Each variant is warmed for 20 calls (cuDNN's algorithm choice, the caching
 allocator), then timed for --seconds of calls one after another. With
@@ -61,6 +65,21 @@ def measure(call, items, seconds):
     n = len(lat)
     return (n, n * items / wall, 1e6 * wall / n, 1e6 * lat[n // 2],
             1e6 * lat[min(n - 1, int(n * 0.99))], 1e6 * cpu / n)
+
+
+def capture(model, x):
+    """model(x) captured as a CUDA graph after TorchScript's profiling runs
+    (on a side stream, off the graph): (graph, its static output)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(10):
+            model(x)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = model(x)
+    return g, out
 
 
 def main():
@@ -114,6 +133,24 @@ def main():
             variants = [("device", on_device), ("pinned", pinned)]
             if images:  # channels-last too, as PyTorch's docs feed CNNs
                 variants += [("device_cl", on_device_cl), ("pinned_cl", pinned_cl)]
+                # and as a CUDA graph (torch.cuda.graph) at this batch,
+                # channels-last: PyTorch at its best. pinned_cl_graph
+                # copies the pinned batch into the graph's static input
+                # (reordered there) and the static output out.
+                g, static_out = capture(model, x_dev_cl)
+
+                def device_cl_graph():
+                    g.replay()
+                    torch.cuda.synchronize()
+
+                def pinned_cl_graph():
+                    x_dev_cl.copy_(x_host, non_blocking=True)
+                    g.replay()
+                    y_host.copy_(static_out, non_blocking=True)
+                    torch.cuda.synchronize()
+
+                variants += [("device_cl_graph", device_cl_graph),
+                             ("pinned_cl_graph", pinned_cl_graph)]
             for variant, call in variants:
                 row = measure(call, b, a.seconds)
                 out.write("%s/%s/b%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f\n" %
@@ -123,15 +160,7 @@ def main():
                                                                  row[3]), flush=True)
         if a.graph:
             x = torch.randn([1] + shape, device="cuda:0").to(dtype)
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # TorchScript's profiling runs, off the graph
-                for _ in range(10):
-                    model(x)
-            torch.cuda.current_stream().wait_stream(side)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                model(x)
+            g, _ = capture(model, x)
 
             def replay():
                 g.replay()

@@ -541,3 +541,45 @@ def test_input_memory_format_channels_last(serve, tmp_path):
                                                  timeout=TIMEOUT).json()}
     assert index["bogus"]["state"] == "UNAVAILABLE", index["bogus"]
     assert "parameter INPUT_MEMORY_FORMAT is 'nhwc'" in index["bogus"]["reason"], index["bogus"]
+
+
+def test_cuda_graph_padding_settings_are_checked(serve, tmp_path):
+    """CUDA_GRAPH_PAD_BATCHES without graphs to pad into, a malformed value,
+    and a graph_lower_bound outside 1..its graph's batch size each fail the
+    load with a reason naming them; the same settings done right load on a
+    CPU instance (graphs are a CUDA matter: it runs eagerly, with a warning)
+    and answer as torch does. The padding itself is tested on the GPU host
+    (tests/gpu/test_cuda.py)."""
+    module = torch.jit.script(_ConvProbe().eval())
+    sizes = 'parameters { key: "CUDA_GRAPH_BATCH_SIZES" value { string_value: "2,4" } }\n'
+    pad = 'parameters { key: "CUDA_GRAPH_PAD_BATCHES" value { string_value: "%s" } }\n'
+    bound = ("optimization { cuda { graphs: true graph_spec [ { batch_size: 4 "
+             "graph_lower_bound { batch_size: %d } } ] } }\n")
+    models = {"padded": sizes + pad % "true", "bounded": bound % 3,
+              "nographs": pad % "true", "notbool": sizes + pad % "sometimes",
+              "toolow": bound % 0, "toohigh": bound % 5}
+    repo = tmp_path / "repo"
+    for name, extra in models.items():
+        (repo / name / "1").mkdir(parents=True)
+        module.save(str(repo / name / "1" / "model.pt"))
+        (repo / name / "config.pbtxt").write_text(CONV_PROBE_CONFIG % (name, extra))
+    server = serve(repo, "--exit-on-error=false", expect_ready=False)
+    index = {m["name"]: m for m in requests.post(server.url + "/v2/repository/index",
+                                                 timeout=TIMEOUT).json()}
+    for name, words in (("nographs", "CUDA_GRAPH_PAD_BATCHES needs CUDA graphs"),
+                        ("notbool", "CUDA_GRAPH_PAD_BATCHES"),
+                        ("toolow", "graph_lower_bound batch_size of 0; it must be in 1..4"),
+                        ("toohigh", "graph_lower_bound batch_size of 5; it must be in 1..4")):
+        assert index[name]["state"] == "UNAVAILABLE", index[name]
+        assert words in index[name]["reason"], index[name]
+    x = np.random.default_rng(47).standard_normal((3, 3, 8, 8)).astype(np.float32)
+    with torch.no_grad():
+        want, _ = module(torch.from_numpy(x))
+    for name in ("padded", "bounded"):
+        assert index[name]["state"] == "READY", index[name]
+        status, out = infer_binary(server.url, name, [("INPUT__0", "FP32", x.shape, x)],
+                                   ["OUTPUT__0"])
+        assert status == 200, (name, out)
+        got = np.frombuffer(out["OUTPUT__0"][2], dtype=np.float32).reshape(out["OUTPUT__0"][1])
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+    assert "CUDA graphs were asked for, but the instance runs on cpu" in server.log(), server.log()

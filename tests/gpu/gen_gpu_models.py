@@ -93,6 +93,15 @@ def main(outdir):
     save(outdir, "mlp", config("mlp", 8, *mlp_io), mlp)
     save(outdir, "mlp_graphs", config("mlp_graphs", 8, *mlp_io,
                                       extra=param("CUDA_GRAPH_BATCH_SIZES", "1,4")), mlp)
+    # Padded into graphs: ptserve's switch, and Triton's graph_lower_bound.
+    save(outdir, "mlp_graphs_pad", config(
+        "mlp_graphs_pad", 8, *mlp_io,
+        extra=param("CUDA_GRAPH_BATCH_SIZES", "2,8") + "\n" + param("CUDA_GRAPH_PAD_BATCHES", "true")),
+        mlp)
+    save(outdir, "mlp_graphs_bound", config(
+        "mlp_graphs_bound", 8, *mlp_io,
+        extra="optimization { cuda { graphs: true graph_spec [ { batch_size: 8 "
+              "graph_lower_bound { batch_size: 5 } } ] } }"), mlp)
     save(outdir, "mlp_traced", config("mlp_traced", 8, *mlp_io), mlp,
          traced_example=torch.randn(2, 64))
     save(outdir, "mlp_auto", config("mlp_auto", 8, *mlp_io, kind="KIND_AUTO"), mlp)

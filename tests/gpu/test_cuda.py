@@ -135,6 +135,45 @@ def test_cuda_graph_replay_equals_eager(start_server, repo, tmp_path):
     assert "replaying the CUDA graph for batch size 4" in s.log(), s.log()
 
 
+def test_cuda_graph_padding_answers_as_eager(start_server, repo, tmp_path):
+    """CUDA_GRAPH_PAD_BATCHES: a batch of 1 runs in the graph of 2, batches
+    of 3 to 7 in the graph of 8, padded with zero rows; each answer is the
+    eager model's (torch on the same GPU) for exactly the rows sent. Triton's
+    graph_lower_bound: batches of 5 to 7 pad into the graph of 8, and a
+    batch of 3, below the bound, runs eagerly."""
+    s = start_server(subset(repo, tmp_path, ["mlp_graphs_pad", "mlp_graphs_bound"]))
+    log = s.log()
+    for size in (2, 8):
+        assert ("'mlp_graphs_pad', instance 'mlp_graphs_pad_0_0': captured a CUDA graph for "
+                "batch size %d on cuda:0 (smaller batches padded up to it)" % size) in log, log
+    model = load(repo, "mlp_graphs_pad")
+    g = torch.Generator().manual_seed(12)
+    for batch in (1, 3, 7, 5):
+        x = torch.randn(batch, 64, generator=g)
+        with torch.no_grad():
+            want = model(x.cuda()).cpu()
+        got = infer(s.url, "mlp_graphs_pad", [("INPUT__0", x)], ["OUTPUT__0"])["OUTPUT__0"]
+        assert got.shape == (batch, 8), got.shape
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    log = s.log()
+    assert "'mlp_graphs_pad', instance 'mlp_graphs_pad_0_0': replaying the CUDA graph for batch size 2" in log, log
+    assert "'mlp_graphs_pad', instance 'mlp_graphs_pad_0_0': replaying the CUDA graph for batch size 8" in log, log
+
+    bound = "'mlp_graphs_bound', instance 'mlp_graphs_bound_0_0': replaying the CUDA graph for batch size 8"
+    x = torch.randn(3, 64, generator=g)
+    with torch.no_grad():
+        want = model(x.cuda()).cpu()
+    got = infer(s.url, "mlp_graphs_bound", [("INPUT__0", x)], ["OUTPUT__0"])["OUTPUT__0"]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert bound not in s.log(), "a batch of 3 is below graph_lower_bound 5: " + s.log()
+    x = torch.randn(6, 64, generator=g)
+    with torch.no_grad():
+        want = model(x.cuda()).cpu()
+    got = infer(s.url, "mlp_graphs_bound", [("INPUT__0", x)], ["OUTPUT__0"])["OUTPUT__0"]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert bound in s.log(), s.log()
+
+
 def test_cudnn_switch_does_not_leak_between_models(start_server, repo, tmp_path):
     s = start_server(subset(repo, tmp_path, ["conv", "conv_nocudnn"]))
     model = load(repo, "conv")

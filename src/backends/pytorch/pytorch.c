@@ -65,6 +65,7 @@ struct pt_model {
   bool optimize_for_inference; /* OPTIMIZE_FOR_INFERENCE */
   double memory_fraction;      /* MEMORY_FRACTION; 0 = LibTorch's default */
   int64_t *graph_batch_sizes;  /* CUDA_GRAPH_BATCH_SIZES, captured per CUDA instance */
+  int64_t *graph_min_batch;    /* per graph: smallest batch padded into it (= its size: none) */
   size_t n_graph_batch_sizes;
   int *input_slot;   /* config input i → forward() argument (package input) position */
   int *output_index; /* config output i → position in the returned tuple/list */
@@ -111,6 +112,7 @@ static void model_free(struct pt_model *m) {
   pts_callspec_free(m->callspec);
   pts_aoti_io_free(m->io);
   pts_free(m->graph_batch_sizes);
+  pts_free(m->graph_min_batch);
   pts_free(m->input_slot);
   pts_free(m->output_index);
   pts_free(m->path);
@@ -143,15 +145,25 @@ static enum pts_status read_fraction(struct pt_model *m, struct pts_error *err) 
 
 /* CUDA_GRAPH_BATCH_SIZES: "1,8" — the batch sizes to capture; each in
  * 1..max_batch_size (just "1" for a model that does not batch). Also
- * honours Triton's optimization.cuda { graphs: true graph_spec [...] }. */
+ * honours Triton's optimization.cuda { graphs: true graph_spec [...] }.
+ * CUDA_GRAPH_PAD_BATCHES (ptserve's own) pads every smaller batch up to
+ * the smallest graph that holds it; Triton's graph_lower_bound pads the
+ * batches from its batch_size up to its graph's. Padding is opt-in, as in
+ * Triton: the model then computes rows nobody asked for, which is only
+ * harmless when rows are independent (what batching assumes anyway). */
 static enum pts_status read_graph_sizes(struct pt_model *m, struct pts_error *err) {
   const Inference__ModelConfig *cfg = m->cfg;
   const char *v = pts_model_config_param(cfg, "CUDA_GRAPH_BATCH_SIZES");
   const Inference__ModelOptimizationPolicy__Cuda *cuda =
       cfg->optimization ? cfg->optimization->cuda : NULL;
   size_t cap = 16;
+  bool pad = false;
+  enum pts_status st = pts_model_config_param_bool(cfg, "CUDA_GRAPH_PAD_BATCHES", false, &pad, err);
+  if (st) return st;
   m->graph_batch_sizes = pts_calloc(cap, sizeof *m->graph_batch_sizes);
-  if (!m->graph_batch_sizes) return pts_error_set(err, PTS_NOMEM, "out of memory");
+  m->graph_min_batch = pts_calloc(cap, sizeof *m->graph_min_batch);
+  if (!m->graph_batch_sizes || !m->graph_min_batch)
+    return pts_error_set(err, PTS_NOMEM, "out of memory");
   int64_t limit = cfg->max_batch_size > 0 ? cfg->max_batch_size : 1;
   if (v) {
     const char *p = v;
@@ -173,11 +185,31 @@ static enum pts_status read_graph_sizes(struct pt_model *m, struct pts_error *er
     }
   } else if (cuda && cuda->graphs) {
     for (size_t i = 0; i < cuda->n_graph_spec && m->n_graph_batch_sizes < cap; i++) {
-      int64_t b = cuda->graph_spec[i]->batch_size;
-      m->graph_batch_sizes[m->n_graph_batch_sizes++] = b < 1 ? 1 : b;
+      const Inference__ModelOptimizationPolicy__Cuda__GraphSpec *gs = cuda->graph_spec[i];
+      int64_t b = gs->batch_size < 1 ? 1 : gs->batch_size;
+      if (gs->graph_lower_bound && cfg->max_batch_size > 0) {
+        int64_t lo = gs->graph_lower_bound->batch_size;
+        if (lo < 1 || lo > b)
+          return pts_error_set(err, PTS_INVALID_ARG,
+                               "model '%s': graph_spec with batch_size %lld has a "
+                               "graph_lower_bound batch_size of %lld; it must be in 1..%lld",
+                               m->name, (long long)b, (long long)lo, (long long)b);
+        m->graph_min_batch[m->n_graph_batch_sizes] = lo;
+      }
+      m->graph_batch_sizes[m->n_graph_batch_sizes++] = b;
     }
     if (m->n_graph_batch_sizes == 0) m->graph_batch_sizes[m->n_graph_batch_sizes++] = limit;
   }
+  for (size_t g = 0; g < m->n_graph_batch_sizes; g++) {
+    int64_t b = m->graph_batch_sizes[g];
+    if (pad && cfg->max_batch_size > 0) m->graph_min_batch[g] = 1;
+    else if (!m->graph_min_batch[g]) m->graph_min_batch[g] = b;
+  }
+  if (pad && (!m->n_graph_batch_sizes || cfg->max_batch_size <= 0))
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': parameter CUDA_GRAPH_PAD_BATCHES needs CUDA graphs "
+                         "(CUDA_GRAPH_BATCH_SIZES) and a model that batches (max_batch_size > 0)",
+                         m->name);
   return PTS_OK;
 }
 
@@ -848,8 +880,13 @@ static enum pts_status capture_graphs(struct pt_instance *in, const char *dev,
     }
     struct pts_torch_run_opts opts = run_opts(m);
     if (st == PTS_OK)
-      st = pts_torch_capture_graph(in->module, in->inputs, cfg->n_input, &opts, err);
-    if (st == PTS_OK)
+      st = pts_torch_capture_graph(in->module, in->inputs, cfg->n_input, b,
+                                   m->graph_min_batch[g], &opts, err);
+    if (st == PTS_OK && m->graph_min_batch[g] < b)
+      PTS_LOG_INFO("model '%s', instance '%s': captured a CUDA graph for batch size %lld on %s "
+                   "(smaller batches padded up to it)",
+                   m->name, in->name, (long long)b, dev);
+    else if (st == PTS_OK)
       PTS_LOG_INFO("model '%s', instance '%s': captured a CUDA graph for batch size %lld on %s",
                    m->name, in->name, (long long)b, dev);
     else
@@ -1240,9 +1277,8 @@ static enum pts_status adopt_output(const char *name, struct pts_torch_output *o
 
 /* Once per captured batch size, so the log shows the graphs are in use
  * without a line per request. */
-static void log_first_replay(struct pt_instance *in, int64_t batch_size) {
+static void log_first_replay(struct pt_instance *in, int64_t b) {
   const struct pt_model *m = in->model;
-  int64_t b = batch_size > 0 ? batch_size : 1;
   for (size_t g = 0; g < m->n_graph_batch_sizes; g++) {
     if (m->graph_batch_sizes[g] != b || in->graph_replay_logged[g]) continue;
     in->graph_replay_logged[g] = true;
@@ -1426,7 +1462,7 @@ static enum pts_status adopt_outputs(struct pt_instance *in, struct pts_batch *b
                                      struct pts_torch_outputs *outs, struct pts_error *err) {
   const struct pt_model *m = in->model;
   const Inference__ModelConfig *cfg = m->cfg;
-  if (outs->graph_replayed) log_first_replay(in, batch->batch_size);
+  if (outs->graph_batch) log_first_replay(in, outs->graph_batch);
   batch->device_timed = outs->device_timed;
   batch->device_input_ns = outs->input_ns;
   batch->device_infer_ns = outs->infer_ns;

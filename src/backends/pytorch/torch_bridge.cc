@@ -67,10 +67,14 @@ extern "C" {
 
 #ifdef PTS_WITH_CUDA
 // One captured forward(): static inputs it reads, the outputs it writes.
+// `batch` is dim 0 of every input; a smaller batch from `min_batch` on is
+// padded up to it (min_batch == batch: that size only).
 struct CapturedGraph {
   at::cuda::CUDAGraph graph;
   std::vector<at::Tensor> inputs;
   c10::IValue outputs;
+  int64_t batch = 0;
+  int64_t min_batch = 0;
 };
 #endif
 
@@ -125,6 +129,10 @@ struct pts_torch_module {
   // Only the instance's thread uses them.
   c10::optional<c10::cuda::CUDAStream> stream;
   std::vector<std::unique_ptr<CapturedGraph>> graphs;
+  // The memory pool the graphs share: they replay one at a time on
+  // `stream`, so one graph's intermediates can reuse another's (the
+  // outputs each keeps stay its own). Made at the first capture.
+  c10::optional<decltype(at::cuda::graph_pool_handle())> graph_pool;
   // The stream pts_torch_gather_device copies on (made on first use): not
   // `stream`, where waiting for the copies would also wait for the batch
   // in flight ahead of them.
@@ -647,19 +655,79 @@ bool same_signature(const std::vector<at::Tensor> &a, const std::vector<c10::IVa
   return true;
 }
 
-// forward() eagerly, or by replaying a captured graph whose static inputs
-// have the shapes and types of these arguments. Replay copies the new data
-// into the static inputs on the stream; the outputs are the graph's own
-// tensors, copied out before the next replay can overwrite them.
+// Whether a captured graph can take these arguments padded: the same
+// types and dims but dim 0, which lies in [min_batch, batch).
+bool pads_into(const CapturedGraph &g, const std::vector<c10::IValue> &b) {
+  if (g.min_batch >= g.batch || g.inputs.size() != b.size()) return false;
+  for (size_t i = 0; i < b.size(); i++) {
+    if (!b[i].isTensor()) return false;
+    const at::Tensor &t = b[i].toTensor(), &s = g.inputs[i];
+    if (t.scalar_type() != s.scalar_type() || t.dim() != s.dim() || t.dim() == 0) return false;
+    if (t.size(0) < g.min_batch || t.size(0) >= g.batch) return false;
+    for (int64_t d = 1; d < t.dim(); d++)
+      if (t.size(d) != s.size(d)) return false;
+  }
+  return true;
+}
+
+// The first n rows of every tensor in a graph's outputs whose dim 0 is the
+// graph's batch (views of the static outputs, copied out as usual).
+c10::IValue first_rows(const c10::IValue &v, int64_t batch, int64_t n) {
+  if (v.isTensor()) {
+    const at::Tensor &t = v.toTensor();
+    return t.dim() > 0 && t.size(0) == batch ? c10::IValue(t.narrow(0, 0, n)) : v;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const auto &e : v.toTupleRef().elements()) items.push_back(first_rows(e, batch, n));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  if (v.isList()) {
+    c10::List<c10::IValue> in = v.toList();
+    c10::impl::GenericList out(in.elementType());
+    for (size_t k = 0; k < in.size(); k++) out.push_back(first_rows(in.get(k), batch, n));
+    return out;
+  }
+  if (v.isGenericDict()) {
+    c10::Dict<c10::IValue, c10::IValue> in = v.toGenericDict();
+    c10::impl::GenericDict out(in.keyType(), in.valueType());
+    for (const auto &e : in) out.insert(e.key(), first_rows(e.value(), batch, n));
+    return out;
+  }
+  return v;
+}
+
+// forward() eagerly, or by replaying a captured graph: one whose static
+// inputs have the shapes and types of these arguments, else the smallest
+// that pads them (CUDA_GRAPH_PAD_BATCHES, Triton's graph_lower_bound).
+// Replay copies the new data into the static inputs on the stream (a
+// padded batch into their first rows, the rest zeroed, so what the model
+// computes there is the same each time); the outputs are the graph's own
+// tensors (their first rows when padded), copied out before the next
+// replay can overwrite them.
 c10::IValue run_forward(pts_torch_module *m, std::vector<c10::IValue> args,
                         struct pts_torch_outputs *out) {
+  CapturedGraph *pad = nullptr;
   for (auto &g : m->graphs) {
-    if (!same_signature(g->inputs, args)) continue;
+    if (!same_signature(g->inputs, args)) {
+      if (pads_into(*g, args) && (!pad || g->batch < pad->batch)) pad = g.get();
+      continue;
+    }
     for (size_t i = 0; i < args.size(); i++)
       g->inputs[i].copy_(args[i].toTensor(), /*non_blocking=*/true);
     g->graph.replay();
-    out->graph_replayed = true;
+    out->graph_batch = g->batch;
     return g->outputs;
+  }
+  if (pad) {
+    int64_t n = args[0].toTensor().size(0);
+    for (size_t i = 0; i < args.size(); i++) {
+      pad->inputs[i].narrow(0, 0, n).copy_(args[i].toTensor(), /*non_blocking=*/true);
+      pad->inputs[i].narrow(0, n, pad->batch - n).zero_();
+    }
+    pad->graph.replay();
+    out->graph_batch = pad->batch;
+    return first_rows(pad->outputs, pad->batch, n);
   }
   return eager_run(m, std::move(args));
 }
@@ -1518,6 +1586,7 @@ enum pts_status pts_torch_set_memory_fraction(const struct pts_device *dev, doub
 
 enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
                                         const struct pts_torch_input *inputs, size_t n_inputs,
+                                        int64_t batch, int64_t min_batch,
                                         const struct pts_torch_run_opts *opts,
                                         struct pts_error *err) {
   return guarded(err, PTS_INVALID_ARG, "CUDA graph capture failed: ", [&]() {
@@ -1530,6 +1599,8 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
     CudnnScope cudnn(!opts->disable_cudnn);
     c10::cuda::CUDAStreamGuard stream_guard(*m->stream);  // capture needs a non-default stream
     auto g = std::make_unique<CapturedGraph>();
+    g->batch = batch;
+    g->min_batch = min_batch;
     for (size_t i = 0; i < n_inputs; i++) {
       const pts_torch_input &in = inputs[i];
       at::ScalarType st;
@@ -1545,7 +1616,8 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
     // settled graph, never one that is still being optimized.
     for (int i = 0; i < 3; i++) eager_run(m, args);
     m->stream->synchronize();
-    g->graph.capture_begin();
+    if (!m->graph_pool) m->graph_pool = at::cuda::graph_pool_handle();
+    g->graph.capture_begin(*m->graph_pool);
     g->outputs = eager_run(m, args);
     g->graph.capture_end();
     m->stream->synchronize();
@@ -1555,6 +1627,8 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
     (void)m;
     (void)inputs;
     (void)n_inputs;
+    (void)batch;
+    (void)min_batch;
     (void)opts;
     fail(PTS_UNSUPPORTED, "CUDA graphs need a LibTorch built with CUDA");
     return PTS_OK;  // not reached; gives the lambda its return type

@@ -120,7 +120,9 @@ struct pts_torch_outputs {
    * MPS events. Zero elsewhere. */
   bool device_timed;
   uint64_t input_ns, infer_ns, output_ns;
-  bool graph_replayed; /* the batch ran as a captured CUDA graph */
+  /* The batch size of the captured CUDA graph the batch ran as (larger
+   * than the batch when padded into it); 0: it ran eagerly. */
+  int64_t graph_batch;
 };
 
 struct pts_torch_run_opts {
@@ -246,12 +248,17 @@ enum pts_status pts_torch_set_memory_fraction(const struct pts_device *dev, doub
                                               const char *model, struct pts_error *err);
 
 /* Captures forward() as a CUDA graph for inputs of exactly these shapes
- * (data is ignored: the graph's static inputs start as zeros). Later
+ * (data is ignored: the graph's static inputs start as zeros), whose dim 0
+ * is `batch` (for a model that batches; 1 otherwise). Later
  * pts_torch_forward calls whose inputs match a captured graph's shapes and
- * data types replay it instead of running eagerly. CUDA devices only;
- * every input must be a present Tensor argument. */
+ * data types replay it instead of running eagerly; so do batches of
+ * min_batch up to batch - 1 rows with the other dims the same, padded up
+ * to `batch` with zero rows (min_batch == batch: no padding; the smallest
+ * graph that fits is used). Graphs of one module share a memory pool. CUDA
+ * devices only; every input must be a present Tensor argument. */
 enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
                                         const struct pts_torch_input *inputs, size_t n_inputs,
+                                        int64_t batch, int64_t min_batch,
                                         const struct pts_torch_run_opts *opts,
                                         struct pts_error *err);
 
