@@ -401,9 +401,12 @@ def test_example_twin_answers_as_the_torchscript_example(serve, packages, tmp_pa
     scratch = str(tmp_path / "examples")  # gen_models.py writes every example's model.pt
     subprocess.run([models_python(), os.path.join(ROOT, "examples", "gen_models.py"), scratch],
                    check=True, stdout=subprocess.DEVNULL)
+    # The version folders are the test's to make: a fresh clone has none
+    # (git keeps no empty folder), a checkout where `make run` ran has them.
+    for name in ("mlp_classifier", "mlp_classifier_aoti"):
+        os.makedirs(os.path.join(repo, name, "1"), exist_ok=True)
     shutil.copyfile(os.path.join(scratch, "mlp_classifier", "1", "model.pt"),
                     os.path.join(repo, "mlp_classifier", "1", "model.pt"))
-    os.makedirs(os.path.join(repo, "mlp_classifier_aoti", "1"), exist_ok=True)
     shutil.copyfile(os.path.join(packages, EXAMPLE_PACKAGE),
                     os.path.join(repo, "mlp_classifier_aoti", "1", "model.pt2"))
     auto = os.path.join(repo, "mlp_classifier_aoti_auto")
