@@ -31,6 +31,10 @@
 #        system and CUDA shared memory);
 #    (d) first-request latency of a fresh server with and without warmup;
 # 4. bench/gpu/report.py turns RAW_DIR into results.md, results.csv, plot.png.
+#
+# BENCH_SKIP_BRIDGE=1 leaves out (a'), BENCH_SKIP_FIRST=1 leaves out (d): a
+# run that must fit a short device call (the report then has no bridge
+# column and no first-request table).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 RAW="${1:-$ROOT/bench/gpu/raw}"
@@ -64,20 +68,24 @@ REF_SECONDS="${BENCH_REF_SECONDS:-2}"
 "$PY" "$ROOT/bench/gpu/torch_ref.py" "$MODELS/mlp/1/model.pt" FP32 64 \
   mlp "$RAW/torch.csv" 1,8,32,128 --seconds "$REF_SECONDS" --graph >>"$RAW/torch.log"
 
-log "(a') diagnostic: the same files through ptserve's bridge, in process (bench_inproc)"
-echo "label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us" >"$RAW/inproc.csv"
-inproc() {
-  local label="$1" model="$2"; shift 2
-  "$BUILD/bench_inproc" --device cuda:0 --model "$MODELS/$model/1/model.pt" "$@" \
-    --label "$label" --seconds 2 --warmup 50 --csv "$RAW/inproc.csv" >>"$RAW/inproc.log"
-}
-for b in 1 8 32 128; do
-  inproc "resnet50_fp32/b$b" resnet50_fp32 --input "FP32:$b,3,224,224"
-  inproc "resnet50_fp16/b$b" resnet50_fp16 --input "FP16:$b,3,224,224"
-  inproc "mlp/b$b" mlp --input "FP32:$b,64"
-done
-inproc "resnet50_fp16_graph/b1" resnet50_fp16 --input "FP16:1,3,224,224" --graph
-inproc "mlp_graph/b1" mlp --input "FP32:1,64" --graph
+if [ "${BENCH_SKIP_BRIDGE:-0}" = 1 ]; then
+  log "(a') skipped (BENCH_SKIP_BRIDGE=1)"
+else
+  log "(a') diagnostic: the same files through ptserve's bridge, in process (bench_inproc)"
+  echo "label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us" >"$RAW/inproc.csv"
+  inproc() {
+    local label="$1" model="$2"; shift 2
+    "$BUILD/bench_inproc" --device cuda:0 --model "$MODELS/$model/1/model.pt" "$@" \
+      --label "$label" --seconds 2 --warmup 50 --csv "$RAW/inproc.csv" >>"$RAW/inproc.log"
+  }
+  for b in 1 8 32 128; do
+    inproc "resnet50_fp32/b$b" resnet50_fp32 --input "FP32:$b,3,224,224"
+    inproc "resnet50_fp16/b$b" resnet50_fp16 --input "FP16:$b,3,224,224"
+    inproc "mlp/b$b" mlp --input "FP32:$b,64"
+  done
+  inproc "resnet50_fp16_graph/b1" resnet50_fp16 --input "FP16:1,3,224,224" --graph
+  inproc "mlp_graph/b1" mlp --input "FP32:1,64" --graph
+fi
 
 log "(b, c) ptserve over HTTP"
 start_server "$MODELS" serve
@@ -143,21 +151,25 @@ ptperf -m resnet50_fp16_graph --concurrency 1 --shared-memory system \
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv >"$RAW/nvidia-smi.txt" || true
 stop_server
 
-log "(d) first request with and without warmup"
-echo "model,warmup,ready_ms,first_request_ms,second_request_ms" >"$RAW/first_request.csv"
-for w in no yes; do
-  dir="$MODELS-first-$w"
-  rm -rf "$dir"; mkdir -p "$dir"; cp -r "$MODELS/resnet50_fp16" "$dir/"
-  if [ "$w" = yes ]; then
-    cat >>"$dir/resnet50_fp16/config.pbtxt" <<'PBTXT'
+if [ "${BENCH_SKIP_FIRST:-0}" = 1 ]; then
+  log "(d) skipped (BENCH_SKIP_FIRST=1)"
+else
+  log "(d) first request with and without warmup"
+  echo "model,warmup,ready_ms,first_request_ms,second_request_ms" >"$RAW/first_request.csv"
+  for w in no yes; do
+    dir="$MODELS-first-$w"
+    rm -rf "$dir"; mkdir -p "$dir"; cp -r "$MODELS/resnet50_fp16" "$dir/"
+    if [ "$w" = yes ]; then
+      cat >>"$dir/resnet50_fp16/config.pbtxt" <<'PBTXT'
 model_warmup [ { name: "w" batch_size: 1 count: 3 inputs { key: "INPUT__0" value: { data_type: TYPE_FP16 dims: [ 3, 224, 224 ] random_data: true } } } ]
 PBTXT
-  fi
-  t0=$(date +%s%N)
-  start_server "$dir" "first-$w"
-  t1=$(date +%s%N)
-  "$PY" "$ROOT/bench/gpu/first_request.py" "127.0.0.1:$PORT" resnet50_fp16 "$w" $(((t1 - t0) / 1000000)) \
-    >>"$RAW/first_request.csv"
-  stop_server
-done
+    fi
+    t0=$(date +%s%N)
+    start_server "$dir" "first-$w"
+    t1=$(date +%s%N)
+    "$PY" "$ROOT/bench/gpu/first_request.py" "127.0.0.1:$PORT" resnet50_fp16 "$w" $(((t1 - t0) / 1000000)) \
+      >>"$RAW/first_request.csv"
+    stop_server
+  done
+fi
 log "done: $RAW"

@@ -1584,6 +1584,11 @@ enum pts_status pts_torch_set_memory_fraction(const struct pts_device *dev, doub
   });
 }
 
+#ifdef PTS_WITH_CUDA
+// Held while a CUDA graph is captured (pts_torch_capture_graph).
+static std::mutex capture_mutex;
+#endif
+
 enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
                                         const struct pts_torch_input *inputs, size_t n_inputs,
                                         int64_t batch, int64_t min_batch,
@@ -1617,9 +1622,26 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
     for (int i = 0; i < 3; i++) eager_run(m, args);
     m->stream->synchronize();
     if (!m->graph_pool) m->graph_pool = at::cuda::graph_pool_handle();
-    g->graph.capture_begin(*m->graph_pool);
-    g->outputs = eager_run(m, args);
-    g->graph.capture_end();
+    {
+      // Thread-local capture, one at a time in the process. The default
+      // (global) mode forbids every thread's cudaMalloc and cublasCreate
+      // while a capture lasts: instances and models loading beside it
+      // failed ("operation not permitted when stream is capturing",
+      // CUBLAS_STATUS_NOT_INITIALIZED), and so would a model serving
+      // requests beside a load. Here only this thread is bound.
+      std::lock_guard<std::mutex> one_capture(capture_mutex);
+      g->graph.capture_begin(*m->graph_pool, cudaStreamCaptureModeThreadLocal);
+      try {
+        g->outputs = eager_run(m, args);
+      } catch (...) {
+        try {  // end the capture, or the stream stays capturing for good
+          g->graph.capture_end();
+        } catch (...) {
+        }
+        throw;
+      }
+      g->graph.capture_end();
+    }
     m->stream->synchronize();
     m->graphs.push_back(std::move(g));
     return PTS_OK;
