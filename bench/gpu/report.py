@@ -101,6 +101,12 @@ def main(raw, out):
               "*bridge* column is ptserve's own code run in process (`bench_inproc`: pinned "
               "staging, one stream): a diagnostic of where the server's time goes, not a "
               "reference.\n" % MAX_BATCH)
+    if not inproc:
+        md.append("This run left out the bridge diagnostic (`BENCH_SKIP_BRIDGE=1`: its columns "
+                  "are empty)%s, to fit a short device call; an earlier run's are in this "
+                  "file's git history.\n" % (
+                      "" if os.path.exists(os.path.join(raw, "first_request.csv"))
+                      else " and the first-request table (`BENCH_SKIP_FIRST=1`)"))
     md.append("## Throughput at saturation and latency at concurrency 1\n")
     md.append("Rows ending in `_shm` are the same model with the inputs and outputs in system "
               "shared memory (ptperf `--shared-memory system`). Rows ending in `_cudashm` are "
