@@ -120,8 +120,8 @@ static enum pts_status check_new(struct pts_shm_registry *r, enum pts_shm_kind k
                          kind_text(kind));
   if (byte_size == 0)
     return pts_error_set(err, PTS_INVALID_ARG,
-                         "failed to register shared memory region '%s': byte_size must be "
-                         "greater than 0",
+                         "failed to register shared memory region '%s': invalid args: "
+                         "byte_size must be greater than 0",
                          name);
   pthread_mutex_lock(&r->mu);
   bool taken = find(r, name) != NULL;
@@ -190,6 +190,17 @@ static enum pts_status check_key(const char *name, const char *key, struct pts_e
                          "the POSIX shared memory object) is empty",
                          name);
   const char *rest = key[0] == '/' ? key + 1 : key;
+  /* Triton's Python backend keeps its stubs' tensors in objects of this
+   * prefix, and Triton refuses them so a client can not map (and write)
+   * another model's memory. ptserve has no Python backend, but it may share
+   * a host with tritonserver during a move, so it refuses them too, in
+   * Triton's words (its QA matches them). */
+  static const char reserved[] = "triton_python_backend_shm_region_";
+  if (strncmp(rest, reserved, sizeof reserved - 1) == 0)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "cannot register shared memory region '%s' with key '%.80s' as the key "
+                         "contains the reserved prefix '%s'",
+                         name, key, reserved);
   if (!rest[0] || strchr(rest, '/') || strlen(rest) > NAME_MAX)
     return pts_error_set(err, PTS_INVALID_ARG,
                          "failed to register shared memory region '%s': invalid key '%.80s': a "
@@ -208,8 +219,8 @@ enum pts_status pts_shm_register_system(struct pts_shm_registry *r, const char *
   if (offset > UINT64_MAX - byte_size || offset + byte_size > (uint64_t)SIZE_MAX ||
       offset + byte_size > (uint64_t)INT64_MAX)
     return pts_error_set(err, PTS_INVALID_ARG,
-                         "failed to register shared memory region '%s': offset %llu + byte_size "
-                         "%llu overflows",
+                         "failed to register shared memory region '%s': invalid args: offset "
+                         "%llu + byte_size %llu overflows",
                          name, (unsigned long long)offset, (unsigned long long)byte_size);
 
   struct region *g = region_new(PTS_SHM_SYSTEM, name, key, err);
@@ -238,8 +249,9 @@ enum pts_status pts_shm_register_system(struct pts_shm_registry *r, const char *
   if (offset + byte_size > (uint64_t)sb.st_size) {
     region_destroy(g);
     return pts_error_set(err, PTS_INVALID_ARG,
-                         "failed to register shared memory region '%s': offset %llu + byte_size "
-                         "%llu is past the end of shared memory object '%s' (%lld bytes)",
+                         "failed to register shared memory region '%s': invalid args: offset "
+                         "%llu + byte_size %llu is past the end of shared memory object '%s' "
+                         "(%lld bytes)",
                          name, (unsigned long long)offset, (unsigned long long)byte_size, key,
                          (long long)sb.st_size);
   }
@@ -457,6 +469,11 @@ enum pts_status pts_shm_acquire(struct pts_shm_registry *r, const char *name, ui
                        "%s: Invalid offset for shared memory region: '%s': offset %llu is not "
                        "inside its %llu bytes",
                        what, name, (unsigned long long)offset, (unsigned long long)g->byte_size);
+  else if (byte_size > UINT64_MAX - offset)
+    st = pts_error_set(err, PTS_INVALID_ARG,
+                       "%s: Integer overflow detected: byte_size %llu + offset %llu is more than "
+                       "a 64-bit size, for shared memory region '%s'",
+                       what, (unsigned long long)byte_size, (unsigned long long)offset, name);
   else if (byte_size > g->byte_size - offset)
     st = pts_error_set(err, PTS_INVALID_ARG,
                        "%s: Invalid offset + byte size for shared memory region: '%s': offset "

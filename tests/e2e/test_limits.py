@@ -129,7 +129,20 @@ def test_element_count_does_not_drive_allocation(start_server, model_repo):
                             "data": [1.0]}]}
         r = infer(server, json.dumps(body))
         assert r.status_code == 400, r.text
-        assert "elements" in error_of(r) or "overflows" in error_of(r)
+        assert any(w in error_of(r) for w in ("elements", "causes total element count",
+                                              "byte size overflow for input")), error_of(r)
+    # Past INT64_MAX elements, or bytes: Triton's words (qa/L0_http
+    # test_buffer_size_overflow matches them), then the shape.
+    for shape, words in (([2 ** 4, 2 ** 60 + 2], "input 'INPUT0': shape [16,1152921504606846978] "
+                          "causes total element count to exceed maximum size of "
+                          "9223372036854775807"),
+                         ([2 ** 2, 2 ** 60 + 2], "byte size overflow for input 'INPUT0': shape "
+                          "[4,1152921504606846978] of FP32")):
+        body = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": shape,
+                            "data": [1.0]}]}
+        r = infer(server, json.dumps(body))
+        assert r.status_code == 400, r.text
+        assert words in error_of(r), error_of(r)
     # binary_data_size far beyond the body.
     hdr = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
                                   "parameters": {"binary_data_size": 2 ** 60}}]}).encode()

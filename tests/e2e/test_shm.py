@@ -164,6 +164,7 @@ def test_status_of_unknown_region(client):
 
 @pytest.mark.parametrize("case", [
     "missing_key", "past_end", "offset_past_end", "zero_size", "double", "bad_key",
+    "reserved_prefix",
 ])
 def test_bad_registrations(client, regions, case):
     regions("r", 128)
@@ -190,7 +191,27 @@ def test_bad_registrations(client, regions, case):
     elif case == "bad_key":
         expect_error(client, "invalid", ["invalid key"],
                      client.c.register_system_shared_memory, "x", PREFIX + "a/b", 8)
+    elif case == "reserved_prefix":
+        # Triton's Python backend's prefix (qa/L0_shared_memory
+        # test_register_reserved_names matches these words).
+        key = "triton_python_backend_shm_region__my_test_shm_key"
+        expect_error(client, "invalid", [
+            "cannot register shared memory region 'x' with key '%s' as the key contains the "
+            "reserved prefix 'triton_python_backend_shm_region_'" % key],
+            client.c.register_system_shared_memory, "x", key, 10000)
     assert all(r["name"] != "x" or case == "double" for r in client.status())
+
+
+@pytest.mark.parametrize("offset,byte_size", [(0, 129), (1, 128), (128, 1), (129, 0)])
+def test_out_of_bounds_registration_in_tritons_words(client, regions, offset, byte_size):
+    """qa/L0_shared_memory test_register_out_of_bound: a 128-byte object
+    registered past its end, or with nothing in it, is refused with
+    'failed to register shared memory region.*invalid args'."""
+    regions("r", 128)
+    e = expect_error(client, "invalid", [], client.c.register_system_shared_memory, "x",
+                     PREFIX + "r", byte_size, offset=offset)
+    assert re.search("failed to register shared memory region.*invalid args", e.message()), \
+        e.message()
 
 
 @pytest.mark.parametrize("body,words", [
@@ -385,6 +406,31 @@ def test_bad_shm_parameters_http(server, params, words):
     assert r.status_code == 400, r.text
     for w in words:
         assert w in r.json()["error"]
+
+
+@pytest.mark.parametrize("offset,byte_size,words", [
+    # qa/L0_shared_memory test_infer_offset_out_of_bound and
+    # test_infer_integer_overflow (HTTP; gRPC's int64 can not carry them).
+    (2 ** 64 - 32, 64, "Invalid offset for shared memory region: 'out': offset "
+                       "18446744073709551584 is not inside its 64 bytes"),
+    (32, 2 ** 64 - 32, "Integer overflow detected: byte_size 18446744073709551584 + offset 32"),
+])
+def test_uint64_output_offsets_http(server, regions, offset, byte_size, words):
+    regions("out", 64)
+    r = requests.post(server.url + "/v2/systemsharedmemory/region/out/register",
+                      data=json.dumps({"key": PREFIX + "out", "byte_size": 64}), timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    body = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                        "data": [1, 2, 3, 4]}],
+            "outputs": [{"name": "OUTPUT0", "parameters": {
+                "shared_memory_region": "out", "shared_memory_byte_size": byte_size,
+                "shared_memory_offset": offset}}]}
+    r = requests.post(server.url + "/v2/models/id_fp32/infer", data=json.dumps(body),
+                      timeout=TIMEOUT)
+    assert r.status_code == 400, r.text
+    assert words in r.json()["error"], r.json()
+    assert "output 'OUTPUT0'" in r.json()["error"], r.json()
+    requests.post(server.url + "/v2/systemsharedmemory/unregister", timeout=TIMEOUT)
 
 
 def test_binary_data_with_shm_output_http(server, regions):

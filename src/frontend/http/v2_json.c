@@ -523,6 +523,7 @@ static enum pts_status decode_shape(const json_t *shape, struct pts_tensor *t,
  * 'x'" or "output 'x'". Leaves place->region NULL when no region is named;
  * a size or offset without a region is an error. */
 static enum pts_status decode_shm_params(const json_t *params, const char *what,
+                                         const struct big_ints *bigs,
                                          struct pts_shm_place *place, struct pts_error *err) {
   const json_t *region = json_object_get(params, "shared_memory_region");
   const json_t *size = json_object_get(params, "shared_memory_byte_size");
@@ -544,12 +545,14 @@ static enum pts_status decode_shm_params(const json_t *params, const char *what,
     return pts_error_set(err, PTS_INVALID_ARG,
                          "%s: 'shared_memory_byte_size' must be given with 'shared_memory_region'",
                          what);
-  if (!get_uint(size, &place->byte_size))
+  /* Any uint64, as in Triton: a size or an offset past INT64_MAX is then
+   * refused by the region's bounds, in Triton's words (shm.h). */
+  if (!get_uint(size, &place->byte_size) && !big_int_value(bigs, size, &place->byte_size))
     return pts_error_set(err, PTS_INVALID_ARG,
                          "%s: 'shared_memory_byte_size' must be a non-negative integer, got %s",
                          what, json_kind(size));
   place->offset = 0;
-  if (offset && !get_uint(offset, &place->offset))
+  if (offset && !get_uint(offset, &place->offset) && !big_int_value(bigs, offset, &place->offset))
     return pts_error_set(err, PTS_INVALID_ARG,
                          "%s: 'shared_memory_offset' must be a non-negative integer, got %s", what,
                          json_kind(offset));
@@ -617,11 +620,20 @@ static enum pts_status decode_input(const json_t *in, size_t index, struct pts_b
   enum pts_status st = decode_shape(json_object_get(in, "shape"), t, err);
   if (st != PTS_OK) return st;
   int64_t count = pts_shape_count(&t->shape);
-  if (count < 0) {
+  size_t elem = pts_dtype_size(t->dtype); /* 0 for BYTES */
+  if (count < 0 || (elem && count > INT64_MAX / (int64_t)elem)) {
+    /* Triton's phrases (its QA matches them), then the shape. */
     char shape[256];
     pts_shape_format(&t->shape, shape, sizeof shape);
+    if (count < 0)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "input '%s': shape %s causes total element count to exceed maximum "
+                           "size of %" PRId64,
+                           name, shape, INT64_MAX);
     return pts_error_set(err, PTS_INVALID_ARG,
-                         "input '%s': the element count of shape %s overflows", name, shape);
+                         "byte size overflow for input '%s': shape %s of %s is more than %" PRId64
+                         " bytes",
+                         name, shape, pts_dtype_name(t->dtype), INT64_MAX);
   }
 
   const json_t *params = json_object_get(in, "parameters");
@@ -659,7 +671,7 @@ static enum pts_status decode_input(const json_t *in, size_t index, struct pts_b
     if (!place) return pts_error_set(err, PTS_NOMEM, "out of memory decoding input '%s'", name);
     char what[PTS_ERROR_MSG_MAX / 4];
     snprintf(what, sizeof what, "input '%s'", name);
-    return decode_shm_params(params, what, place, err);
+    return decode_shm_params(params, what, bigs, place, err);
   }
   if (bds) return decode_binary(bds, body, offset, count, t, err);
   return decode_json_data(data, count, bigs, t, err);
@@ -697,7 +709,8 @@ static enum pts_status decode_inputs(const json_t *root, struct pts_buf *body, s
 /* ------------------------------------------------------------------ */
 /* requested outputs                                                   */
 
-static enum pts_status decode_output(const json_t *o, size_t index, struct pts_infer_request *req,
+static enum pts_status decode_output(const json_t *o, size_t index, const struct big_ints *bigs,
+                                     struct pts_infer_request *req,
                                      struct pts_requested_output *ro, struct pts_error *err) {
   if (!json_is_object(o))
     return pts_error_set(err, PTS_INVALID_ARG, "element %zu of 'outputs' must be an object, got %s",
@@ -734,7 +747,7 @@ static enum pts_status decode_output(const json_t *o, size_t index, struct pts_i
   }
   char what[PTS_ERROR_MSG_MAX / 4];
   snprintf(what, sizeof what, "output '%s'", name);
-  enum pts_status st = decode_shm_params(params, what, &ro->shm, err);
+  enum pts_status st = decode_shm_params(params, what, bigs, &ro->shm, err);
   if (st != PTS_OK) return st;
   if (ro->shm.region && ro->binary)
     return pts_error_set(err, PTS_INVALID_ARG,
@@ -750,8 +763,8 @@ static enum pts_status decode_output(const json_t *o, size_t index, struct pts_i
   return PTS_OK;
 }
 
-static enum pts_status decode_outputs(const json_t *root, struct pts_infer_request *req,
-                                      struct pts_error *err) {
+static enum pts_status decode_outputs(const json_t *root, const struct big_ints *bigs,
+                                      struct pts_infer_request *req, struct pts_error *err) {
   const json_t *outputs = json_object_get(root, "outputs");
   if (!outputs) return PTS_OK;
   if (!json_is_array(outputs))
@@ -763,7 +776,8 @@ static enum pts_status decode_outputs(const json_t *root, struct pts_infer_reque
   if (!req->outputs) return pts_error_set(err, PTS_NOMEM, "out of memory decoding outputs");
   req->n_outputs = n;
   for (size_t i = 0; i < n; i++) {
-    enum pts_status st = decode_output(json_array_get(outputs, i), i, req, &req->outputs[i], err);
+    enum pts_status st =
+        decode_output(json_array_get(outputs, i), i, bigs, req, &req->outputs[i], err);
     if (st != PTS_OK) return st;
     for (size_t j = 0; j < i; j++)
       if (strcmp(req->outputs[j].name, req->outputs[i].name) == 0)
@@ -913,7 +927,7 @@ enum pts_status pts_v2_decode_infer_tree(struct pts_buf *body, size_t header_len
   }
   st = decode_request_params(json_object_get(root, "parameters"), req, err);
   if (st == PTS_OK) st = decode_inputs(root, body, header_len, &bigs, req, err);
-  if (st == PTS_OK) st = decode_outputs(root, req, err);
+  if (st == PTS_OK) st = decode_outputs(root, &bigs, req, err);
 done:
   json_decref(root);
   pts_json_arena_end();

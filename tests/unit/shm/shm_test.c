@@ -170,12 +170,19 @@ static void bad_registrations(void **state) {
       {"x", "/a/b", 0, 8, PTS_INVALID_ARG, "invalid key '/a/b'"},
       {"x", "/", 0, 8, PTS_INVALID_ARG, "invalid key"},
       {"", a.key, 0, 8, PTS_INVALID_ARG, "region name is empty"},
-      {"x", a.key, 0, 0, PTS_INVALID_ARG, "byte_size must be greater than 0"},
-      {"x", a.key, 0, 101, PTS_INVALID_ARG, "past the end"},
-      {"x", a.key, 99, 2, PTS_INVALID_ARG, "past the end"},
-      {"x", a.key, 100, 1, PTS_INVALID_ARG, "past the end"},
-      {"x", a.key, UINT64_MAX, 2, PTS_INVALID_ARG, "overflows"},
-      {"x", a.key, 1, UINT64_MAX, PTS_INVALID_ARG, "overflows"},
+      /* Triton's QA matches "failed to register shared memory region.*invalid args". */
+      {"x", a.key, 0, 0, PTS_INVALID_ARG, "'x': invalid args: byte_size must be greater than 0"},
+      {"x", a.key, 0, 101, PTS_INVALID_ARG, "'x': invalid args: offset 0 + byte_size 101 is past the end"},
+      {"x", a.key, 99, 2, PTS_INVALID_ARG, "invalid args: offset 99 + byte_size 2 is past the end"},
+      {"x", a.key, 100, 1, PTS_INVALID_ARG, "invalid args: offset 100 + byte_size 1 is past the end"},
+      {"x", a.key, UINT64_MAX, 2, PTS_INVALID_ARG, "invalid args: offset 18446744073709551615 + byte_size 2 overflows"},
+      {"x", a.key, 1, UINT64_MAX, PTS_INVALID_ARG, "invalid args: offset 1 + byte_size 18446744073709551615 overflows"},
+      /* Triton's Python backend's prefix, with or without the leading '/'. */
+      {"y", "triton_python_backend_shm_region__k", 0, 8, PTS_INVALID_ARG,
+       "cannot register shared memory region 'y' with key 'triton_python_backend_shm_region__k' "
+       "as the key contains the reserved prefix 'triton_python_backend_shm_region_'"},
+      {"y", "/triton_python_backend_shm_region_k", 0, 8, PTS_INVALID_ARG,
+       "with key '/triton_python_backend_shm_region_k' as the key contains the reserved prefix"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     enum pts_status st = pts_shm_register_system(r, cases[i].name, cases[i].key, cases[i].offset,
@@ -252,7 +259,13 @@ static void views_and_in_use(void **state) {
       {"reg", 1000, 0, PTS_INVALID_ARG, "Invalid offset for shared memory region: 'reg'"},
       {"reg", 999, 2, PTS_INVALID_ARG, "Invalid offset + byte size"},
       {"reg", 0, 1001, PTS_INVALID_ARG, "Invalid offset + byte size"},
-      {"reg", 1, UINT64_MAX, PTS_INVALID_ARG, "Invalid offset + byte size"},
+      /* An offset inside and a size that wraps it: Triton's QA matches the
+       * overflow's words; an offset outside is refused as such first. */
+      {"reg", 1, UINT64_MAX, PTS_INVALID_ARG,
+       "Integer overflow detected: byte_size 18446744073709551615 + offset 1"},
+      {"reg", 32, UINT64_MAX - 31, PTS_INVALID_ARG, "Integer overflow detected: byte_size "},
+      {"reg", UINT64_MAX - 31, 64, PTS_INVALID_ARG,
+       "Invalid offset for shared memory region: 'reg': offset 18446744073709551584"},
       {"reg", UINT64_MAX, 1, PTS_INVALID_ARG, "Invalid offset"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
