@@ -44,9 +44,13 @@ def instance(meta):
     return "CPU"
 
 
-def cells(rows):
-    order = {"ptperf": 0, "perf_analyzer": 1, "http": 0, "grpc": 1}
-    keys = {(r["client"], r["protocol"], int(r["concurrency"])) for r in rows}
+def cells(rows, client_kinds=("ptperf", "perf_analyzer")):
+    """The (client, protocol, concurrency) cells, in table order; the
+    fixed-rate rows (client perf_analyzer_rate, the rate in the concurrency
+    column) only when asked for."""
+    order = {"ptperf": 0, "perf_analyzer": 1, "perf_analyzer_rate": 2, "http": 0, "grpc": 1}
+    keys = {(r["client"], r["protocol"], int(r["concurrency"])) for r in rows
+            if r["client"] in client_kinds}
     return sorted(keys, key=lambda k: (order[k[0]], order[k[1]], k[2]))
 
 
@@ -54,7 +58,7 @@ def per_round(rows, cell, metric):
     """{round: {server: value}} for one cell."""
     out = {}
     for r in rows:
-        if (r["client"], r["protocol"], int(r["concurrency"])) == cell:
+        if (r["client"], r["protocol"], int(r["concurrency"])) == cell and r[metric] != "":
             out.setdefault(int(r["round"]), {})[r["server"]] = float(r[metric])
     return {k: v for k, v in out.items() if len(v) == 2}
 
@@ -80,13 +84,9 @@ def markdown(meta, rows):
          f"- Machine: {meta.get('cpu')}, {meta.get('cores')} cores shared by the client and the "
          f"server, kernel {meta.get('kernel')}; load average before {meta.get('load_before')}, "
          f"after {meta.get('load_after')}.",
-         f"- tritonserver {meta.get('tritonserver')}, default flags, "
-         + ("with bench/triton/backend.c as its `pytorch` backend (ptserve's LibTorch bridge, "
-            "doing less per request than Triton's own PyTorch backend: tritonserver's figures "
-            "here are a lower bound on its cost; both servers run the same LibTorch and the same "
-            "forward()). " if meta.get("triton_backend", "stand-in") == "stand-in" else
-            f"with the PyTorch backend in `{meta.get('triton_backend')}`. ")
-         + f"ptserve, default flags, Release build, torch {meta.get('torch')}.",
+         f"- tritonserver {meta.get('tritonserver')}, default flags, with "
+         f"{meta.get('triton_backend')}, running {meta.get('triton_libtorch')}. "
+         f"ptserve, default flags, Release build, running {meta.get('ptserve_libtorch')}.",
          "- The same repository (one directory, read by both), the 16 → 4 MLP (`mlp`), one "
          f"{instance(meta)} instance, `max_batch_size: 8`, no dynamic batching; both servers' "
          "answers were checked against torch's forward() before measuring (check.py).",
@@ -113,6 +113,8 @@ def markdown(meta, rows):
             parts += [fmt.format(med["tritonserver"]), fmt.format(med["ptserve"]),
                       f"{ratio:.2f} ({lo:.2f}–{hi:.2f})"]
         L.append("| " + " | ".join(parts) + " |")
+    L += fixed_rate(rows)
+    L += targets(rows)
     L += breakdown(meta, rows)
     rss = {s: meta.get(f"rss_kb_{s}") for s in SERVERS}
     if all(rss.values()):
@@ -125,6 +127,66 @@ def markdown(meta, rows):
     return "\n".join(L) + "\n"
 
 
+def fixed_rate(rows):
+    """perf_analyzer at a fixed request rate: the rate each server kept and
+    its CPU per request (what a team paying for cores sees)."""
+    cs = cells(rows, ("perf_analyzer_rate",))
+    if not cs:
+        return []
+    L = ["", "At a fixed request rate (perf_analyzer `--request-rate-range`): the rate each "
+         "server kept (perf_analyzer's figure; where it never settled, as at a rate the server "
+         "can not keep, the requests the server counted over the run's wall time, and no p50) "
+         "and the server's CPU per request. Medians over the rounds; × = ptserve "
+         "÷ tritonserver, the median of the rounds' ratios (range).", "",
+         "| protocol | asked, req/s | kept, tritonserver | ptserve | p50 µs tritonserver | "
+         "ptserve | server CPU µs/req tritonserver | ptserve | × |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for cell in cs:
+        kept = summary(rows, cell, "infer_per_sec")
+        p50 = summary(rows, cell, "p50_us")
+        cpu = summary(rows, cell, "server_cpu_us")
+        if not (kept and cpu):
+            continue
+        # No p50 where perf_analyzer never settled (a rate not kept).
+        p50s = (f"{p50[0]['tritonserver']:.0f} | {p50[0]['ptserve']:.0f}" if p50
+                else "– | –")
+        L.append(f"| {PROTO[cell[1]]} | {cell[2]:,} | {kept[0]['tritonserver']:,.0f} | "
+                 f"{kept[0]['ptserve']:,.0f} | {p50s} | {cpu[0]['tritonserver']:.1f} | "
+                 f"{cpu[0]['ptserve']:.1f} | {cpu[1]:.2f} ({cpu[2]:.2f}–{cpu[3]:.2f}) |")
+    return L
+
+
+# Issue 47's targets on the 2-core build machine: (what, cells' client
+# kinds, metric, concurrency or rate, bound on ptserve ÷ tritonserver,
+# True when the ratio must reach the bound from above).
+TARGETS = (("throughput at c=4", ("ptperf", "perf_analyzer"), "infer_per_sec", 4, 2.0, True),
+           ("p50 at c=1", ("ptperf", "perf_analyzer"), "p50_us", 1, 0.6, False),
+           ("server CPU per request at 2,000 req/s", ("perf_analyzer_rate",), "server_cpu_us",
+            2000, 0.35, False),
+           ("server CPU per request at 8,000 req/s", ("perf_analyzer_rate",), "server_cpu_us",
+            8000, 0.35, False))
+
+
+def targets(rows):
+    """Issue 47's targets against this run's medians of per-round ratios."""
+    L = ["", "Issue 47's targets (ptserve ÷ tritonserver, the median of the rounds' ratios):", "",
+         "| target | client | protocol | measured | |", "|---|---|---|---:|---|"]
+    for what, kinds, metric, at, bound, above in TARGETS:
+        for cell in cells(rows, kinds):
+            if cell[2] != at:
+                continue
+            s = summary(rows, cell, metric)
+            if not s:
+                continue
+            ratio = s[1]
+            ok = ratio >= bound if above else ratio <= bound
+            verdict = "met" if ok else "missed by %.2f" % abs(ratio - bound)
+            client = "perf_analyzer" if cell[0] == "perf_analyzer_rate" else cell[0]
+            L.append(f"| {what} {'≥' if above else '≤'} {bound}× | {client} | {PROTO[cell[1]]} | "
+                     f"{ratio:.2f}× | {verdict} |")
+    return L if len(L) > 5 else []
+
+
 def breakdown(meta, rows):
     """Where each server says a request's time went (its statistics
     endpoint, averages per request over each client's run), medians over
@@ -135,9 +197,7 @@ def breakdown(meta, rows):
     L = ["", "Inside the servers (their statistics endpoints, µs per request, medians over the "
          "rounds): queue, then compute input, infer and output. The sum is comparable between "
          "the two" + ("; the split is not quite — ptserve times a CUDA batch's phases with "
-                      "events on the device, from its gather to the start of its kernels, the "
-                      "stand-in backend with the host clock (its input step only finds the "
-                      "buffers; the copy to the GPU is in infer)." if gpu else "."),
+                      "events on the device." if gpu else "."),
          "", "| client | protocol | c | server | queue | compute input | compute infer | "
          "compute output | sum |", "|---|---|---:|---|---:|---:|---:|---:|---:|"]
     keys = ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")

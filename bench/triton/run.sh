@@ -11,18 +11,24 @@
 #                               KIND_CPU or KIND_GPU: the models' instance kind;
 #                               BENCH_RESULTS, the output folder)
 #
-# tritonserver is the one in PyPI's nvidia-pytriton wheel (pinned below:
-# Triton 2.51.0, the r24.10 release), which this script downloads once into
-# build-bench/triton/. That build has only Triton's Python backend, so
-# tritonserver runs the models through bench/triton/backend.c, a Triton
-# backend made of ptserve's own LibTorch bridge, installed as
-# backends/pytorch/libtriton_pytorch.so: the forward() both servers run is
-# the same code, and the comparison is of the servers around it. That
-# backend does less per request than Triton's PyTorch backend, so its
-# tritonserver figures are a lower bound on the real one's cost. Where a
-# full tritonserver is at hand (NVIDIA's container), TRITONSERVER=its binary
-# and TRITON_BACKENDS=its backend directory (/opt/tritonserver/backends) run
-# it with Triton's own PyTorch backend instead of both.
+# tritonserver is NVIDIA's own, r25.07, with its real PyTorch backend
+# (github.com/triton-inference-server/pytorch_backend), built on this
+# machine once and kept in TRITON_HOME (default build-bench/tritonserver-
+# r25.07, git-ignored): when it is missing, this script builds it with
+# TRITON_BUILD_SCRIPT (default ../shared/tools/build-triton.sh: Debian 12,
+# CPU only, about 15 minutes on 2 cores) from the sources under MIRROR
+# (bare git dirs of server, core, common, backend, third_party and
+# pytorch_backend, as the tool's header says). That build's backend links
+# Debian's LibTorch 1.13; TRITON_LIBTORCH=venv (the default) builds the
+# backend again against the venv's LibTorch, the one ptserve links, so both
+# servers run the same LibTorch and the comparison is of the servers around
+# it; TRITON_LIBTORCH=debian keeps 1.13. TRITONSERVER and TRITON_BACKENDS
+# name another build (NVIDIA's container: /opt/tritonserver/...) instead.
+# meta.txt and the table say which LibTorch each server ran.
+#
+# The fixed-rate rows (FIXED_RATES, default "2000 8000" requests/s; RATE_ROUNDS,
+# default 3) are perf_analyzer --request-rate-range: the server's CPU per
+# request at a rate a team pays cores for, and the rate each server kept.
 #
 # Before measuring, check.py asks both servers for every model's answers to
 # random inputs and compares them with torch's own forward().
@@ -48,10 +54,12 @@ PROTOS="${PROTOS:-http grpc}"
 INTERVAL_MS="${BENCH_INTERVAL_MS:-1000}"
 PA="${PA:-1}"
 KIND="${KIND:-KIND_CPU}"
-PYTRITON="nvidia-pytriton==0.7.0" # tritonserver 2.51.0 (r24.10)
-TRITON_HOME="$BUILD/triton"
+TRITON_HOME="${TRITON_HOME:-$ROOT/build-bench/tritonserver-r25.07}"
+TRITON_LIBTORCH="${TRITON_LIBTORCH:-venv}"
 TRITONSERVER="${TRITONSERVER:-}"
 TRITON_BACKENDS="${TRITON_BACKENDS:-}"
+FIXED_RATES="${FIXED_RATES:-2000 8000}"
+RATE_ROUNDS="${RATE_ROUNDS:-3}"
 SERVER_PID=
 source "$ROOT/bench/lib.sh" # log, free_port, wait_ready, model_answered, ptperf_proto_args, cpu_ticks
 declare -A PID PORT GPORT
@@ -64,40 +72,54 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# ---- build and fetch ----
+# ---- build ----
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF \
   -DPTS_PYTHON="$(command -v "$PY")" >/dev/null
-cmake --build "$BUILD" --target ptserve ptperf bench_triton_backend -j"${JOBS:-2}" >/dev/null
-if [ -z "$TRITONSERVER" ] && [ ! -x "$TRITON_HOME/bin/tritonserver" ]; then
-  log "fetching tritonserver ($PYTRITON, from PyPI)"
-  rm -rf "$TRITON_HOME" && mkdir -p "$TRITON_HOME/wheel"
-  "$PY" -m pip download -q --no-deps "$PYTRITON" -d "$TRITON_HOME/wheel"
-  # Only the server and the libraries it links: its RPATH finds them at
-  # ../../../nvidia_pytriton.libs from pytriton/tritonserver/bin.
-  "$PY" - "$TRITON_HOME" <<'EOF'
-import glob, os, sys, zipfile
-home = sys.argv[1]
-whl = zipfile.ZipFile(glob.glob(os.path.join(home, "wheel", "*.whl"))[0])
-for name in whl.namelist():
-    if name.startswith("nvidia_pytriton.libs/") or name == "pytriton/tritonserver/bin/tritonserver":
-        whl.extract(name, os.path.join(home, "pkg"))
-os.chmod(os.path.join(home, "pkg/pytriton/tritonserver/bin/tritonserver"), 0o755)
-os.makedirs(os.path.join(home, "bin"), exist_ok=True)
-os.symlink("../pkg/pytriton/tritonserver/bin/tritonserver", os.path.join(home, "bin/tritonserver"))
-EOF
-fi
-fetched=
+cmake --build "$BUILD" --target ptserve ptperf -j"${JOBS:-2}" >/dev/null
+TORCH_DIR="$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
+triton_libtorch=
 if [ -z "$TRITONSERVER" ]; then
-  TRITONSERVER="$TRITON_HOME/bin/tritonserver"
-  fetched=" ($PYTRITON)"
+  if [ ! -x "$TRITON_HOME/install/bin/tritonserver" ]; then
+    script="${TRITON_BUILD_SCRIPT:-$ROOT/../shared/tools/build-triton.sh}"
+    if [ ! -f "$script" ] || [ -z "${MIRROR:-}" ]; then
+      echo "run.sh: no tritonserver in $TRITON_HOME; set MIRROR (the fetched Triton sources)" \
+        "and TRITON_BUILD_SCRIPT (now '$script') to build it, or TRITONSERVER and" \
+        "TRITON_BACKENDS to use another" >&2
+      exit 1
+    fi
+    log "building tritonserver r25.07 with its PyTorch backend into $TRITON_HOME"
+    TRITONBUILD="$TRITON_HOME" MIRROR="$MIRROR" bash "$script" >"$TRITON_HOME.build.log" 2>&1
+  fi
+  TRITONSERVER="$TRITON_HOME/install/bin/tritonserver"
+  TRITON_BACKENDS="$TRITON_HOME/install/backends"
+  triton_libtorch="Debian's libtorch 1.13 ($(dpkg-query -W -f '${Version}' libtorch1.13 2>/dev/null || echo '?'))"
+  if [ "$TRITON_LIBTORCH" = venv ]; then
+    # Triton's PyTorch backend, built again against the venv's LibTorch.
+    venv_backends="$TRITON_HOME/backends-venv"
+    if [ ! -f "$venv_backends/pytorch/libtriton_pytorch.so" ]; then
+      log "building Triton's PyTorch backend against $TORCH_DIR"
+      T="$TRITON_HOME"
+      cmake -S "$T/src/pytorch_backend" -B "$T/build/pt-venv" -DCMAKE_BUILD_TYPE=Release \
+        -DFETCHCONTENT_SOURCE_DIR_REPO-COMMON="$T/src/common" \
+        -DFETCHCONTENT_SOURCE_DIR_REPO-CORE="$T/src/core" \
+        -DFETCHCONTENT_SOURCE_DIR_REPO-BACKEND="$T/src/backend" -DFETCHCONTENT_FULLY_DISCONNECTED=ON \
+        -DProtobuf_DIR="$T/shim/protobuf" -Dprotobuf_DIR="$T/shim/protobuf" -Dre2_DIR="$T/shim/re2" \
+        -DTRITON_MIN_CXX_STANDARD=17 -DTRITON_ENABLE_GPU=OFF -DTRITON_PYTORCH_ENABLE_TORCHVISION=OFF \
+        -DPython3_EXECUTABLE=/usr/bin/python3 -DPython3_INCLUDE_DIR=/usr/include/python3.11 \
+        -DPython3_LIBRARY=/usr/lib/x86_64-linux-gnu/libpython3.11.so \
+        -DTRITON_PYTORCH_INCLUDE_PATHS="$TORCH_DIR/include;$TORCH_DIR/include/torch/csrc/api/include" \
+        -DTRITON_PYTORCH_LIB_PATHS="$TORCH_DIR/lib" >"$T/pt-venv.log" 2>&1
+      cmake --build "$T/build/pt-venv" --target triton-pytorch-backend -j"${JOBS:-2}" >>"$T/pt-venv.log" 2>&1
+      mkdir -p "$venv_backends/pytorch"
+      cp "$T/build/pt-venv/libtriton_pytorch.so" "$venv_backends/pytorch/"
+    fi
+    TRITON_BACKENDS="$venv_backends"
+    triton_libtorch="the venv's LibTorch $("$PY" -c 'import torch; print(torch.__version__)') (the backend built against it)"
+  fi
 fi
-backend="$TRITON_BACKENDS/pytorch"
-if [ -z "$TRITON_BACKENDS" ]; then
-  TRITON_BACKENDS="$TRITON_HOME/backends"
-  mkdir -p "$TRITON_BACKENDS/pytorch"
-  cp "$BUILD/libtriton_pytorch.so" "$TRITON_BACKENDS/pytorch/"
-  backend="stand-in"
-fi
+# The venv's LibTorch first on the loader's path (libtorch.so has no version
+# in its name there; Debian's are libtorch.so.1.13).
+export LD_LIBRARY_PATH="$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 rm -rf "$RAW"
 mkdir -p "$RAW/models"
@@ -112,14 +134,18 @@ rm -rf "$RAW/all"
 for s in tritonserver ptserve; do
   PORT[$s]="$(free_port)"
   GPORT[$s]="$(free_port)"
-  extra=()
+  # tritonserver's metrics are compiled out of the Debian build (no
+  # prometheus-cpp), so only ptserve takes a metrics port; its counters
+  # are on, as by default.
+  extra=(--metrics-port "$(free_port)")
   bin="$BUILD/ptserve"
   if [ "$s" = tritonserver ]; then
     bin="$TRITONSERVER"
     extra=(--backend-directory "$TRITON_BACKENDS")
+    "$bin" --help 2>&1 | grep -q -- --metrics-port && extra+=(--metrics-port "$(free_port)")
   fi
   "$bin" --model-repository "$RAW/models" --http-port "${PORT[$s]}" --grpc-port "${GPORT[$s]}" \
-    --metrics-port "$(free_port)" "${extra[@]}" >"$RAW/server_$s.log" 2>&1 &
+    "${extra[@]}" >"$RAW/server_$s.log" 2>&1 &
   PID[$s]=$!
   wait_ready "http://127.0.0.1:${PORT[$s]}/v2/models/mlp/ready" "${PID[$s]}" "$RAW/server_$s.log"
   wait_ready "http://127.0.0.1:${PORT[$s]}/v2/models/add_sub/ready" "${PID[$s]}" "$RAW/server_$s.log"
@@ -135,8 +161,10 @@ done
   echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   echo "cores=$(nproc)"
   echo "kernel=$(uname -r)"
-  echo "tritonserver=$(curl -s "http://127.0.0.1:${PORT[tritonserver]}/v2" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["version"])')$fetched"
-  echo "triton_backend=$backend"
+  echo "tritonserver=$(curl -s "http://127.0.0.1:${PORT[tritonserver]}/v2" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["version"])') ($TRITONSERVER)"
+  echo "triton_backend=Triton's PyTorch backend r25.07 in $TRITON_BACKENDS/pytorch"
+  echo "triton_libtorch=${triton_libtorch:-as built in $TRITON_BACKENDS}"
+  echo "ptserve_libtorch=the venv's LibTorch $("$PY" -c 'import torch; print(torch.__version__)')"
   echo "ptserve=$(curl -s "http://127.0.0.1:${PORT[ptserve]}/v2" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["version"])')"
   echo "torch=$("$PY" -c 'import torch; print(torch.__version__)')"
   echo "perf_analyzer=$([ -x "$PERF_ANALYZER" ] && "$PERF_ANALYZER" --version 2>&1 | head -n1 || echo missing)"
@@ -213,6 +241,52 @@ EOF
     done
   done
 done
+
+# ---- fixed rates: perf_analyzer sends FIXED_RATES requests/s (its own
+# schedule, whatever the answers' pace); the rate kept is the requests the
+# server's statistics endpoint counted over the run's wall time, the CPU per
+# request the server's CPU over the run ÷ those requests.
+if [ "$PA" = 1 ] && [ -x "$PERF_ANALYZER" ]; then
+  for r in $(seq 1 "$RATE_ROUNDS"); do
+    order="tritonserver ptserve"
+    [ $((r % 2)) -eq 0 ] && order="ptserve tritonserver"
+    for p in $PROTOS; do
+      for rate in $FIXED_RATES; do
+        for s in $order; do
+          log "fixed rate, round $r, $p, $rate/s, $s: perf_analyzer"
+          f="$RAW/pa_rate_${s}_${p}_${rate}_r$r.csv"
+          rm -f "$f"
+          n0="$(model_answered "${PORT[$s]}" mlp)"
+          read -r u0 k0 < <(cpu_ticks "${PID[$s]}")
+          t0="$(date +%s%N)"
+          # A rate the server can not keep never gives a stable measurement,
+          # and perf_analyzer then writes no CSV: the rate kept then comes
+          # from the server's own count over the run's wall time, and there
+          # is no p50. The CPU per request is the server's either way.
+          # shellcheck disable=SC2046
+          "$PERF_ANALYZER" -m mlp $(pa_args "$p" "$s") --request-rate-range "$rate" \
+            -p "$INTERVAL_MS" -s 10 -r 10 -f "$f" >>"$RAW/perf_analyzer.log" 2>&1 || true
+          t1="$(date +%s%N)"
+          read -r u1 k1 < <(cpu_ticks "${PID[$s]}")
+          n1="$(model_answered "${PORT[$s]}" mlp)"
+          "$PY" - "$f" "$s" "$r" "$p" "$rate" "$(((u1 + k1) - (u0 + k0)))" "$((n1 - n0))" "$hz" \
+            "$((t1 - t0))" >>"$RAW/results.csv" <<'EOF'
+import csv, os, sys
+f, s, r, p, rate, ticks, n, hz, ns = sys.argv[1:]
+row = next(csv.DictReader(open(f))) if os.path.exists(f) else {}
+cpu = int(ticks) / int(hz) * 1e6 / int(n) if int(n) else 0.0
+# perf_analyzer's rate when it settled; else the server's count over the
+# run's wall time (perf_analyzer's start-up included: a little low).
+kept = float(row["Inferences/Second"]) if row else int(n) / (int(ns) / 1e9)
+print(f"perf_analyzer_rate,{s},{r},{p},{rate},{kept:.1f},{row.get('p50 latency', '')},"
+      f"{cpu:.2f},{row.get('Server Queue', '')},{row.get('Server Compute Input', '')},"
+      f"{row.get('Server Compute Infer', '')},{row.get('Server Compute Output', '')}")
+EOF
+        done
+      done
+    done
+  done
+fi
 
 {
   echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)"
