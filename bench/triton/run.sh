@@ -193,6 +193,48 @@ pa_args() { # PROTO SERVER
   esac
 }
 
+# One perf_analyzer cell: CLIENT (perf_analyzer: --concurrency-range VALUE;
+# perf_analyzer_rate: --request-rate-range VALUE) on SERVER, round R,
+# PROTO; appends its row to results.csv. The server's CPU per request is
+# its CPU over the run ÷ the requests its statistics endpoint counted. A
+# rate the server can not keep never gives a stable measurement, and
+# perf_analyzer then writes no CSV: a fixed-rate cell then takes the rate
+# kept from the server's own count over the run's wall time (perf_analyzer's
+# start-up included: a little low) and has no p50; a concurrency cell is
+# left out, saying so.
+pa_cell() { # CLIENT SERVER ROUND PROTO VALUE
+  local client="$1" s="$2" r="$3" p="$4" v="$5" load=--concurrency-range
+  [ "$client" = perf_analyzer_rate ] && load=--request-rate-range
+  local f="$RAW/${client/perf_analyzer/pa}_${s}_${p}_${v}_r$r.csv" n0 n1 u0 k0 u1 k1 t0 t1
+  rm -f "$f"
+  n0="$(model_answered "${PORT[$s]}" mlp)"
+  read -r u0 k0 < <(cpu_ticks "${PID[$s]}")
+  t0="$(date +%s%N)"
+  # shellcheck disable=SC2046
+  "$PERF_ANALYZER" -m mlp $(pa_args "$p" "$s") "$load" "$v" \
+    -p "$INTERVAL_MS" -s 10 -r 10 -f "$f" >>"$RAW/perf_analyzer.log" 2>&1 || true
+  t1="$(date +%s%N)"
+  read -r u1 k1 < <(cpu_ticks "${PID[$s]}")
+  n1="$(model_answered "${PORT[$s]}" mlp)"
+  if [ ! -s "$f" ] && [ "$client" = perf_analyzer ]; then
+    echo "run.sh: perf_analyzer on $s, $p, c=$v failed; see $RAW/perf_analyzer.log" >&2
+    return
+  fi
+  # perf_analyzer's CSV: its load column, Inferences/Second, ..., p50 latency (µs) by header.
+  "$PY" - "$f" "$client" "$s" "$r" "$p" "$v" "$(((u1 + k1) - (u0 + k0)))" "$((n1 - n0))" \
+    "$hz" "$((t1 - t0))" >>"$RAW/results.csv" <<'EOF'
+import csv, os, sys
+f, client, s, r, p, v, ticks, n, hz, ns = sys.argv[1:]
+row = next(csv.DictReader(open(f))) if os.path.exists(f) and os.path.getsize(f) else {}
+cpu = int(ticks) / int(hz) * 1e6 / int(n) if int(n) else 0.0
+kept = float(row["Inferences/Second"]) if row else int(n) / (int(ns) / 1e9)
+p50 = "%.1f" % float(row["p50 latency"]) if row else ""
+print(f"{client},{s},{r},{p},{v},{kept:.1f},{p50},{cpu:.2f},{row.get('Server Queue', '')},"
+      f"{row.get('Server Compute Input', '')},{row.get('Server Compute Infer', '')},"
+      f"{row.get('Server Compute Output', '')}")
+EOF
+}
+
 echo "client,server,round,protocol,concurrency,infer_per_sec,p50_us,server_cpu_us,queue_us,compute_input_us,compute_infer_us,compute_output_us" \
   >"$RAW/results.csv"
 hz="$(getconf CLK_TCK)"
@@ -215,37 +257,15 @@ for r in $(seq 1 "$ROUNDS"); do
                     s, r, p, c, $5, $6, $24, $16, $17, $18, $19}' >>"$RAW/results.csv"
         [ "$PA" = 1 ] && [ -x "$PERF_ANALYZER" ] || continue
         log "round $r, $p, c=$c, $s: perf_analyzer"
-        f="$RAW/pa_${s}_${p}_c${c}_r$r.csv"
-        n0="$(model_answered "${PORT[$s]}" mlp)"
-        read -r u0 k0 < <(cpu_ticks "${PID[$s]}")
-        # shellcheck disable=SC2046
-        if ! "$PERF_ANALYZER" -m mlp $(pa_args "$p" "$s") --concurrency-range "$c" \
-            -p "$INTERVAL_MS" -s 10 -r 10 -f "$f" >>"$RAW/perf_analyzer.log" 2>&1; then
-          echo "run.sh: perf_analyzer on $s, $p, c=$c failed; see $RAW/perf_analyzer.log" >&2
-          continue
-        fi
-        read -r u1 k1 < <(cpu_ticks "${PID[$s]}")
-        n1="$(model_answered "${PORT[$s]}" mlp)"
-        # perf_analyzer's CSV: Concurrency, Inferences/Second, ..., p50 latency (µs) by header.
-        "$PY" - "$f" "$s" "$r" "$p" "$c" "$(((u1 + k1) - (u0 + k0)))" "$((n1 - n0))" "$hz" \
-          >>"$RAW/results.csv" <<'EOF'
-import csv, sys
-f, s, r, p, c, ticks, n, hz = sys.argv[1:]
-row = next(csv.DictReader(open(f)))
-cpu = int(ticks) / int(hz) * 1e6 / int(n) if int(n) else 0.0
-print(f"perf_analyzer,{s},{r},{p},{c},{float(row['Inferences/Second']):.1f},"
-      f"{float(row['p50 latency']):.1f},{cpu:.2f},{row['Server Queue']},"
-      f"{row['Server Compute Input']},{row['Server Compute Infer']},{row['Server Compute Output']}")
-EOF
+        pa_cell perf_analyzer "$s" "$r" "$p" "$c"
       done
     done
   done
 done
 
 # ---- fixed rates: perf_analyzer sends FIXED_RATES requests/s (its own
-# schedule, whatever the answers' pace); the rate kept is the requests the
-# server's statistics endpoint counted over the run's wall time, the CPU per
-# request the server's CPU over the run ÷ those requests.
+# schedule, whatever the answers' pace): the rate each server kept and its
+# CPU per request (pa_cell).
 if [ "$PA" = 1 ] && [ -x "$PERF_ANALYZER" ]; then
   for r in $(seq 1 "$RATE_ROUNDS"); do
     order="tritonserver ptserve"
@@ -254,34 +274,7 @@ if [ "$PA" = 1 ] && [ -x "$PERF_ANALYZER" ]; then
       for rate in $FIXED_RATES; do
         for s in $order; do
           log "fixed rate, round $r, $p, $rate/s, $s: perf_analyzer"
-          f="$RAW/pa_rate_${s}_${p}_${rate}_r$r.csv"
-          rm -f "$f"
-          n0="$(model_answered "${PORT[$s]}" mlp)"
-          read -r u0 k0 < <(cpu_ticks "${PID[$s]}")
-          t0="$(date +%s%N)"
-          # A rate the server can not keep never gives a stable measurement,
-          # and perf_analyzer then writes no CSV: the rate kept then comes
-          # from the server's own count over the run's wall time, and there
-          # is no p50. The CPU per request is the server's either way.
-          # shellcheck disable=SC2046
-          "$PERF_ANALYZER" -m mlp $(pa_args "$p" "$s") --request-rate-range "$rate" \
-            -p "$INTERVAL_MS" -s 10 -r 10 -f "$f" >>"$RAW/perf_analyzer.log" 2>&1 || true
-          t1="$(date +%s%N)"
-          read -r u1 k1 < <(cpu_ticks "${PID[$s]}")
-          n1="$(model_answered "${PORT[$s]}" mlp)"
-          "$PY" - "$f" "$s" "$r" "$p" "$rate" "$(((u1 + k1) - (u0 + k0)))" "$((n1 - n0))" "$hz" \
-            "$((t1 - t0))" >>"$RAW/results.csv" <<'EOF'
-import csv, os, sys
-f, s, r, p, rate, ticks, n, hz, ns = sys.argv[1:]
-row = next(csv.DictReader(open(f))) if os.path.exists(f) else {}
-cpu = int(ticks) / int(hz) * 1e6 / int(n) if int(n) else 0.0
-# perf_analyzer's rate when it settled; else the server's count over the
-# run's wall time (perf_analyzer's start-up included: a little low).
-kept = float(row["Inferences/Second"]) if row else int(n) / (int(ns) / 1e9)
-print(f"perf_analyzer_rate,{s},{r},{p},{rate},{kept:.1f},{row.get('p50 latency', '')},"
-      f"{cpu:.2f},{row.get('Server Queue', '')},{row.get('Server Compute Input', '')},"
-      f"{row.get('Server Compute Infer', '')},{row.get('Server Compute Output', '')}")
-EOF
+          pa_cell perf_analyzer_rate "$s" "$r" "$p" "$rate"
         done
       done
     done

@@ -882,13 +882,10 @@ static enum pts_status capture_graphs(struct pt_instance *in, const char *dev,
     if (st == PTS_OK)
       st = pts_torch_capture_graph(in->module, in->inputs, cfg->n_input, b,
                                    m->graph_min_batch[g], &opts, err);
-    if (st == PTS_OK && m->graph_min_batch[g] < b)
-      PTS_LOG_INFO("model '%s', instance '%s': captured a CUDA graph for batch size %lld on %s "
-                   "(smaller batches padded up to it)",
-                   m->name, in->name, (long long)b, dev);
-    else if (st == PTS_OK)
-      PTS_LOG_INFO("model '%s', instance '%s': captured a CUDA graph for batch size %lld on %s",
-                   m->name, in->name, (long long)b, dev);
+    if (st == PTS_OK)
+      PTS_LOG_INFO("model '%s', instance '%s': captured a CUDA graph for batch size %lld on %s%s",
+                   m->name, in->name, (long long)b, dev,
+                   m->graph_min_batch[g] < b ? " (smaller batches padded up to it)" : "");
     else
       pts_error_prefix(err, "model '%s', instance '%s', batch size %lld", m->name, in->name,
                        (long long)b);
