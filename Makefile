@@ -2,14 +2,17 @@
 #
 #   make run    serve examples/models on :8000 (extra flags: ARGS="--log-verbose 1")
 #   make test   everything CI runs: -Werror build, unit and end-to-end tests,
-#               the deployment tests (tests/deploy: manifests, the image's
-#               runtime tree, a rolling restart behind HAProxy; as root),
+#               the deployment tests (tests/deploy: manifests, the container
+#               image built and served from, a rolling restart behind
+#               HAProxy; as root),
 #               then unit and e2e again under AddressSanitizer + UBSan, then
 #               a short fuzz run (10 s per driver)
 #   make fuzz   every libFuzzer driver for FUZZ_SECONDS each (default 60)
+#   make image  the container image (deploy/Containerfile, built by buildah:
+#               scripts/image.sh), tagged localhost/ptserve:latest
 #   make bench  the CPU benchmark (bench/cpu/run.sh → bench/cpu/results/)
 #
-# Smaller steps: build, unit, e2e, deploy-test, asan, models, clean.
+# Smaller steps: build, unit, e2e, deploy-test, image, asan, models, clean.
 # Every step installs what it needs first (scripts/setup.sh is quiet and quick
 # when nothing is missing). A failing step stops make with a non-zero status.
 
@@ -48,7 +51,7 @@ FUZZ_SECONDS ?= 60
 
 # Steps share build directories and the two CPU cores cmake already uses.
 .NOTPARALLEL:
-.PHONY: run test setup build unit e2e deploy-test asan asan-build fuzz fuzz-build models bench clean
+.PHONY: run test setup build unit e2e deploy-test image asan asan-build fuzz fuzz-build models bench clean
 
 run: build models
 	exec $(BUILD_DIR)/ptserve --model-repository examples/models $(ARGS)
@@ -81,9 +84,16 @@ e2e: build
 	PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q tests/e2e $(PYTEST_ARGS)
 	PTSERVE_GRPC_TRANSPORT=core PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q $(GRPC_E2E) $(PYTEST_ARGS)
 
+# The container image of deploy/Containerfile, built with buildah (no daemon:
+# scripts/image.sh). Linux, as root.
+IMAGE ?= localhost/ptserve:latest
+
+image: setup
+	scripts/image.sh $(IMAGE)
+
 deploy-test: WERROR = ON
-deploy-test: build
-	PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q tests/deploy $(PYTEST_ARGS)
+deploy-test: build $(if $(filter Linux,$(shell uname -s)),image)
+	PTS_IMAGE=$(IMAGE) PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q tests/deploy $(PYTEST_ARGS)
 
 asan-build: setup
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DPTS_SANITIZE=ON -DPTS_WERROR=ON -DPTS_PYTHON=$(PYTHON) $(CMAKE_EXTRA)

@@ -12,28 +12,44 @@
 #
 # Idempotent and silent when everything is present, so `make run` and
 # `make test` can call it every time.
+#
+# PTS_SETUP_ONLY=build installs only what building ptserve needs: the build
+# packages, and a venv with torch alone (deploy/Containerfile's build stage,
+# where tests never run). PTS_TORCH_PIP_ARGS are pip options for that torch
+# (an --index-url or --find-links where the wheel comes from).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${PTS_VENV:-$ROOT/.venv}
 
-DEB_PACKAGES=(
+# What building ptserve (and its runtime tree, scripts/rootfs.sh) needs.
+DEB_BUILD_PACKAGES=(
   build-essential cmake pkg-config
   libevent-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
   libhttp-parser-dev    # HTTP/1.1 request parsing (src/frontend/http/conn.c)
   libjemalloc-dev       # the server's malloc (CMakeLists.txt: PTS_JEMALLOC)
-  libcmocka-dev
   libgrpc-dev protobuf-compiler protobuf-compiler-grpc  # gRPC
   libnghttp2-dev        # HTTP/2 of --grpc-transport nghttp2 (src/frontend/grpc/h2.c)
   python3 python3-venv  # the project venv; LibTorch comes from its pip torch
+  busybox-static binutils  # scripts/rootfs.sh: the image's busybox, strip
+)
+# What the tests, benchmarks and deployment checks need besides.
+DEB_TEST_PACKAGES=(
+  libcmocka-dev         # the unit tests
   libb64-0d             # the one shared library of perf_analyzer not in the venv
   curl
   gdb                   # the e2e tests' report of a hang: every thread's stack
   clang libclang-rt-dev  # the fuzz drivers: clang and its libFuzzer runtime
-  # tests/deploy: the runtime tree (scripts/rootfs.sh: busybox for the image's
-  # health check, binutils' strip), the rolling restart behind HAProxy in
-  # network namespaces (iproute2), the systemd unit check (systemd-analyze)
-  busybox-static binutils haproxy iproute2 util-linux systemd
+  # tests/deploy: the rolling restart behind HAProxy in network namespaces
+  # (iproute2), the systemd unit check (systemd-analyze), and the container
+  # image (scripts/image.sh: a Debian base from debootstrap, built and run
+  # by buildah without a daemon)
+  haproxy iproute2 util-linux systemd debootstrap buildah
 )
+if [ "${PTS_SETUP_ONLY:-}" = build ]; then
+  DEB_PACKAGES=("${DEB_BUILD_PACKAGES[@]}")
+else
+  DEB_PACKAGES=("${DEB_BUILD_PACKAGES[@]}" "${DEB_TEST_PACKAGES[@]}")
+fi
 
 BREW_PACKAGES=(cmake pkg-config libevent http-parser jansson protobuf-c grpc libnghttp2 jemalloc cmocka python@3.11)
 
@@ -136,6 +152,13 @@ setup_perf_analyzer() {
   "$VENV/bin/perf_analyzer" --version >/dev/null
 }
 
+# The build-only venv: torch alone, at requirements.txt's pin.
+setup_venv_build() {
+  [ -x "$VENV/bin/python" ] || "$(venv_base_python)" -m venv "$VENV"
+  # shellcheck disable=SC2086 # the pip options are words
+  quiet_pip install --quiet ${PTS_TORCH_PIP_ARGS:-} "$(grep -E '^torch==' "$ROOT/requirements.txt")"
+}
+
 # Reinstalled only when requirements.txt or the perf_analyzer pin changed
 # since the last install that finished: the venv keeps a stamp of both.
 setup_venv() {
@@ -169,4 +192,10 @@ case "$(uname -s)" in
     exit 1
     ;;
 esac
-[ "${PTS_SKIP_VENV:-0}" = 1 ] || setup_venv
+if [ "${PTS_SKIP_VENV:-0}" = 1 ]; then
+  :
+elif [ "${PTS_SETUP_ONLY:-}" = build ]; then
+  setup_venv_build
+else
+  setup_venv
+fi

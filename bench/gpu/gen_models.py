@@ -2,7 +2,7 @@
 """Models of the GPU benchmark (bench/gpu/run.sh), written with the GPU
 host's torch and torchvision:
 
-    python3 bench/gpu/gen_models.py OUTDIR
+    python3 bench/gpu/gen_models.py OUTDIR [--aoti]
 
 - resnet50_fp32, resnet50_fp16: torchvision ResNet-50 with random weights,
   traced on cuda:0 at FP32 / FP16, served with dynamic batching (max 128),
@@ -14,27 +14,39 @@ host's torch and torchvision:
 - mlp_b1: the same MLP on one instance without a queue: batches of one
   that take the device tens of microseconds (how the instance waits for
   such a batch is what bench/gpu/wait_ab.sh measures on it).
+
+With --aoti, only resnet50_fp16_aoti: the same FP16 ResNet-50 (same seed,
+same weights) exported with torch.export and compiled by AOTInductor for
+cuda:0 (examples/export_aoti.py, batch dimension dynamic 1..128) as
+model.pt2, served by the torch_aoti platform with the same dynamic batching
+and instances (no CUDA graphs: ptserve captures none for a package). The
+compile takes minutes.
 """
+import argparse
 import os
 import sys
 
 import torch
 import torchvision
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+from export_aoti import export_package  # noqa: E402
 
-def config(name, dtype, in_dims, out_dims, extra="", delay_us=200, count=2):
+
+def config(name, dtype, in_dims, out_dims, extra="", delay_us=200, count=2,
+           engine='backend: "pytorch"'):
     """delay_us None: no dynamic batching."""
     batching = ("dynamic_batching { max_queue_delay_microseconds: %d }" % delay_us
                 if delay_us is not None else "")
     return """name: "%s"
-backend: "pytorch"
+%s
 max_batch_size: 128
 input [ { name: "INPUT__0" data_type: %s dims: [ %s ] } ]
 output [ { name: "OUTPUT__0" data_type: %s dims: [ %s ] } ]
 instance_group [ { count: %d kind: KIND_GPU gpus: [ 0 ] } ]
 %s
 %s
-""" % (name, dtype, ", ".join(map(str, in_dims)), dtype, ", ".join(map(str, out_dims)), count,
+""" % (name, engine, dtype, ", ".join(map(str, in_dims)), dtype, ", ".join(map(str, out_dims)), count,
        batching, extra)
 
 
@@ -44,6 +56,22 @@ def write(outdir, name, cfg, module):
     module.save(os.path.join(d, "model.pt"))
     with open(os.path.join(outdir, name, "config.pbtxt"), "w") as f:
         f.write(cfg)
+
+
+def resnet50_fp16():
+    """torchvision's ResNet-50, random weights from seed 0, FP16 on cuda:0."""
+    torch.manual_seed(0)
+    return torchvision.models.resnet50(weights=None).eval().cuda().half()
+
+
+def write_aoti(outdir):
+    name = "resnet50_fp16_aoti"
+    d = os.path.join(outdir, name)
+    os.makedirs(os.path.join(d, "1"), exist_ok=True)
+    export_package(resnet50_fp16(), (torch.randn(2, 3, 224, 224, device="cuda").half(),),
+                   path=os.path.join(d, "1", "model.pt2"), batch_max=128, device="cuda")
+    with open(os.path.join(d, "config.pbtxt"), "w") as f:
+        f.write(config(name, "TYPE_FP16", [3, 224, 224], [1000], engine='platform: "torch_aoti"'))
 
 
 def main(outdir):
@@ -62,7 +90,7 @@ def main(outdir):
         buckets = ('\nparameters { key: "CUDA_GRAPH_BATCH_SIZES" value: { string_value: '
                    '"1,2,4,8,16,24,32,48,64,80,96,112,128" } }'
                    '\nparameters { key: "CUDA_GRAPH_PAD_BATCHES" value: { string_value: "true" } }')
-        rn = torchvision.models.resnet50(weights=None).eval().cuda()
+        rn = torchvision.models.resnet50(weights=None).eval().cuda()  # seed 0, as resnet50_fp16()
         x = torch.randn(1, 3, 224, 224, device="cuda")
         write(outdir, "resnet50_fp32",
               config("resnet50_fp32", "TYPE_FP32", [3, 224, 224], [1000], cl + buckets),
@@ -89,4 +117,11 @@ def main(outdir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("outdir")
+    ap.add_argument("--aoti", action="store_true", help="only the AOTInductor ResNet-50")
+    a = ap.parse_args()
+    if a.aoti:
+        write_aoti(a.outdir)
+    else:
+        main(a.outdir)

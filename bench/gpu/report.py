@@ -17,7 +17,11 @@ import os
 import sys
 
 INPUT_BYTES = {"resnet50_fp32": 3 * 224 * 224 * 4, "resnet50_fp16": 3 * 224 * 224 * 2,
-               "mlp": 64 * 4, "resnet50_fp16_graph": 3 * 224 * 224 * 2}
+               "mlp": 64 * 4, "resnet50_fp16_graph": 3 * 224 * 224 * 2,
+               "resnet50_fp16_aoti": 3 * 224 * 224 * 2}
+# The models served under every load (HTTP, shared memory, gRPC): the
+# TorchScript ResNet-50s, or (BENCH_SET=aoti) the AOTInductor one.
+RESNETS = ("resnet50_fp32", "resnet50_fp16", "resnet50_fp16_aoti")
 
 
 # Suffixes of the ResNet-50 loads besides plain HTTP, as run.sh names them.
@@ -56,22 +60,23 @@ def main(raw, out):
 
     def ref_best(model, family, max_batch=MAX_BATCH):
         """(items/s, batch, variant) of PyTorch's best run of a family
-        (device: device, device_cl or device_cl_graph; pinned: the same with
-        pinned) up to max_batch: PyTorch at its best, whichever memory
-        format and launch (eager or a CUDA graph) that took."""
+        (device: device, device_cl, device_cl_graph or, for a package,
+        device_graph; pinned: the same with pinned) up to max_batch:
+        PyTorch at its best, whichever memory format and launch (eager or a
+        CUDA graph) that took."""
         runs = [(v["per_sec"], b, variant)
                 for variant, by_b in ref.get(model, {}).items()
-                if variant in (family, family + "_cl", family + "_cl_graph")
+                if variant in (family, family + "_cl", family + "_cl_graph", family + "_graph")
                 for b, v in by_b.items() if b <= max_batch]
         return max(runs) if runs else (None, None, None)
 
     served = {}
-    for m in ("resnet50_fp32", "resnet50_fp16", "mlp", "resnet50_fp16_graph"):
+    for m in RESNETS + ("mlp", "resnet50_fp16_graph"):
         served[m] = read_csv(os.path.join(raw, "ptperf_%s.csv" % m))
     # The same load with inputs and outputs in system shared memory, in CUDA
     # shared memory (absent from runs before ptperf had it, or on a host
     # where its CUDA mode failed), and over gRPC.
-    for m in ("resnet50_fp32", "resnet50_fp16"):
+    for m in RESNETS:
         for kind in SERVED_KINDS:
             served[m + kind] = read_csv(os.path.join(raw, "ptperf_%s%s.csv" % (m, kind)))
     # The CUDA-graph model at c=1 with its input in shared memory (runs
@@ -80,11 +85,24 @@ def main(raw, out):
         served["resnet50_fp16_graph" + kind] = read_csv(
             os.path.join(raw, "ptperf_resnet50_fp16_graph%s.csv" % kind))
     rows, md = [], []
-    md.append("# GPU benchmark: ptserve against PyTorch in process\n")
+    aoti = meta.get("set") == "aoti"
+    resnets = [m for m in RESNETS if served[m]]
+    md.append("# GPU benchmark%s: ptserve against PyTorch in process\n"
+              % (" (AOTInductor)" if aoti else ""))
     md.append("Run on %s; %s cores (%s); torch %s; git %s; %s; ptserve build %s. Produced by "
               "`bench/gpu/run.sh` on the GPU host, then `bench/gpu/report.py`.\n"
               % (meta.get("gpu"), meta.get("cores"), meta.get("cpu"), meta.get("torch"),
                  meta.get("git"), meta.get("date"), meta.get("build", "Release")))
+    if aoti:
+        md.append("This is the AOTInductor set (`BENCH_SET=aoti bench/gpu/run.sh`): the FP16 "
+                  "ResNet-50 of the TorchScript set (same seed, same weights) exported with "
+                  "`torch.export` and compiled for cuda:0 by AOTInductor, batch dimension "
+                  "dynamic 1..128 (`bench/gpu/gen_models.py --aoti`), served by the `torch_aoti` "
+                  "platform (no CUDA graphs: ptserve captures none for a package). Its "
+                  "reference is PyTorch's `torch._inductor.aoti_load_package` of the same "
+                  "`model.pt2`, where the text below says `torch.jit.load`; the package takes "
+                  "its batch as it was exported (NCHW), so its graph rows are `device_graph` "
+                  "and `pinned_graph`, not channels-last.\n")
     md.append("The reference (a) is PyTorch itself running the same TorchScript file in one "
               "process (`bench/gpu/torch_ref.py`: `torch.jit.load`, eval, `torch.no_grad()`, "
               "the default stream, cuDNN's defaults), one call after another, each call's "
@@ -125,9 +143,7 @@ def main(raw, out):
     busy = {r["model"]: float(r["busy_pct"]) for r in read_csv(os.path.join(raw, "busy.csv"))
             if r.get("busy_pct")}
     ratios, tails = {}, {}
-    for m in ("resnet50_fp32", "resnet50_fp16", "resnet50_fp32_grpc", "resnet50_fp16_grpc",
-              "resnet50_fp32_shm", "resnet50_fp16_shm", "resnet50_fp32_cudashm",
-              "resnet50_fp16_cudashm", "mlp"):
+    for m in ([r + k for k in ("", "_grpc", "_shm", "_cudashm") for r in resnets] + ["mlp"]):
         base = m.rsplit("_", 1)[0] if m.endswith(SERVED_KINDS) else m
         variant = "device" if m.endswith("_cudashm") else "pinned"
         ref_rate, ref_b, ref_variant = ref_best(base, variant)
@@ -170,7 +186,9 @@ def main(raw, out):
     batches = (1, 8, 32, 128, 256)
     md.append("| model | " + " | ".join("batch %d" % b for b in batches) + " |")
     md.append("|---|" + "---:|" * len(batches))
-    for m in ("resnet50_fp32", "resnet50_fp16", "mlp"):
+    for m in resnets + ["mlp"]:
+        if m not in ref:
+            continue
         for label, runs in (("PyTorch, device", ref.get(m, {}).get("device", {})),
                             ("PyTorch, device, channels-last", ref.get(m, {}).get("device_cl")),
                             ("PyTorch, pinned", ref.get(m, {}).get("pinned", {})),
@@ -179,6 +197,8 @@ def main(raw, out):
                              ref.get(m, {}).get("device_cl_graph")),
                             ("PyTorch, pinned, channels-last, CUDA graph",
                              ref.get(m, {}).get("pinned_cl_graph")),
+                            ("PyTorch, device, CUDA graph", ref.get(m, {}).get("device_graph")),
+                            ("PyTorch, pinned, CUDA graph", ref.get(m, {}).get("pinned_graph")),
                             ("bridge", inproc.get(m, {}))):
             if runs is None:
                 continue
@@ -217,7 +237,7 @@ def main(raw, out):
     md.append("\n## Issue 46's targets\n")
     md.append("| target | measured | |")
     md.append("|---|---:|---|")
-    for m in ("resnet50_fp32", "resnet50_fp16"):
+    for m in resnets:
         for kind, how, against in (("_cudashm", "CUDA shared memory", "the batch on the device"),
                                    ("", "HTTP, binary tensors", "the pinned copy"),
                                    ("_grpc", "gRPC", "the pinned copy")):
@@ -226,14 +246,14 @@ def main(raw, out):
                 md.append("| %s, %s ≥ %.2f× PyTorch with %s | %.2f× | %s |" % (
                     m, how, TARGET_RATIO, against, r,
                     "met" if r >= TARGET_RATIO else "missed by %.2f" % (TARGET_RATIO - r)))
-    for m in ("resnet50_fp32", "resnet50_fp16"):
+    for m in resnets:
         for kind in ("", "_grpc", "_shm", "_cudashm"):
             t = tails.get(m + kind)
             if t:
                 md.append("| %s%s p99 ≤ 2× p50, concurrency %d-%d | %.1f× at worst | %s |" % (
                     m, kind, TAIL_CONCURRENCY[0], TAIL_CONCURRENCY[1], t,
                     "met" if t <= 2 else "missed"))
-    for m in ("resnet50_fp32", "resnet50_fp16"):
+    for m in resnets:
         for kind in ("", "_grpc", "_shm", "_cudashm"):
             if m + kind in busy:
                 b = busy[m + kind]
@@ -302,7 +322,7 @@ def main(raw, out):
               "reference (no copy).\n")
     md.append("| model | input bytes/request | at ptserve's best | host memory traffic (3 copies) |")
     md.append("|---|---:|---:|---:|")
-    for m in ("resnet50_fp32", "resnet50_fp16"):
+    for m in resnets:
         if served[m]:
             best = max(float(r["infer_per_sec"]) for r in served[m])
             gbs = best * INPUT_BYTES[m] / 1e9
@@ -319,8 +339,9 @@ def main(raw, out):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-        for ax, m in zip(axes, ("resnet50_fp32", "resnet50_fp16", "mlp")):
+        plotted = resnets + (["mlp"] if served["mlp"] else [])
+        fig, axes = plt.subplots(1, len(plotted), figsize=(5 * len(plotted), 4.2), squeeze=False)
+        for ax, m in zip(axes[0], plotted):
             if not served[m]:
                 continue
             c = [int(r["concurrency"]) for r in served[m]]

@@ -35,6 +35,13 @@
 # BENCH_SKIP_BRIDGE=1 leaves out (a'), BENCH_SKIP_FIRST=1 leaves out (d): a
 # run that must fit a short device call (the report then has no bridge
 # column and no first-request table).
+#
+# BENCH_SET=aoti runs the AOTInductor set instead (issue 46, part 5): the
+# FP16 ResNet-50 exported as model.pt2 (gen_models.py --aoti), PyTorch's
+# aoti_load_package of the same package as the reference (eager and as
+# CUDA graphs), and ptserve's torch_aoti platform under the same loads as
+# above (HTTP, system and CUDA shared memory, gRPC, device busy); the
+# report goes to bench/gpu/results-aoti.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 RAW="${1:-$ROOT/bench/gpu/raw}"
@@ -50,13 +57,101 @@ trap stop_server EXIT
 mkdir -p "$RAW"
 gpu_build
 
-log "models in $MODELS"
-rm -rf "$MODELS"
-"$PY" "$ROOT/bench/gpu/gen_models.py" "$MODELS"
+SET="${BENCH_SET:-torchscript}"
+if [ "${BENCH_KEEP_MODELS:-0}" = 1 ] && [ -d "$MODELS" ]; then
+  # (a second call of a short device lease: the package took minutes)
+  log "models ($SET) in $MODELS as they are (BENCH_KEEP_MODELS=1)"
+else
+  log "models ($SET) in $MODELS"
+  rm -rf "$MODELS"
+  "$PY" "$ROOT/bench/gpu/gen_models.py" "$MODELS" $([ "$SET" = aoti ] && echo --aoti)
+fi
 gpu_meta
+echo "set=$SET" >>"$RAW/meta.txt"
 
 CUDART="$(find_cudart)"
 echo "cudart=${CUDART:-none}" >>"$RAW/meta.txt"
+
+# CUDA shared memory only where ptperf's CUDA mode works: a short run on
+# model $1 first (the runtime loads, the GPU is there, the server opens the
+# IPC handles). Sets CUDA_SHM=1 and exports PTPERF_CUDART where it does.
+CUDA_SHM=
+probe_cuda_shm() {
+  if [ -z "$CUDART" ]; then
+    log "skip CUDA shared memory: no libcudart.so* under the pip torch (set PTPERF_CUDART)"
+  elif PTPERF_CUDART="$CUDART" "$BUILD/ptperf" -u "127.0.0.1:$PORT" -m "$1" --shared-memory cuda \
+      --concurrency 1 -p 200 -r 3 -s 100 -q >"$RAW/cudashm-probe.log" 2>&1; then
+    CUDA_SHM=1
+    export PTPERF_CUDART="$CUDART"
+  else
+    log "skip CUDA shared memory, ptperf --shared-memory cuda fails: $(grep -m1 '^ptperf: ' "$RAW/cudashm-probe.log" || tail -1 "$RAW/cudashm-probe.log")"
+  fi
+}
+
+# Model $1 under the loads of the table: HTTP binary tensors, system and
+# CUDA shared memory (concurrency 1..512), gRPC.
+served_loads() {
+  local m="$1" c=1,2,4,8,16,32,64,128,256,512
+  log "ptperf $m, concurrency 1..512"
+  ptperf -m "$m" --concurrency "$c" -f "$RAW/ptperf_$m.csv"
+  log "ptperf $m with system shared memory, concurrency 1..512"
+  ptperf -m "$m" --shared-memory system --concurrency "$c" -f "$RAW/ptperf_${m}_shm.csv"
+  if [ -n "$CUDA_SHM" ]; then
+    log "ptperf $m with CUDA shared memory, concurrency 1..512"
+    ptperf -m "$m" --shared-memory cuda --concurrency "$c" -f "$RAW/ptperf_${m}_cudashm.csv"
+  fi
+  log "ptperf $m over gRPC, concurrency 1..512"
+  ptperf -m "$m" -i grpc --grpc-url "127.0.0.1:$GRPC_PORT" --grpc-channels 4 \
+    --concurrency 1,16,64,128,256,512 -f "$RAW/ptperf_${m}_grpc.csv"
+}
+
+# Device busy at saturation: nvidia-smi's utilization.gpu (the share of
+# each 100 ms in which a kernel ran on GPU 0) sampled while the same load
+# runs at concurrency 512 again; the first half second (ramp-up) left out.
+busy_probe() {
+  local label="$1"; shift
+  nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -i 0 -lms 100 \
+    >"$RAW/busy_$label.txt" 2>/dev/null &
+  local smi=$!
+  ptperf "$@" --concurrency 512 -f "$RAW/busy_$label.csv" || true
+  kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null || true
+  awk -F, -v l="$label" 'NR > 5 && $1 ~ /^[0-9]+$/ {s += $1; n++}
+    END {if (n) printf "%s,%.1f\n", l, s / n}' "$RAW/busy_$label.txt" >>"$RAW/busy.csv"
+}
+busy_loads() {
+  local m="$1"
+  busy_probe "$m" -m "$m"
+  busy_probe "${m}_shm" -m "$m" --shared-memory system
+  [ -z "$CUDA_SHM" ] || busy_probe "${m}_cudashm" -m "$m" --shared-memory cuda
+  busy_probe "${m}_grpc" -m "$m" -i grpc --grpc-url "127.0.0.1:$GRPC_PORT" --grpc-channels 4
+}
+
+if [ "$SET" = aoti ]; then
+  m=resnet50_fp16_aoti
+  log "(a) the reference: PyTorch's aoti_load_package of the same package"
+  rm -f "$RAW/torch.csv"
+  "$PY" "$ROOT/bench/gpu/torch_ref.py" "$MODELS/$m/1/model.pt2" FP16 3,224,224 \
+    "$m" "$RAW/torch.csv" 1,8,32,128 --seconds "${BENCH_REF_SECONDS:-2}" >>"$RAW/torch.log"
+  # The package as a CUDA graph, in a process of its own: a capture that
+  # crashes it leaves the eager rows above standing (and says so).
+  "$PY" "$ROOT/bench/gpu/torch_ref.py" "$MODELS/$m/1/model.pt2" FP16 3,224,224 \
+    "$m" "$RAW/torch.csv" 1,8,32,128 --seconds "${BENCH_REF_SECONDS:-2}" --package-graph \
+    >>"$RAW/torch.log" 2>&1 || {
+    rc=$?
+    echo "package-graph: exit $rc" >>"$RAW/torch.log"
+    log "PyTorch's CUDA graph of the package failed (exit $rc): the eager reference stands alone"
+  }
+  log "(b) ptserve, torch_aoti"
+  start_server "$MODELS" serve
+  probe_cuda_shm "$m"
+  served_loads "$m"
+  echo "model,busy_pct" >"$RAW/busy.csv"
+  log "device busy at concurrency 512 (nvidia-smi)"
+  busy_loads "$m"
+  stop_server
+  log "done: $RAW"
+  exit 0
+fi
 
 log "(a) the reference: PyTorch itself running the same files (bench/gpu/torch_ref.py)"
 rm -f "$RAW/torch.csv"
@@ -89,58 +184,16 @@ fi
 
 log "(b, c) ptserve over HTTP"
 start_server "$MODELS" serve
-for m in resnet50_fp32 resnet50_fp16 mlp; do
-  log "ptperf $m, concurrency 1..512"
-  ptperf -m "$m" --concurrency 1,2,4,8,16,32,64,128,256,512 -f "$RAW/ptperf_$m.csv"
-done
-# CUDA shared memory only where ptperf's CUDA mode works: a short run on
-# the MLP first (the runtime loads, the GPU is there, the server opens the
-# IPC handles).
-CUDA_SHM=
-if [ -z "$CUDART" ]; then
-  log "skip CUDA shared memory: no libcudart.so* under the pip torch (set PTPERF_CUDART)"
-elif PTPERF_CUDART="$CUDART" "$BUILD/ptperf" -u "127.0.0.1:$PORT" -m mlp --shared-memory cuda \
-    --concurrency 1 -p 200 -r 3 -s 100 -q >"$RAW/cudashm-probe.log" 2>&1; then
-  CUDA_SHM=1
-  export PTPERF_CUDART="$CUDART"
-else
-  log "skip CUDA shared memory, ptperf --shared-memory cuda fails: $(grep -m1 '^ptperf: ' "$RAW/cudashm-probe.log" || tail -1 "$RAW/cudashm-probe.log")"
-fi
+log "ptperf mlp, concurrency 1..512"
+ptperf -m mlp --concurrency 1,2,4,8,16,32,64,128,256,512 -f "$RAW/ptperf_mlp.csv"
+probe_cuda_shm mlp
 for m in resnet50_fp32 resnet50_fp16; do
-  log "ptperf $m with system shared memory, concurrency 1..512"
-  ptperf -m "$m" --shared-memory system --concurrency 1,2,4,8,16,32,64,128,256,512 \
-    -f "$RAW/ptperf_${m}_shm.csv"
-  if [ -n "$CUDA_SHM" ]; then
-    log "ptperf $m with CUDA shared memory, concurrency 1..512"
-    ptperf -m "$m" --shared-memory cuda --concurrency 1,2,4,8,16,32,64,128,256,512 \
-      -f "$RAW/ptperf_${m}_cudashm.csv"
-  fi
+  served_loads "$m"
 done
-for m in resnet50_fp32 resnet50_fp16; do
-  log "ptperf $m over gRPC, concurrency 1..512"
-  ptperf -m "$m" -i grpc --grpc-url "127.0.0.1:$GRPC_PORT" --grpc-channels 4 \
-    --concurrency 1,16,64,128,256,512 -f "$RAW/ptperf_${m}_grpc.csv"
-done
-# Device busy at saturation: nvidia-smi's utilization.gpu (the share of
-# each 100 ms in which a kernel ran on GPU 0) sampled while the same load
-# runs at concurrency 512 again; the first half second (ramp-up) left out.
 echo "model,busy_pct" >"$RAW/busy.csv"
-busy_probe() {
-  local label="$1"; shift
-  nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -i 0 -lms 100 \
-    >"$RAW/busy_$label.txt" 2>/dev/null &
-  local smi=$!
-  ptperf "$@" --concurrency 512 -f "$RAW/busy_$label.csv" || true
-  kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null || true
-  awk -F, -v l="$label" 'NR > 5 && $1 ~ /^[0-9]+$/ {s += $1; n++}
-    END {if (n) printf "%s,%.1f\n", l, s / n}' "$RAW/busy_$label.txt" >>"$RAW/busy.csv"
-}
 log "device busy at concurrency 512 (nvidia-smi)"
 for m in resnet50_fp32 resnet50_fp16; do
-  busy_probe "$m" -m "$m"
-  busy_probe "${m}_shm" -m "$m" --shared-memory system
-  [ -z "$CUDA_SHM" ] || busy_probe "${m}_cudashm" -m "$m" --shared-memory cuda
-  busy_probe "${m}_grpc" -m "$m" -i grpc --grpc-url "127.0.0.1:$GRPC_PORT" --grpc-channels 4
+  busy_loads "$m"
 done
 log "ptperf resnet50_fp16_graph, concurrency 1: binary tensors, system and CUDA shared memory"
 ptperf -m resnet50_fp16_graph --concurrency 1 -f "$RAW/ptperf_resnet50_fp16_graph.csv"

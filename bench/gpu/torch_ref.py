@@ -25,6 +25,14 @@ SHAPE is one item's shape (3,224,224); BATCHES a comma list (default
                      batch and replayed (the pinned one copies the host
                      batch into the graph's input and its output out).
 
+  LABEL/device_graph/b<N>, LABEL/pinned_graph/b<N>  with --package-graph,
+                     for an AOTInductor package (.pt2), which takes its
+                     batch as it was exported (NCHW): the forward captured
+                     as a CUDA graph at this batch, these rows alone (a
+                     separate run, so that a capture that kills the
+                     process leaves the eager rows written); where capture
+                     raises, a line says why.
+
 Each variant is warmed for 20 calls (cuDNN's algorithm choice, the caching
 allocator), then timed for --seconds of calls one after another. With
 --graph, LABEL/graph/b1 too: batch 1 captured as a CUDA graph
@@ -46,7 +54,11 @@ def cpu_s():
 def load(path):
     if path.endswith(".pt2"):
         from torch._inductor import aoti_load_package
-        return aoti_load_package(path)
+        # CUDA initialized first, the device named: loading a CUDA package
+        # into a process that has not touched the GPU yet crashed torch
+        # 2.11's loader (a segmentation fault inside _load_aoti).
+        torch.empty(0, device="cuda:0")
+        return aoti_load_package(path, device_index=0)
     return torch.jit.load(path, map_location="cuda:0").eval()
 
 
@@ -82,6 +94,29 @@ def capture(model, x):
     return g, out
 
 
+def graph_variants(model, x_dev, x_host, y_host):
+    """[(device_graph, call), (pinned_graph, call)] of an AOTInductor
+    package captured at x_dev's batch, or [] where capture fails (said)."""
+    try:
+        g, static_out = capture(model, x_dev)
+    except RuntimeError as e:
+        print("no CUDA graph of the package at batch %d: %s" % (x_dev.shape[0], e), flush=True)
+        torch.cuda.synchronize()
+        return []
+
+    def device_graph():
+        g.replay()
+        torch.cuda.synchronize()
+
+    def pinned_graph():
+        x_dev.copy_(x_host, non_blocking=True)
+        g.replay()
+        y_host.copy_(static_out, non_blocking=True)
+        torch.cuda.synchronize()
+
+    return [("device_graph", device_graph), ("pinned_graph", pinned_graph)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -91,6 +126,8 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("batches", nargs="?", default="1,8,32,128,256")
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--package-graph", action="store_true",
+                    help="a .pt2 only: the device_graph and pinned_graph rows, not the eager ones")
     ap.add_argument("--graph", action="store_true",
                     help="also LABEL/graph/b1: the batch-1 forward captured as a CUDA graph "
                          "(torch.cuda.graph) and replayed on a device-resident input")
@@ -108,7 +145,8 @@ def main():
             x_host = x_dev.cpu().pin_memory()
             y_host = torch.empty(y.shape, dtype=y.dtype).pin_memory()
 
-            images = len(shape) == 3  # channels-last takes 4-D batches
+            package = a.model.endswith(".pt2")
+            images = len(shape) == 3 and not package  # channels-last takes 4-D batches
             x_dev_cl = x_dev.contiguous(memory_format=torch.channels_last) if images else None
 
             def on_device():
@@ -131,6 +169,8 @@ def main():
                 torch.cuda.synchronize()
 
             variants = [("device", on_device), ("pinned", pinned)]
+            if a.package_graph:
+                variants = graph_variants(model, x_dev, x_host, y_host)
             if images:  # channels-last too, as PyTorch's docs feed CNNs
                 variants += [("device_cl", on_device_cl), ("pinned_cl", pinned_cl)]
                 # and as a CUDA graph (torch.cuda.graph) at this batch,
