@@ -56,13 +56,6 @@ FUZZ_SECONDS ?= 60
 run: build models
 	exec $(BUILD_DIR)/ptserve --model-repository examples/models $(ARGS)
 
-# The gRPC test files, run a second time on gRPC core, the transport that
-# is not the default (--grpc-transport core, docs/internals/grpc.md), by
-# e2e and asan.
-GRPC_E2E = tests/e2e/test_grpc.py tests/e2e/test_grpc_h2.py tests/e2e/test_client_grpc.py \
-	tests/e2e/test_grpc_security.py tests/e2e/test_trace_grpc.py tests/e2e/test_client_aio.py \
-	tests/e2e/test_grpc_stress.py
-
 test: WERROR = ON
 test: FUZZ_SECONDS = 10
 # Apple's clang has no libFuzzer: the short fuzz run is a Linux step.
@@ -82,7 +75,6 @@ unit: build
 e2e: WERROR = ON
 e2e: build
 	PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q tests/e2e $(PYTEST_ARGS)
-	PTSERVE_GRPC_TRANSPORT=core PTSERVE_BIN=$(CURDIR)/$(BUILD_DIR)/ptserve $(PYTHON) -m pytest -q $(GRPC_E2E) $(PYTEST_ARGS)
 
 # The container image of deploy/Containerfile, built with buildah (no daemon:
 # scripts/image.sh). Linux, as root.
@@ -102,7 +94,6 @@ asan-build: setup
 asan: asan-build
 	$(SAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure
 	$(SAN_ENV) PTSERVE_BIN=$(CURDIR)/$(ASAN_DIR)/ptserve $(PYTHON) -m pytest -q tests/e2e $(PYTEST_ARGS)
-	$(SAN_ENV) PTSERVE_GRPC_TRANSPORT=core PTSERVE_BIN=$(CURDIR)/$(ASAN_DIR)/ptserve $(PYTHON) -m pytest -q $(GRPC_E2E) $(PYTEST_ARGS)
 
 fuzz-build: setup
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \

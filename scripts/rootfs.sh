@@ -12,7 +12,7 @@
 #                               by name runs ptserve
 #   /usr/lib/x86_64-linux-gnu/  every shared library ptserve loads, as ldd
 #   (or the host's multiarch    resolves them: glibc and the loader, libevent,
-#    directory)                 http-parser, jemalloc, jansson, protobuf-c, gRPC, zlib,
+#    directory)                 http-parser, jemalloc, jansson, protobuf-c, nghttp2, zlib,
 #                               libstdc++, and LibTorch's libraries from the pip torch
 #                               ptserve was linked with. That directory is on
 #                               the loader's built-in search path, so neither

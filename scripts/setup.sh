@@ -27,8 +27,10 @@ DEB_BUILD_PACKAGES=(
   libevent-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
   libhttp-parser-dev    # HTTP/1.1 request parsing (src/frontend/http/conn.c)
   libjemalloc-dev       # the server's malloc (CMakeLists.txt: PTS_JEMALLOC)
-  libgrpc-dev protobuf-compiler protobuf-compiler-grpc  # gRPC
-  libnghttp2-dev        # HTTP/2 of --grpc-transport nghttp2 (src/frontend/grpc/h2.c)
+  # gRPC core: ptperf's gRPC client (tools/ptperf); the server serves gRPC on
+  # nghttp2. protoc and its gRPC plugin: the tests' Python stubs.
+  libgrpc-dev protobuf-compiler protobuf-compiler-grpc
+  libnghttp2-dev        # HTTP/2 of the gRPC frontend (src/frontend/grpc/h2.c)
   python3 python3-venv  # the project venv; LibTorch comes from its pip torch
   busybox-static binutils  # scripts/rootfs.sh: the image's busybox, strip
 )

@@ -55,7 +55,6 @@ enum {
   OPT_GRPC_MAX_CONNECTIONS,
   OPT_HTTP_RESTRICTED_API,
   OPT_GRPC_RESTRICTED_PROTOCOL,
-  OPT_GRPC_TRANSPORT,
   OPT_EXIT_TIMEOUT_SECS,
   OPT_EXIT_DRAIN_SECS,
   OPT_METRICS_ADDRESS,
@@ -169,7 +168,6 @@ static const struct option long_options[] = {
     {"grpc-max-connection-age-grace", required_argument, NULL,
      OPT_GRPC_MAX_CONNECTION_AGE_GRACE},
     {"grpc-restricted-protocol", required_argument, NULL, OPT_GRPC_RESTRICTED_PROTOCOL},
-    {"grpc-transport", required_argument, NULL, OPT_GRPC_TRANSPORT},
     {"grpc-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
     {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
     {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
@@ -285,17 +283,13 @@ static const char usage_text[] =
     "  --grpc-http2-max-ping-strikes <int>         (default 2; 0 = no limit)\n"
     "  --grpc-max-connection-age <ms>              (default: unlimited)\n"
     "  --grpc-max-connection-age-grace <ms>        (default: unlimited)\n"
-    "  --grpc-max-connections <int> Open gRPC connections (default: no limit; needs a gRPC\n"
-    "                               with GRPC_ARG_MAX_ALLOWED_INCOMING_CONNECTIONS;\n"
-    "                               ptserve only).\n"
+    "  --grpc-max-connections <int> Open gRPC connections; one more is closed at once\n"
+    "                               (default: a quarter of what the descriptor limit leaves\n"
+    "                               beside HTTP; ptserve only).\n"
     "  --grpc-restricted-protocol <apis>:<key>=<value>\n"
     "                               Fail the rpcs of the API groups listed (same groups as\n"
     "                               --http-restricted-api) with UNAVAILABLE unless the call\n"
     "                               has the metadata key with the value. Repeatable.\n"
-    "  --grpc-transport <nghttp2|core>\n"
-    "                               gRPC's transport: nghttp2 (default), or gRPC core, the\n"
-    "                               same service for more instructions per call\n"
-    "                               (docs/internals/grpc.md; ptserve only).\n"
     "  --allow-metrics <bool>       Serve Prometheus metrics on GET /metrics (default true).\n"
     "  --metrics-address <addr>     Address of the metrics listener (default: --http-address).\n"
     "  --metrics-port <int>         Metrics port (default 8002; 0 = any free port).\n"
@@ -527,10 +521,6 @@ static int handle_grpc(struct pts_server_options *o, int opt, const char *flag, 
       return fail("invalid value '%s' for --%s: expected none, low, medium or high", v, flag);
     case OPT_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS:
       return parse_bool(flag, v, &o->grpc_keepalive_permit_without_calls);
-    case OPT_GRPC_TRANSPORT:
-      if (strcmp(v, "core") == 0 || strcmp(v, "nghttp2") == 0)
-        return o->grpc_nghttp2 = strcmp(v, "nghttp2") == 0, 0;
-      return fail("invalid value '%s' for --%s: expected core or nghttp2", v, flag);
   }
   if (parse_long(flag, v, 0, INT_MAX, &n) != 0) return -1;
   int *fields[] = {&o->grpc_keepalive_time_ms,       &o->grpc_keepalive_timeout_ms,
@@ -658,7 +648,6 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
     case OPT_GRPC_MAX_PING_STRIKES:
     case OPT_GRPC_MAX_CONNECTION_AGE:
     case OPT_GRPC_MAX_CONNECTION_AGE_GRACE:
-    case OPT_GRPC_TRANSPORT:
       return handle_grpc(o, opt, flag, v);
     case OPT_ALLOW_METRICS:
       return parse_bool(flag, v, &o->allow_metrics);

@@ -41,9 +41,9 @@
 # window, default 1000), JOBS, PYTHON, BENCH_BUILD_DIR, HOTPATH_OUT (the
 # results folder, default bench/cpu/hotpath), SERVER_EXTRA
 # (more ptserve flags for both servers), NEW_EXTRA and BASE_EXTRA (flags for
-# one of them: `NEW_EXTRA="--grpc-transport nghttp2" ROUNDS=0
-# bench/cpu/hotpath.sh build-bench/ptserve` compares the two gRPC
-# transports of one build).
+# one of them: `NEW_EXTRA="--http-thread-count 1" ROUNDS=0
+# bench/cpu/hotpath.sh build-bench/ptserve` compares two settings of one
+# build).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -56,7 +56,6 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->grpc_keepalive_time_ms = 7200000;
   /* gRPC on nghttp2: the same service for fewer instructions per call
    * than gRPC core (docs/internals/grpc.md) */
-  o->grpc_nghttp2 = true;
   o->grpc_keepalive_timeout_ms = 20000;
   o->grpc_http2_max_pings_without_data = 2;
   o->grpc_http2_min_recv_ping_interval_ms = 300000;

@@ -93,10 +93,8 @@ struct pts_server_options {
   int grpc_http2_max_ping_strikes;  /* --grpc-http2-max-ping-strikes (default 2) */
   int grpc_max_connection_age_ms;   /* --grpc-max-connection-age (-1 = unset, default) */
   int grpc_max_connection_age_grace_ms; /* --grpc-max-connection-age-grace (-1 = unset) */
-  int grpc_max_connections;         /* --grpc-max-connections (ptserve; 0 = no limit): gRPC's
-                                       GRPC_ARG_MAX_ALLOWED_INCOMING_CONNECTIONS */
-  bool grpc_nghttp2;                /* --grpc-transport nghttp2 (ptserve; the default) or
-                                       core: frontend/grpc/h2.h or gRPC core */
+  int grpc_max_connections;         /* --grpc-max-connections (ptserve; 0 = the default of
+                                       listen_grpc.c: a share of the descriptor limit) */
   /* metrics (src/metrics); strings borrowed, they must outlive the server */
   bool allow_metrics;               /* --allow-metrics (default true) */
   bool allow_cpu_metrics;           /* --allow-cpu-metrics (default true) */

@@ -95,11 +95,13 @@ def test_tree_holds_only_the_runtime(tree, ptserve_bin):
         ["bin", "dev", "etc", "lib", "lib64", "models", "proc", "sys", "tmp", "usr"])
     assert os.readlink(os.path.join(tree, "usr", "bin", "tritonserver")) == "ptserve"
     libs = os.listdir(os.path.join(tree, "usr", "lib", "x86_64-linux-gnu"))
-    # (gRPC core is not among them where it is linked from its archives:
-    # CMakeLists.txt, PTS_STATIC_GRPC; the loader check below covers it.)
     for lib in ("libtorch_cpu.so", "libc10.so", "libevent-2.1.so.7", "libjansson.so.4",
-                "libprotobuf-c.so.1", "libc.so.6", "ld-linux-x86-64.so.2"):
+                "libprotobuf-c.so.1", "libnghttp2.so.14", "libc.so.6", "ld-linux-x86-64.so.2"):
         assert lib in libs, lib
+    # The server links no gRPC core (ptperf's client alone does) and so no
+    # OpenSSL either.
+    for absent in ("libgrpc", "libgpr", "libabsl", "libssl", "libcrypto"):
+        assert not [f for f in libs if f.startswith(absent)], (absent, libs)
     # Every library ptserve needs is in the tree, none comes from the host:
     # the loader of the tree, asked inside the chroot, resolves them all there.
     out = subprocess.run(["chroot", tree, "/lib64/ld-linux-x86-64.so.2", "--list",

@@ -123,14 +123,6 @@ def bytes_encode(items):
     return out
 
 
-# $PTSERVE_GRPC_TRANSPORT (core or nghttp2) adds --grpc-transport to every
-# server the tests start, so that one test file runs against either gRPC
-# transport (docs/internals/grpc.md); unset, the server's default.
-# GRPC_TRANSPORT_USED is the one the servers run: that, or the default.
-GRPC_TRANSPORT = os.environ.get("PTSERVE_GRPC_TRANSPORT", "")
-GRPC_TRANSPORT_USED = GRPC_TRANSPORT or "nghttp2"
-
-
 @pytest.fixture(scope="session")
 def ptserve_bin():
     path = os.environ.get("PTSERVE_BIN", os.path.join(ROOT, "build", "ptserve"))
@@ -165,8 +157,6 @@ def launch_server(bin_path, repo, log_path, *args, metrics_port, grpc_port, grpc
                "--grpc-port", str(grpc_port)]
         if grpc_address is not None:
             cmd += ["--grpc-address", grpc_address]
-        if GRPC_TRANSPORT:
-            cmd += ["--grpc-transport", GRPC_TRANSPORT]
         cmd = list(prefix) + cmd + [str(a) for a in args]
         with open(log_path, "w") as logf:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env)

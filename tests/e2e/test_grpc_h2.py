@@ -1,14 +1,12 @@
 """The gRPC service's HTTP/2 frames, read with a raw HTTP/2 client
-(h2_util.py): what grpcio does not show. `make e2e` runs this file on both
-transports (nghttp2, the default, and gRPC core through
-PTSERVE_GRPC_TRANSPORT=core); where they differ, the test says how."""
+(h2_util.py): what grpcio does not show."""
 import gzip
 import zlib
 
 import numpy as np
 import pytest
 
-from conftest import GRPC_TRANSPORT_USED, assert_clean_exit
+from conftest import assert_clean_exit
 from h2_util import (FRAME_GOAWAY, FRAME_PING, RawClient, frame, grpc_frame, h2_call, messages,
                      raw_connection, read_frames)
 from test_grpc import REPO, infer_request, launch, pb  # noqa: F401  (pb: a fixture)
@@ -81,13 +79,12 @@ def test_errors_are_trailers_only(server, pb):  # noqa: F811
 
 def test_malformed_request_headers(server, pb):  # noqa: F811
     """Requests whose headers are not a gRPC call's: a GET and a missing
-    :path are never answered as calls that succeeded. The nghttp2
-    transport (which does HTTP's checks of a request itself) answers 415
-    to what is not a POST of application/grpc, which includes an
-    upper-case content-type name (malformed in HTTP/2, RFC 9113 8.2.1;
-    gRPC core reads it as content-type and serves the call), and
-    UNIMPLEMENTED to a missing :path; gRPC core may reset the stream
-    instead. A control character in the value of a header the server does
+    :path are never answered as calls that succeeded. The transport
+    (which does HTTP's checks of a request itself) answers 415 to what is
+    not a POST of application/grpc, which includes an upper-case
+    content-type name (malformed in HTTP/2, RFC 9113 8.2.1; gRPC core's
+    server read it as content-type and served the call), and UNIMPLEMENTED
+    to a missing :path. A control character in the value of a header the server does
     not read is let through. No case closes the connection, and the server
     goes on serving a good call afterwards."""
     values, msg = fp32_call(pb, 8, rid="after-bad-headers")
@@ -110,14 +107,12 @@ def test_malformed_request_headers(server, pb):  # noqa: F811
         assert r.goaway is None, (what, r)
         if what != "Content-Type":
             assert not answered_ok, (what, r)
-        if GRPC_TRANSPORT_USED == "nghttp2":
-            got = r.headers.get(":status") if expect == "415" else status
-            assert got == expect, (what, r)
+        got = r.headers.get(":status") if expect == "415" else status
+        assert got == expect, (what, r)
     r = h2_call(server.grpc_target, "", grpc_frame(msg),
                 request_headers=base + [("x-note", "a\x01b")])
     assert r.goaway is None, r
-    if GRPC_TRANSPORT_USED == "nghttp2":
-        assert r.trailers.get("grpc-status") == "0", r
+    assert r.trailers.get("grpc-status") == "0", r
     r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg),
                 headers=[("grpc-accept-encoding", "identity")])
     (_, payload), = messages(r.data)
@@ -127,9 +122,9 @@ def test_malformed_request_headers(server, pb):  # noqa: F811
 
 def test_truncated_message_and_two_messages(server, pb):  # noqa: F811
     """A message cut short by the end of the stream fails with a status
-    (not a crash). Two messages on a unary method: the nghttp2 transport
-    refuses the call (INVALID_ARGUMENT), gRPC core answers the first one;
-    either way the call ends properly. The server goes on."""
+    (not a crash). Two messages on a unary method: the call is refused
+    (INVALID_ARGUMENT; gRPC core's server answered the first one). The
+    server goes on."""
     values, msg = fp32_call(pb)
     r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg)[:-10])
     status = r.headers.get("grpc-status") or r.trailers.get("grpc-status")
@@ -137,14 +132,7 @@ def test_truncated_message_and_two_messages(server, pb):  # noqa: F811
     r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg) + grpc_frame(msg),
                 headers=[("grpc-accept-encoding", "identity")])
     status = r.headers.get("grpc-status") or r.trailers.get("grpc-status")
-    if GRPC_TRANSPORT_USED == "nghttp2":
-        assert status == "3", r
-    elif status == "0":
-        (_, payload), = messages(r.data)
-        assert pb.svc.ModelInferResponse.FromString(payload).raw_output_contents[0] == \
-            values.tobytes()
-    else:
-        assert status is not None or r.reset is not None, r
+    assert status == "3", r
     values, msg = fp32_call(pb, 8, rid="after")
     r = h2_call(server.grpc_target, SVC + "ModelInfer", grpc_frame(msg),
                 headers=[("grpc-accept-encoding", "identity")])
@@ -236,9 +224,8 @@ def test_ping_flood_gets_goaway_too_many_pings(server):
 
 def test_compressed_request_beyond_the_budget(ptserve_bin, tmp_path, pb):  # noqa: F811
     """A small gzip message that inflates past --request-memory-budget is
-    refused with RESOURCE_EXHAUSTED (the nghttp2 transport stops inflating
-    at the budget's room; gRPC core inflates, then the budget refuses it);
-    the server goes on."""
+    refused with RESOURCE_EXHAUSTED (the transport stops inflating at the
+    budget's room); the server goes on."""
     s = launch(ptserve_bin, REPO, tmp_path / "bomb.log", "--request-memory-budget", str(8 << 20))
     try:
         n = 24 << 20 >> 2  # 24 MiB of float zeros: about 24 KiB compressed
@@ -260,13 +247,12 @@ def test_compressed_request_beyond_the_budget(ptserve_bin, tmp_path, pb):  # noq
 
 def test_connections_over_several_threads(ptserve_bin, tmp_path, pb):  # noqa: F811
     """--grpc-infer-thread-count 3: connections are dealt to three threads
-    (the nghttp2 transport's loops, gRPC core's queues); twelve at once, a
-    call each, every answer its own."""
+    (the transport's loops); twelve at once, a call each, every answer its
+    own."""
     import threading
     s = launch(ptserve_bin, REPO, tmp_path / "loops.log", "--grpc-infer-thread-count", "3")
     try:
-        if GRPC_TRANSPORT_USED == "nghttp2":
-            assert "3 loops" in s.log(), s.log()[-1500:]
+        assert "3 loops" in s.log(), s.log()[-1500:]
         results, errors = {}, []
 
         def one(k):
@@ -307,13 +293,12 @@ def _unary_frames(conn, sid, target, model, pb, rid):  # noqa: F811
 def test_an_answer_leaves_before_the_requests_read_after_it(ptserve_bin, tmp_path, pb):  # noqa: F811
     """Of calls that arrive in one read, the first answered leaves at once:
     a fast call's answer is not held back until a slow call sent right
-    after it on the same connection has run (the nghttp2 transport hands
-    nghttp2 the read's frames one at a time until an answer is ready; both
-    calls run to completion on the loop thread, the slow one holding it
-    for 600 ms). The connection's first call comes a byte at a time, so
-    that reads cut the preface and the frame headers: the frames are still
-    followed after it. gRPC core's transport answers both, correctly,
-    without that promise."""
+    after it on the same connection has run (the transport hands nghttp2
+    the read's frames one at a time until an answer is ready; both calls
+    run to completion on the loop thread, the slow one holding it for
+    600 ms). The connection's first call comes a byte at a time, so that
+    reads cut the preface and the frame headers: the frames are still
+    followed after it."""
     import socket
     import time
     import h2.config
@@ -366,27 +351,20 @@ def test_an_answer_leaves_before_the_requests_read_after_it(ptserve_bin, tmp_pat
             assert resp.raw_output_contents[0] == values.tobytes(), sid
         quick, slow = ended[3][0] - sent, ended[5][0] - sent
         assert slow >= 0.55, (quick, slow)
-        if GRPC_TRANSPORT_USED == "nghttp2":
-            assert quick < 0.3, (quick, slow)
+        assert quick < 0.3, (quick, slow)
     finally:
         assert_clean_exit(s)
 
 
-@pytest.mark.parametrize("transport", ["nghttp2", "core"])
-def test_default_threads_by_transport(ptserve_bin, tmp_path, transport):
-    """Without --grpc-infer-thread-count, nghttp2 runs one loop per core,
-    2 to 8, as the HTTP loops do (its loops share nothing a connection
-    touches), and gRPC core one completion-queue thread (a second one
-    costs most calls a thread switch inside gRPC core)."""
+def test_default_threads(ptserve_bin, tmp_path):
+    """Without --grpc-infer-thread-count, one loop per core, 2 to 8, as the
+    HTTP loops do (the loops share nothing a connection touches)."""
     import os
     cores = os.sysconf("SC_NPROCESSORS_ONLN")
     loops = min(8, max(2, cores))
-    s = launch(ptserve_bin, REPO, tmp_path / "threads.log", "--grpc-transport", transport)
+    s = launch(ptserve_bin, REPO, tmp_path / "threads.log")
     try:
-        if transport == "nghttp2":
-            want = "serving on nghttp2 (--grpc-transport nghttp2), %d loops" % loops
-        else:
-            want = "serving on gRPC core (--grpc-transport core), 1 completion-queue thread\n"
+        want = "gRPC: serving on nghttp2, %d loops" % loops
         assert want in s.log(), s.log()[-2000:]
     finally:
         assert_clean_exit(s)
@@ -395,10 +373,10 @@ def test_default_threads_by_transport(ptserve_bin, tmp_path, transport):
 def test_a_large_message_in_large_frames(server, pb):  # noqa: F811
     """A 5.2 MB ModelInfer request, sent in DATA frames as large as the
     server's SETTINGS allow and as fast as its flow-control windows let
-    it, is answered whole. The nghttp2 transport allows 1 MiB frames
-    (HTTP/2's default is 16 KiB) and reads 256 KiB at a time, at most
-    4 MiB a turn of its loop: this request takes more than one turn, each
-    of several full reads. gRPC core keeps its own frame size."""
+    it, is answered whole. The transport allows 1 MiB frames (HTTP/2's
+    default is 16 KiB) and reads 256 KiB at a time, at most 4 MiB a turn
+    of its loop: this request takes more than one turn, each of several
+    full reads."""
     import socket
     import h2.config
     import h2.connection
@@ -423,8 +401,7 @@ def test_a_large_message_in_large_frames(server, pb):  # noqa: F811
             for ev in conn.receive_data(chunk):
                 if isinstance(ev, h2.events.RemoteSettingsChanged):
                     settings = ev.changed_settings
-        if GRPC_TRANSPORT_USED == "nghttp2":
-            assert conn.max_outbound_frame_size == 1 << 20, settings
+        assert conn.max_outbound_frame_size == 1 << 20, settings
         sid = conn.get_next_available_stream_id()
         conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"),
                                 (":path", SVC + "ModelInfer"), (":authority", server.grpc_target),
@@ -454,8 +431,7 @@ def test_a_large_message_in_large_frames(server, pb):  # noqa: F811
     finally:
         sock.close()
     assert sent == len(body)
-    if GRPC_TRANSPORT_USED == "nghttp2":
-        assert largest == 1 << 20, largest
+    assert largest == 1 << 20, largest
     assert trailers.get(b"grpc-status") == b"0", trailers
     (_, payload), = messages(data)
     resp = pb.svc.ModelInferResponse.FromString(payload)
@@ -469,12 +445,11 @@ def test_large_messages_cut_anywhere(server, pb):  # noqa: F811
     unary call whose message comes in one frame, one cut inside its 5-byte
     prefix and again just after it, one in padded frames, and a stream
     whose two messages share a frame (the first's end, the second's prefix
-    and start). Each call gets exactly its own values back. The nghttp2
-    transport reads most of such a payload straight into its message
-    (h2.c, direct_room): where a read ends, padding and where the next
-    message begins must not move a byte. gRPC core refuses padded DATA
-    frames (RST_STREAM PROTOCOL_ERROR: its parser takes no flag but
-    END_STREAM); nghttp2 takes them, as RFC 9113 says."""
+    and start). Each call gets exactly its own values back. The transport
+    reads most of such a payload straight into its message (h2.c,
+    direct_room): where a read ends, padding and where the next message
+    begins must not move a byte. Padded DATA frames are taken, as RFC 9113
+    says (gRPC core's server refused them with RST_STREAM PROTOCOL_ERROR)."""
     cl = RawClient(server.grpc_target)
     try:
         top = cl.max_frame()
@@ -520,11 +495,7 @@ def test_large_messages_cut_anywhere(server, pb):  # noqa: F811
         cl.wait(plan)
     finally:
         cl.close()
-    if GRPC_TRANSPORT_USED == "core":
-        assert cl.resets == {5: 1}, cl.resets  # the padded call
-        del plan[5]
-    else:
-        assert not cl.resets, cl.resets
+    assert not cl.resets, cl.resets
     for sid, (method, expected, _, _) in plan.items():
         assert cl.headers[sid].get("grpc-status") == "0", (sid, cl.headers[sid])
         got = {}

@@ -10,7 +10,7 @@ WINDOW_UPDATE and DATA on streams that are over.
 
 What must hold: no GOAWAY other than NO_ERROR reaches any client (read on
 the wire by h2_util.FrameWatch, whatever the transport, and on the
-nghttp2 transport from ptserve_grpc_goaway_total too); every call its
+server's ptserve_grpc_goaway_total too); every call its
 client did not cancel is answered, with torch's answer; the connection
 that saw the resets goes on serving; and once the clients are gone the
 server's gRPC connections, request bytes and resident memory return to
@@ -20,7 +20,7 @@ Before issue 52's fix the nghttp2 transport sent GOAWAY INTERNAL_ERROR
 after a client's 1000th reset (nghttp2's Rapid Reset limit), and with
 that limit lifted, grpcio stalled for good on the server's
 SETTINGS_MAX_CONCURRENT_STREAMS (docs/internals/grpc.md, "Cancelled
-calls"). `make e2e` runs this file on both gRPC transports.
+calls").
 """
 import asyncio
 import os
@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import (GRPC_TRANSPORT_USED, assert_clean_exit, free_port, launch_server,
+from conftest import (assert_clean_exit, free_port, launch_server,
                       need_module, rss_kb, wait_for)
 from clients_util import IDENTITY_REPO, clients_repo, mlp_expected
 from h2_util import (FRAME_PING, PREFACE, FrameWatch, RawClient, frame, grpc_frame, messages,
@@ -239,7 +239,7 @@ def test_cancelling_clients_get_no_goaway_and_every_answer(server, pb):  # noqa:
     rng = np.random.default_rng(52)
     inputs = [rng.standard_normal((1, 16)).astype(np.float32) for _ in range(64)]
     expected = [mlp_expected(server, MODEL, x) for x in inputs]
-    before = goaways(server) if GRPC_TRANSPORT_USED == "nghttp2" else {}
+    before = goaways(server)
     pid = server.proc.pid
 
     async def main(seconds):
@@ -269,8 +269,7 @@ def test_cancelling_clients_get_no_goaway_and_every_answer(server, pb):  # noqa:
     assert load.answered > 500 and load.cancelled > 50 and load.streams > 10, report
     assert load.abandoned and load.channels > len(load.abandoned), report
     assert stats["abrupt"] > 10 and not stats["abrupt_errors"], (report, stats)
-    if GRPC_TRANSPORT_USED == "nghttp2":
-        assert goaways(server) == before, report
+    assert goaways(server) == before, report
     settle(server)
     growth = rss_kb(pid) - rss_warm
     assert growth < RSS_GROWTH_LIMIT_KB, (growth, report)
@@ -297,7 +296,7 @@ def test_resets_at_every_point_of_a_call(server, pb):  # noqa: F811
     stream that is over. Then a call on the same connection is answered
     with its own values: the connection never got a GOAWAY (RawClient
     fails on one) nor a reset of a stream that was not reset."""
-    before = goaways(server) if GRPC_TRANSPORT_USED == "nghttp2" else {}
+    before = goaways(server)
     # 16 KiB of window: the 256 KiB answer stops after its first 16 KiB.
     cl = RawClient(server.grpc_target, window=16384)
     try:
@@ -353,8 +352,7 @@ def test_resets_at_every_point_of_a_call(server, pb):  # noqa: F811
         assert not {s: c for s, c in cl.resets.items() if s > held}, cl.resets
     finally:
         cl.close()
-    if GRPC_TRANSPORT_USED == "nghttp2":
-        assert goaways(server) == before
+    assert goaways(server) == before
     settle(server)
 
 
@@ -385,7 +383,7 @@ def test_a_flood_of_cancelled_calls_on_one_connection(server, pb):  # noqa: F811
     the 1000 resets plus 33 a second after which nghttp2's Rapid Reset
     limit would end the connection. The connection stays; the calls'
     work ends; a call after them is answered."""
-    before = goaways(server) if GRPC_TRANSPORT_USED == "nghttp2" else {}
+    before = goaways(server)
     cl = RawClient(server.grpc_target)
     try:
         values, body = dt_fp32_call(pb, 16, "flood")
@@ -394,8 +392,7 @@ def test_a_flood_of_cancelled_calls_on_one_connection(server, pb):  # noqa: F811
         assert answer_of(cl, sid, pb) == values.tobytes()
     finally:
         cl.close()
-    if GRPC_TRANSPORT_USED == "nghttp2":
-        assert goaways(server) == before
+    assert goaways(server) == before
     settle(server)
 
 
@@ -415,12 +412,11 @@ def test_goaways_are_counted_and_logged(server):
             break
     sock.close()
     assert (11, b"too_many_pings") in frame_goaways(frames), frames
-    if GRPC_TRANSPORT_USED == "nghttp2":
-        assert metrics(server)[key] == before + 1
-        line = wait_for("the GOAWAY's log line", lambda: [
-            ln for ln in server.log().splitlines()
-            if ln.startswith("W") and "sent GOAWAY ENHANCE_YOUR_CALM (11" in ln])
-        assert "'too_many_pings'" in line[-1], line
+    assert metrics(server)[key] == before + 1
+    line = wait_for("the GOAWAY's log line", lambda: [
+        ln for ln in server.log().splitlines()
+        if ln.startswith("W") and "sent GOAWAY ENHANCE_YOUR_CALM (11" in ln])
+    assert "'too_many_pings'" in line[-1], line
 
 
 def test_no_stream_limit_is_advertised(server):
@@ -450,8 +446,6 @@ parameters: { key: "execute_delay_ms" value: { string_value: "%d" } }
 """ % (HOLD_MS * 1000, HOLD_MS)
 
 
-@pytest.mark.skipif(GRPC_TRANSPORT_USED != "nghttp2",
-                    reason="ptserve's own bound of the nghttp2 transport; gRPC core has none")
 def test_reset_calls_still_running_count_against_the_connection(ptserve_bin, tmp_path, pb):  # noqa: F811
     """4096 calls on one connection (h2_priv.h's CONN_CALLS_MAX), each
     reset once its request is whole, while their requests wait in the

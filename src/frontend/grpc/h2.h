@@ -1,8 +1,6 @@
-/* frontend/grpc/h2.h — the gRPC transport on nghttp2, the default
- * (--grpc-transport nghttp2); the one on gRPC core (grpc.c) remains behind
- * --grpc-transport core.
+/* frontend/grpc/h2.h — the gRPC transport, on nghttp2.
  *
- * gRPC core spends about half of a small unary ModelInfer's instructions
+ * gRPC core, which served gRPC before, spends about half of a small unary ModelInfer's instructions
  * on its own machinery (docs/internals/grpc.md, "The transport, measured").
  * Here HTTP/2 is nghttp2's (framing, HPACK, flow control, SETTINGS, PING,
  * GOAWAY) and gRPC's own layer is written out: the 5-byte message prefix,

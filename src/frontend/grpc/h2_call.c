@@ -878,9 +878,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
                  : valuelen == 4 && memcmp(value, "gzip", 4) == 0   ? PTS_HTTP_ENC_GZIP
                  : valuelen == 7 && memcmp(value, "deflate", 7) == 0 ? PTS_HTTP_ENC_DEFLATE
                                                                      : PTS_HTTP_ENC_UNKNOWN;
-  } else if (c->rs && !c->rs_ok && strlen(c->rs->header) == namelen &&
-             strncasecmp((const char *)name, c->rs->header, namelen) == 0) {
-    c->rs_ok = strlen(c->rs->value) == valuelen && memcmp(value, c->rs->value, valuelen) == 0;
+  } else if (c->rs && !c->rs_ok && pts_grpc_restriction_key(c->rs, (const char *)name, namelen)) {
+    c->rs_ok = pts_grpc_restriction_header(c->rs, (const char *)name, namelen,
+                                           (const char *)value, valuelen);
   }
   return 0;
 }

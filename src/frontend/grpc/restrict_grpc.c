@@ -1,7 +1,6 @@
 /* frontend/grpc/restrict_grpc.c — see restrict_grpc.h. */
 #include "frontend/grpc/restrict_grpc.h"
 
-#include <grpc/slice.h>
 #include <stdbool.h>
 #include <string.h>
 #include <strings.h>
@@ -51,22 +50,12 @@ enum pts_status pts_grpc_restrictions_parse(const char *const *specs, size_t n,
   return pts_restrictions_parse("--grpc-restricted-protocol", specs, n, out, err);
 }
 
-static bool slice_equals(grpc_slice s, const char *text, bool fold_case) {
-  size_t n = strlen(text);
-  if (GRPC_SLICE_LENGTH(s) != n) return false;
-  const char *p = (const char *)GRPC_SLICE_START_PTR(s);
-  return fold_case ? strncasecmp(p, text, n) == 0 : memcmp(p, text, n) == 0;
+bool pts_grpc_restriction_header(const struct pts_restriction *rs, const char *name,
+                                 size_t namelen, const char *value, size_t valuelen) {
+  return strlen(rs->header) == namelen && strncasecmp(name, rs->header, namelen) == 0 &&
+         strlen(rs->value) == valuelen && memcmp(value, rs->value, valuelen) == 0;
 }
 
-enum pts_status pts_grpc_restriction_check(const struct pts_restrictions *r, const char *path,
-                                           size_t len, const grpc_metadata_array *md,
-                                           struct pts_error *err) {
-  const struct pts_restriction *rs = pts_restriction_for(r, pts_grpc_api_of_method(path, len));
-  if (!rs) return PTS_OK;
-  for (size_t i = 0; md && i < md->count; i++)
-    if (slice_equals(md->metadata[i].key, rs->header, true) &&
-        slice_equals(md->metadata[i].value, rs->value, false))
-      return PTS_OK;
-  return pts_error_set(err, PTS_UNAVAILABLE, "This protocol is restricted, expecting header '%s'",
-                       rs->header);
+bool pts_grpc_restriction_key(const struct pts_restriction *rs, const char *name, size_t namelen) {
+  return strlen(rs->header) == namelen && strncasecmp(name, rs->header, namelen) == 0;
 }

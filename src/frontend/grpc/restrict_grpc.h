@@ -12,12 +12,12 @@
  * regard to case; the value must match byte for byte.
  *
  * Threading: the functions are pure reads of the table and the call's
- * metadata; any completion-queue thread may call them.
+ * headers; any loop thread may call them.
  */
 #ifndef PTS_FRONTEND_GRPC_RESTRICT_GRPC_H
 #define PTS_FRONTEND_GRPC_RESTRICT_GRPC_H
 
-#include <grpc/grpc.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/restrict.h"
@@ -32,10 +32,15 @@ enum pts_api pts_grpc_api_of_method(const char *path, size_t len);
 enum pts_status pts_grpc_restrictions_parse(const char *const *specs, size_t n,
                                             struct pts_restrictions *out, struct pts_error *err);
 
-/* PTS_OK when the method is open or `md` (borrowed) carries the key with the
- * value; otherwise UNAVAILABLE with tritonserver's message in err. */
-enum pts_status pts_grpc_restriction_check(const struct pts_restrictions *r, const char *path,
-                                           size_t len, const grpc_metadata_array *md,
-                                           struct pts_error *err);
+/* A call of a restricted group (`rs`, from pts_restriction_for) is let in
+ * when one of its request headers is the restriction's key with the value:
+ * pts_grpc_restriction_key says whether the header `name` (namelen bytes,
+ * not NUL-terminated) is that key, pts_grpc_restriction_header whether it
+ * is the key with exactly the value. The refusal is UNAVAILABLE with
+ * tritonserver's message "This protocol is restricted, expecting header
+ * '<key>'" (h2_call.c). */
+bool pts_grpc_restriction_key(const struct pts_restriction *rs, const char *name, size_t namelen);
+bool pts_grpc_restriction_header(const struct pts_restriction *rs, const char *name,
+                                 size_t namelen, const char *value, size_t valuelen);
 
 #endif

@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "core/absl_sync.h"
+#include "ptperf/lib/absl_sync.h"
 #include "core/alloc.h"
 #include "ptperf/lib/grpc_msg.h"
 
@@ -514,7 +514,7 @@ enum pts_status ptperf_grpc_load_start(const struct ptperf_grpc_options *o,
                          o->concurrency, o->channels, n_messages);
   struct ptperf_grpc_load *l = pts_calloc(1, sizeof *l);
   if (!l) return pts_error_set(err, PTS_NOMEM, "no memory for the gRPC load");
-  pts_absl_detector_off(); /* as the server does: core/absl_sync.h */
+  pts_absl_detector_off(); /* ptperf/lib/absl_sync.h */
   grpc_init();
   ptperf_recorder_init(&l->rec);
   atomic_init(&l->stop, false);

@@ -1,7 +1,8 @@
-/* tests/unit/grpc/grpc_absl_test.c — the abseil mutex deadlock detector is
- * switched off through its mangled name (core/absl_sync.h): where
- * CMake found abseil's inline namespace, the name it derives must be the
- * one gRPC's abseil exports, or the switch silently never happens. */
+/* tests/unit/ptperf/ptperf_absl_test.c — the abseil mutex deadlock detector
+ * of ptperf's gRPC core client is switched off through its mangled name
+ * (ptperf/lib/absl_sync.h): where CMake found abseil's inline namespace, the name
+ * it derives must be the one gRPC's abseil exports, or the switch silently
+ * never happens. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,14 +10,14 @@
 #include <cmocka.h>
 #include <grpc/grpc.h>
 
-#include "core/absl_sync.h"
+#include "ptperf/lib/absl_sync.h"
 
 static void test_detector_switch_found(void **state) {
   (void)state;
-  grpc_init(); /* abseil is loaded with gRPC, as in the server */
+  grpc_init(); /* abseil is loaded with gRPC, as in ptperf */
 #ifdef PTS_ABSL_SYM
   assert_true(pts_absl_detector_off());
-  assert_true(pts_absl_detector_off()); /* a second server start: still fine */
+  assert_true(pts_absl_detector_off()); /* a second call: still fine */
 #else
   assert_false(pts_absl_detector_off()); /* no abseil headers: nothing claimed */
 #endif

@@ -1,5 +1,5 @@
-/* core/absl_sync.c — see absl_sync.h. */
-#include "core/absl_sync.h"
+/* ptperf/lib/absl_sync.c — see absl_sync.h. */
+#include "ptperf/lib/absl_sync.h"
 
 #include <dlfcn.h>
 #include <string.h>
