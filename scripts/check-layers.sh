@@ -8,7 +8,7 @@
 #   ensemble          (runs ensembles' steps on the repository's models)
 #   repository
 #   scheduler
-#   backends/*, backend
+#   backends/*, backend_api (the interface the backends implement)
 #   trace, config, shm (shared-memory regions), net (sockets, libevent glue),
 #   cache (the response cache)
 #   tensor
@@ -16,10 +16,26 @@
 #
 # Each area may include the areas listed for it below and nothing else; a
 # lower layer that must call up gets a callback or an opaque handle from
-# the layer above (the scheduler's release_hold, for example). Run from the
-# repository root (ctest runs it as the `layers` test). Exit status 1, with
-# each offending include named, when a rule is broken.
+# the layer above (the scheduler's release_hold, for example).
+#
+# Within an area, files call each other one way too: given a build
+# directory, no circle of source files may call each other's functions
+# (A.c calls a function of B.c, which calls one of A.c, directly or around
+# a longer ring). Include lines can not show that (two files that share a
+# private header call each other without including each other's), so this
+# part reads the objects the build made: each object's defined and
+# undefined symbols (nm), an edge from the file that uses a symbol to the
+# file that defines it, and the strongly connected components of that
+# graph. A circle is broken with a callback, a small module of shared code,
+# or one file where the split was artificial (docs/internals/README.md).
+#
+#   scripts/check-layers.sh [BUILD_DIR]
+#
+# ctest runs it as the `layers` test with its build directory. Exit status
+# 1, with each offending include or circle named, when a rule is broken.
 set -u
+BUILD_DIR=${1:-}
+[ -z "$BUILD_DIR" ] || BUILD_DIR=$(cd "$BUILD_DIR" && pwd) || exit 2
 cd "$(dirname "$0")/.." || exit 2
 
 allowed() {
@@ -31,14 +47,14 @@ allowed() {
     shm) echo "core tensor" ;;
     net) echo "core" ;;
     cache) echo "core tensor" ;;
-    backend) echo "core tensor config" ;;
-    backends) echo "backend backends config trace shm tensor core" ;;
-    scheduler) echo "backend config trace shm cache tensor core" ;;
-    repository) echo "scheduler backend config trace tensor core" ;;
-    ensemble) echo "repository scheduler backend config trace shm tensor core" ;;
+    backend_api) echo "core tensor config" ;;
+    backends) echo "backend_api backends config trace shm tensor core" ;;
+    scheduler) echo "backend_api config trace shm cache tensor core" ;;
+    repository) echo "scheduler backend_api config trace tensor core" ;;
+    ensemble) echo "repository scheduler backend_api config trace shm tensor core" ;;
     frontend) echo "server scheduler config trace shm net tensor core" ;;
     metrics) echo "server scheduler config trace net cache tensor core" ;;
-    server) echo "frontend metrics ensemble repository scheduler backend config trace shm net cache tensor core" ;;
+    server) echo "frontend metrics ensemble repository scheduler backend_api config trace shm net cache tensor core" ;;
     *) echo "ALL" ;;
   esac
 }
@@ -67,4 +83,74 @@ if [ "$checked" -eq 0 ]; then
   exit 2
 fi
 [ "$bad" -eq 0 ] && echo "check-layers: $checked files, every include points down the layers"
+
+# Circles between files, from the build's objects of src/.
+if [ -n "$BUILD_DIR" ]; then
+  objs=$(find "$BUILD_DIR/CMakeFiles" -path '*/src/*' \( -name '*.c.o' -o -name '*.cc.o' \) | sort)
+  if [ -z "$objs" ]; then
+    echo "check-layers: no objects of src/ under $BUILD_DIR (build first)" >&2
+    exit 2
+  fi
+  # nm per object: "D <file> <symbol>" for what it defines (code and
+  # data), "U <file> <symbol>" for what it uses.
+  syms=$(for o in $objs; do
+    f=${o#*/src/}
+    f=${f%.o}
+    [ -f "src/$f" ] || continue # the object of a file since removed or moved
+    nm "$o" | awk -v f="$f" '$2 ~ /^[TDBR]$/ { print "D", f, $3 } $1 == "U" { print "U", f, $2 }'
+  done)
+  circles=$(echo "$syms" | /usr/bin/python3 -c '
+import sys
+from collections import defaultdict
+defs, uses = {}, defaultdict(set)
+for line in sys.stdin:
+    kind, f, sym = line.split()
+    if kind == "D":
+        defs[sym] = f
+    else:
+        uses[f].add(sym)
+graph = defaultdict(set)
+for f, syms in uses.items():
+    for s in syms:
+        if s in defs and defs[s] != f:
+            graph[f].add(defs[s])
+# Tarjan, iteratively: the strongly connected components of the graph.
+index, low, stack, on, out, n = {}, {}, [], set(), [], 0
+for root in sorted(set(graph) | set(defs.values())):
+    if root in index:
+        continue
+    work = [(root, iter(sorted(graph[root])))]
+    index[root] = low[root] = n; n += 1; stack.append(root); on.add(root)
+    while work:
+        v, it = work[-1]
+        w = next(it, None)
+        if w is not None:
+            if w not in index:
+                index[w] = low[w] = n; n += 1; stack.append(w); on.add(w)
+                work.append((w, iter(sorted(graph[w]))))
+            elif w in on:
+                low[v] = min(low[v], index[w])
+            continue
+        work.pop()
+        if work:
+            low[work[-1][0]] = min(low[work[-1][0]], low[v])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop(); on.discard(w); comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comp.sort()
+                edges = ["%s -> %s" % (a, b) for a in comp for b in sorted(graph[a]) if b in comp]
+                out.append("circle: %s (%s)" % (", ".join(comp), "; ".join(edges)))
+print("\n".join(out))
+')
+  if [ -n "$circles" ]; then
+    echo "$circles"
+    bad=1
+  else
+    echo "check-layers: $(echo "$syms" | awk '{print $2}' | sort -u | wc -l | tr -d ' ') objects, no circle between files"
+  fi
+fi
 exit "$bad"

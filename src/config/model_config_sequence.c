@@ -295,6 +295,13 @@ static Inference__ModelConfig *deep_copy(const Inference__ModelConfig *cfg) {
   return copy;
 }
 
+/* What pts_model_config_free does, for the copy deep_copy made (the same
+ * generated free, without a call back up into model_config.c, which calls
+ * this file through the completion). */
+static void copy_free(Inference__ModelConfig *x) {
+  inference__model_config__free_unpacked(x, NULL);
+}
+
 /* A new input or output message (both have the same leading fields, but
  * they are distinct types, so each gets its own builder). */
 static Inference__ModelInput *new_input(const char *name, Inference__DataType t,
@@ -348,7 +355,7 @@ enum pts_status pts_model_config_sequence_exec(const Inference__ModelConfig *cfg
   size_t nc = sb ? sb->n_control_input : 0, ns = sb ? sb->n_state : 0;
   if (!grow((void ***)&x->input, x->n_input, nc + ns + 1) ||
       !grow((void ***)&x->output, x->n_output, ns + 1)) {
-    pts_model_config_free(x);
+    copy_free(x);
     return nomem(err, cfg);
   }
   static const int64_t one[1] = {1};
@@ -371,6 +378,6 @@ enum pts_status pts_model_config_sequence_exec(const Inference__ModelConfig *cfg
   *out = x;
   return PTS_OK;
 nomem:
-  pts_model_config_free(x);
+  copy_free(x);
   return nomem(err, cfg);
 }

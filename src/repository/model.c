@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/backend.h"
+#include "backend_api/backend.h"
 #include "config/model_config.h"
 #include "config/model_config_sequence.h"
 #include "core/alloc.h"

@@ -3,7 +3,7 @@
  * accessors, the parameters of a load and the entries of the index.
  *
  * Declared here, by the layer that owns them, so that dependencies point one
- * way: server → repository → scheduler → backend/core. server/server.h
+ * way: server → repository → scheduler → backend_api/core. server/server.h
  * includes this header and hands the same types to the frontends; nothing
  * in src/repository/ or below includes server/server.h
  * (docs/internals/repository.md, "Layers").

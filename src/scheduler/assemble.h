@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/backend.h"
+#include "backend_api/backend.h"
 #include "core/status.h"
 #include "model_config.pb-c.h"
 #include "scheduler/request.h"

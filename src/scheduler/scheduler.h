@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/backend.h"
+#include "backend_api/backend.h"
 #include "core/status.h"
 #include "model_config.pb-c.h"
 #include "scheduler/request.h"
@@ -113,16 +113,5 @@ size_t pts_scheduler_wait_idle(struct pts_scheduler *s, uint64_t deadline_ns);
 /* Stops taking requests, lets the threads finish what is queued, joins them
  * and destroys the instances. NULL-safe. */
 void pts_scheduler_destroy(struct pts_scheduler *s);
-
-/* Maps a concrete shape between two config views of one tensor: `actual`
- * follows `from` (config dims, -1 = any), the result follows `to`. Used for
- * `reshape` in both directions (input: dims → reshape.shape; output:
- * reshape.shape → dims). Each -1 of `to` takes the value of the matching -1
- * of `from`; when their counts differ, a single -1 of `to` is inferred from
- * the element count. Returns INVALID_ARG when the shapes can not correspond.
- * Neither side includes the batch dimension. */
-enum pts_status pts_scheduler_map_shape(const int64_t *from, size_t n_from, const int64_t *to,
-                                        size_t n_to, const struct pts_shape *actual,
-                                        struct pts_shape *out, struct pts_error *err);
 
 #endif

@@ -9,7 +9,7 @@
 #include "core/alloc.h"
 #include "core/log.h"
 #include "scheduler/request.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/reshape.h"
 #include "tensor/bytes.h"
 #include "tensor/tensor.h"
 
@@ -115,7 +115,7 @@ static enum pts_status make_input(const Inference__ModelConfig *cfg, const char 
 
   struct pts_shape shape = sample;
   if (in->reshape) {
-    enum pts_status st = pts_scheduler_map_shape(in->dims, in->n_dims, in->reshape->shape,
+    enum pts_status st = pts_reshape_map(in->dims, in->n_dims, in->reshape->shape,
                                                  in->reshape->n_shape, &sample, &shape, err);
     if (st) return st;
   }

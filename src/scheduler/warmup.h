@@ -15,7 +15,7 @@
 #ifndef PTS_SCHEDULER_WARMUP_H
 #define PTS_SCHEDULER_WARMUP_H
 
-#include "backend/backend.h"
+#include "backend_api/backend.h"
 #include "core/status.h"
 #include "model_config.pb-c.h"
 

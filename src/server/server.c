@@ -14,7 +14,7 @@
 #include "core/log.h"
 #include "core/name.h"
 #include "core/overload.h"
-#include "backend/backend.h"
+#include "backend_api/backend.h"
 #include "scheduler/validate.h"
 #include "server/server_impl.h"
 #include "server/shm_resolve.h"

@@ -76,7 +76,9 @@ static atomic_int n_armed;
 
 /* ------------------------------------------------------------ sessions */
 
-void profile_session_free(struct profile_session *s) {
+static void session_write(struct profile_session *s); /* the files: below */
+
+static void session_free(struct profile_session *s) {
   if (!s) return;
   for (size_t i = 0; i < s->n_rows; i++) {
     pts_free(s->rows[i].name);
@@ -99,6 +101,13 @@ void profile_session_free(struct profile_session *s) {
   pts_free(s);
 }
 
+/* The writer thread (writer.c): a finished session's files, then the
+ * session. */
+static void write_session_job(void *arg) {
+  session_write(arg);
+  session_free(arg);
+}
+
 static struct profile_session *session_new(const char *model, int64_t n) {
   struct profile_session *s = pts_calloc(1, sizeof *s);
   if (!s) return NULL;
@@ -107,7 +116,7 @@ static struct profile_session *session_new(const char *model, int64_t n) {
   s->dir = pts_strdup(P.dir ? P.dir : ".");
   s->execs = pts_calloc((size_t)n, sizeof *s->execs);
   if (!s->model || !s->dir || !s->execs) {
-    profile_session_free(s);
+    session_free(s);
     return NULL;
   }
   s->wanted = n;
@@ -125,9 +134,9 @@ static void close_session(struct profile_session *s) {
   pthread_mutex_unlock(&s->mu);
   if (!ready) return;
   if (empty)
-    profile_session_free(s);
+    session_free(s);
   else
-    trace_writer_submit_profile(s);
+    trace_writer_submit(write_session_job, s);
 }
 
 static struct armed **find_armed(const char *model) {
@@ -307,7 +316,7 @@ void pts_profile_done(struct pts_profile_ticket *t) {
   s->done++;
   bool ready = s->closed && s->done == s->taken;
   pthread_mutex_unlock(&s->mu);
-  if (ready) trace_writer_submit_profile(s);
+  if (ready) trace_writer_submit(write_session_job, s);
 }
 
 /* ------------------------------------------------------------ init */
@@ -481,7 +490,7 @@ static bool save(const char *dir, const char *model, uint64_t seq, const char *s
   return ok;
 }
 
-void profile_session_write(struct profile_session *s) {
+static void session_write(struct profile_session *s) {
   if (s->n_rows > 1) qsort(s->rows, s->n_rows, sizeof *s->rows, by_cpu_desc);
   struct tbuf md, csv, chrome;
   tbuf_init(&md);

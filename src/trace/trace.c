@@ -62,15 +62,6 @@ static atomic_uint_fast64_t next_id = 1;
 
 static const struct values DEFAULTS = {.level = 0, .rate = 1000, .count = -1, .log_frequency = 0};
 
-const char *pts_trace_point_name(enum pts_trace_point p) {
-  static const char *const names[] = {
-#define XX(n) #n,
-      PTS_TRACE_POINT_MAP(XX)
-#undef XX
-  };
-  return (unsigned)p < PTS_TRACE_POINT_COUNT ? names[p] : "";
-}
-
 /* ------------------------------------------------------------ parsing */
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -235,18 +226,37 @@ static char *indexed_path(void) {
   return p;
 }
 
+/* A collection on its way to the writer thread. */
+struct traces_job {
+  char *path;              /* owned: the Triton file */
+  struct pts_trace *list;  /* owned */
+};
+
+/* The writer thread: the files, then the records. */
+static void write_traces_job(void *arg) {
+  struct traces_job *j = arg;
+  trace_write_files(j->path, j->list);
+  trace_free_list(j->list);
+  pts_free(j->path);
+  pts_free(j);
+}
+
 static void flush_node(struct node *n, bool to_index) {
   if (!n->head) return;
   char *path = to_index ? indexed_path() : pts_strdup(T.file);
   struct pts_trace *list = n->head;
   n->head = n->tail = NULL;
   n->n_collected = 0;
-  if (!path) {
+  struct traces_job *j = path ? pts_malloc(sizeof *j) : NULL;
+  if (!j) {
     PTS_LOG_ERROR("out of memory writing traces; %s", "dropping them");
+    pts_free(path);
     trace_free_list(list);
     return;
   }
-  trace_writer_submit_traces(path, list);
+  j->path = path;
+  j->list = list;
+  trace_writer_submit(write_traces_job, j);
 }
 
 static void node_free(struct node *n) {
@@ -797,29 +807,6 @@ void pts_trace_tensor(struct pts_trace *t, const char *activity, const struct pt
 }
 
 /* ------------------------------------------------------------ ending */
-
-void trace_free(struct pts_trace *t) {
-  if (!t) return;
-  while (t->tensors) {
-    struct trace_tensor *r = t->tensors;
-    t->tensors = r->next;
-    pts_free(r->activity);
-    pts_free(r->json);
-    pts_free(r);
-  }
-  pts_free(t->sample_model);
-  pts_free(t->model);
-  pts_free(t->request_id);
-  pts_free(t);
-}
-
-void trace_free_list(struct pts_trace *list) {
-  while (list) {
-    struct pts_trace *next = list->next;
-    trace_free(list);
-    list = next;
-  }
-}
 
 void pts_trace_end(struct pts_trace *t) {
   if (!t) return;

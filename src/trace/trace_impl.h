@@ -1,5 +1,8 @@
 /* trace/trace_impl.h — what the files of src/trace/ share: the trace
- * record, the writer thread's queue, and the profile sessions' hand-off.
+ * record (record.c), its file formats (format.c), the writer thread's
+ * queue (writer.c). The files call each other one way: trace.c uses
+ * profile.c, format.c, writer.c and record.c; profile.c uses writer.c;
+ * format.c uses record.c.
  * Private to src/trace/ (and its unit tests).
  *
  * Threading: the writer functions are thread-safe; a trace record belongs
@@ -42,27 +45,26 @@ struct pts_trace {
   struct pts_trace *next; /* in a collection */
 };
 
+/* record.c: frees a record, or a list of them (NULL-safe). */
 void trace_free(struct pts_trace *t);
 void trace_free_list(struct pts_trace *list);
 
-/* Writes a list of ended traces as Triton's trace JSON (one array) and as a
- * Chrome trace ({"traceEvents": [...]}). Errors are the stream's. */
+/* format.c: a list of ended traces as Triton's trace JSON (one array) and
+ * as a Chrome trace ({"traceEvents": [...]}), to a stream (errors are the
+ * stream's), or to `path` and `path`.chrome.json (errors are logged). */
 void trace_format_triton(FILE *f, const struct pts_trace *list);
 void trace_format_chrome(FILE *f, const struct pts_trace *list);
+void trace_write_files(const char *path, const struct pts_trace *list);
 
-/* The writer thread. start/stop are called by init/shutdown (stop writes
- * everything queued first). submit_traces takes ownership of `path` and of
- * the list; without a running writer the files are written at once. */
+/* writer.c: the writer thread. start/stop are called by init/shutdown
+ * (stop runs everything queued first). submit queues run(arg), which
+ * writes and frees arg, for the writer thread; without a running writer
+ * (or the memory to queue it) it runs at once, on the caller's thread.
+ * trace.c hands it collections of traces, profile.c finished operator
+ * profiles. */
 enum pts_status trace_writer_start(struct pts_error *err);
 void trace_writer_stop(void);
-void trace_writer_submit_traces(char *path, struct pts_trace *list);
-
-/* A finished operator-profile session (profile.c), written off the
- * instance thread that finished it. */
-struct profile_session;
-void trace_writer_submit_profile(struct profile_session *s);
-void profile_session_write(struct profile_session *s);
-void profile_session_free(struct profile_session *s);
+void trace_writer_submit(void (*run)(void *arg), void *arg);
 
 /* profile.c's part of init/shutdown: the output directory (owned copy;
  * NULL = working directory), then, at shutdown, sessions not yet complete

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/backend.h"
+#include "backend_api/backend.h"
 #include "config/model_config.h"
 #include "core/alloc.h"
 

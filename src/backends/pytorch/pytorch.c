@@ -13,7 +13,7 @@
  * own the result tensors, so no tensor data is copied here. Both kinds of
  * model share all of it: batching, warmup, streams and CUDA graphs.
  *
- * Threading: as backend/backend.h. A model's state is read-only after
+ * Threading: as backend_api/backend.h. A model's state is read-only after
  * model_load; an instance's scratch space belongs to its execute thread.
  */
 #include <dlfcn.h>
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backend/backend.h"
+#include "backend_api/backend.h"
 #include "backends/pytorch/cuda_shm.h"
 #include "backends/pytorch/aoti.h"
 #include "backends/pytorch/callspec.h"

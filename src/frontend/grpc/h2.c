@@ -123,7 +123,7 @@ static void flush(struct conn *cn) {
 
 /* At the end of each loop callback: every connection that has something
  * to send (or has died). Frees happen only here. */
-void pts_grpc_h2_flush_dirty(struct pts_grpc_h2 *h) {
+static void flush_dirty(struct pts_grpc_h2 *h) {
   while (h->dirty) {
     struct conn *cn = h->dirty;
     h->dirty = cn->dirty_next;
@@ -253,7 +253,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg) {
   } while (!cn->dead && (size_t)n == want && taken < READ_PASS_MAX);
   pts_grpc_h2_mark_dirty(cn);
   pts_grpc_h2_take_ready(cn->h);
-  pts_grpc_h2_flush_dirty(cn->h);
+  flush_dirty(cn->h);
 }
 
 static void on_write(evutil_socket_t fd, short what, void *arg) {
@@ -261,7 +261,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg) {
   (void)what;
   struct conn *cn = arg;
   pts_grpc_h2_mark_dirty(cn);
-  pts_grpc_h2_flush_dirty(cn->h);
+  flush_dirty(cn->h);
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg) {
@@ -269,7 +269,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
   (void)what;
   struct pts_grpc_h2 *h = arg;
   pts_grpc_h2_take_ready(h);
-  pts_grpc_h2_flush_dirty(h);
+  flush_dirty(h);
 }
 
 static void on_drain(evutil_socket_t fd, short what, void *arg) {
@@ -282,7 +282,7 @@ static void on_drain(evutil_socket_t fd, short what, void *arg) {
                           NGHTTP2_NO_ERROR, NULL, 0);
     pts_grpc_h2_mark_dirty(cn);
   }
-  pts_grpc_h2_flush_dirty(h);
+  flush_dirty(h);
 }
 
 static void arm(struct event *ev, int ms) {
@@ -315,7 +315,7 @@ static void on_keepalive(evutil_socket_t fd, short what, void *arg) {
     arm(cn->ka_ev, h->ka_time_ms);
   }
   pts_grpc_h2_mark_dirty(cn);
-  pts_grpc_h2_flush_dirty(h);
+  flush_dirty(h);
 }
 
 /* The client's PINGs: one sooner than --grpc-http2-min-recv-ping-interval-
@@ -415,7 +415,7 @@ static void on_age(evutil_socket_t fd, short what, void *arg) {
     cn->dead = true;
   }
   pts_grpc_h2_mark_dirty(cn);
-  pts_grpc_h2_flush_dirty(h);
+  flush_dirty(h);
 }
 
 void pts_grpc_h2_accept(struct pts_grpc_h2 *h, int fd) {
@@ -456,7 +456,7 @@ void pts_grpc_h2_accept(struct pts_grpc_h2 *h, int fd) {
     cn->dead = true;
   }
   pts_grpc_h2_mark_dirty(cn);
-  pts_grpc_h2_flush_dirty(h);
+  flush_dirty(h);
 }
 
 static void on_incoming(evutil_socket_t fd, short what, void *arg) {

@@ -206,10 +206,6 @@ static inline void pts_grpc_h2_mark_dirty(struct conn *cn) {
   cn->h->dirty = cn;
 }
 
-/* h2.c, for h2_call.c: flushes every connection marked dirty (and frees
- * the dead ones); the end of every loop callback. */
-void pts_grpc_h2_flush_dirty(struct pts_grpc_h2 *h);
-
 /* h2_call.c, for h2.c: */
 /* Sets the stream callbacks (headers, DATA, stream close) on `cbs`. */
 void pts_grpc_h2_call_callbacks(nghttp2_session_callbacks *cbs);

@@ -2,6 +2,7 @@
 #include "frontend/grpc/infer.h"
 #include "frontend/grpc/infer_fast.h"
 #include "frontend/grpc/pbwire.h"
+#include "frontend/grpc/version.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -202,25 +203,6 @@ static enum pts_status split_message(const uint8_t *p, size_t n, struct split *s
 
 /* ------------------------------------------------------------------ */
 /* versions and parameters                                             */
-
-enum pts_status pts_grpc_parse_version(const char *s, const char *model, int64_t *out,
-                                       struct pts_error *err) {
-  if (!s || !*s) {
-    *out = -1;
-    return PTS_OK;
-  }
-  int64_t v = 0;
-  for (const char *p = s; *p; p++) {
-    if (*p < '0' || *p > '9' || v > (INT64_MAX - (*p - '0')) / 10)
-      return pts_error_set(err, PTS_INVALID_ARG,
-                           "invalid version '%.40s' for model '%s': expected a non-negative "
-                           "integer, or an empty string for the latest version",
-                           s, model ? model : "");
-    v = v * 10 + (*p - '0');
-  }
-  *out = v;
-  return PTS_OK;
-}
 
 static const char *param_kind(const Inference__InferParameter *v) {
   switch (v ? v->parameter_choice_case : INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE__NOT_SET) {

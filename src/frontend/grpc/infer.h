@@ -41,11 +41,6 @@
 #include "core/status.h"
 #include "scheduler/request.h"
 
-/* Parses a gRPC model version string: "" = latest (-1), otherwise a decimal
- * integer >= 0. INVALID_ARG naming `model` for anything else. */
-enum pts_status pts_grpc_parse_version(const char *s, const char *model, int64_t *out,
-                                       struct pts_error *err);
-
 /* Request-level options that are not part of the native request. */
 struct pts_grpc_infer_opts {
   bool empty_final_response; /* triton_enable_empty_final_response */

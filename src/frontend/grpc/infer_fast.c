@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "frontend/grpc/infer.h"
 #include "frontend/grpc/pbwire.h"
+#include "frontend/grpc/version.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 

@@ -8,6 +8,7 @@
 #include "core/alloc.h"
 #include "core/log.h"
 #include "frontend/grpc/shm_grpc.h"
+#include "frontend/grpc/version.h"
 #include "shm/shm.h"
 #include "trace/trace.h"
 #include "grpc_service.pb-c.h"

@@ -132,9 +132,9 @@ static void conn_free(struct conn *cn) {
   else
     lp->conns = cn->next;
   if (cn->next) cn->next->prev = cn->prev;
-  if (cn->ctx) pts_http_ctx_orphan_conn(cn->ctx);
+  if (cn->ctx) lp->handlers->orphan(cn->ctx);
   cn->ctx = NULL;
-  if (cn->reply_pending) pts_http_reply_end(cn);
+  if (cn->reply_pending) lp->handlers->reply_end(cn);
   if (cn->rev) event_free(cn->rev);
   if (cn->wev) event_free(cn->wev);
   if (cn->fd >= 0) close(cn->fd);
@@ -159,7 +159,7 @@ static void conn_kill(struct conn *cn) {
   cn->state = CONN_DEAD;
   reading_off(cn);
   event_del(cn->wev);
-  if (cn->ctx) pts_http_ctx_orphan_conn(cn->ctx);
+  if (cn->ctx) cn->lp->handlers->orphan(cn->ctx);
   cn->ctx = NULL;
   event_active(cn->wev, EV_WRITE, 0);
 }
@@ -479,7 +479,7 @@ static void dispatch(struct conn *cn) {
     cn->body = pts_buf_wrap(cn->chunks, cn->body_len, release_chunks, NULL);
     if (cn->body) cn->chunks = NULL; /* charged still through chunks_cap */
   }
-  pts_http_on_request(cn);
+  cn->lp->handlers->on_request(cn);
 }
 
 /* Feeds data[0..len) to the parser; false when the connection stopped
@@ -655,7 +655,7 @@ static void conn_written(struct conn *cn) {
   }
   if (cn->state != CONN_HANDLING || !cn->sent) return; /* a 100 Continue */
   cn->sent = false;
-  if (cn->reply_pending) pts_http_reply_end(cn);
+  if (cn->reply_pending) cn->lp->handlers->reply_end(cn);
   reset_request(cn);
   if (cn->close_after) {
     conn_kill(cn);
@@ -883,7 +883,10 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
   refuse(cn, 503, true, msg);
 }
 
-enum pts_status pts_conn_listen(struct loop *lp, evutil_socket_t fd, struct pts_error *err) {
+enum pts_status pts_conn_listen(struct loop *lp, evutil_socket_t fd,
+                                const struct pts_conn_handlers *handlers,
+                                struct pts_error *err) {
+  lp->handlers = handlers;
   /* Backlog 0: the socket listens already, with 1024 (-1 would make
    * libevent listen again with 128). */
   lp->lev = evconnlistener_new(lp->base, on_accept, lp,

@@ -3,8 +3,8 @@
  * reply being written. docs/internals/http.md tells the life of a request.
  *
  * A connection reads one request at a time. When a request is complete the
- * parser is paused and the request handed to the frontend (http.c's
- * pts_http_on_request); bytes of a pipelined next request wait in the
+ * parser is paused and the request handed to the frontend (the
+ * on_request of the handlers http.c gives pts_conn_listen); bytes of a pipelined next request wait in the
  * connection's input until the reply has been written. Admission happens
  * when a request's head is complete, before any of its body is kept:
  *  - beyond --http-max-connections a new connection is answered 503 with
@@ -114,7 +114,24 @@ struct conn {
 
 /* Loop set-up, before the loop runs: the listener on `fd` (taken over) and
  * its accept pause. */
-enum pts_status pts_conn_listen(struct loop *lp, evutil_socket_t fd, struct pts_error *err);
+/* What the frontend (http.c) does for its connections. conn.c calls these
+ * and never http.c's functions by name: http.c uses this file, not the
+ * other way round. Loop thread. */
+struct pts_conn_handlers {
+  /* A complete request on `cn`: handle it, reply with pts_conn_send. */
+  void (*on_request)(struct conn *cn);
+  /* The reply pending on `cn` (reply_pending) is written, or its
+   * connection is gone. */
+  void (*reply_end)(struct conn *cn);
+  /* The connection of a request in the core (cn->ctx) closed. */
+  void (*orphan)(struct infer_ctx *ctx);
+};
+
+/* Listens on fd (taken) for the loop; its connections call `handlers`
+ * (borrowed: they must outlive the loop). */
+enum pts_status pts_conn_listen(struct loop *lp, evutil_socket_t fd,
+                                const struct pts_conn_handlers *handlers,
+                                struct pts_error *err);
 /* After the loop stopped: closes every connection (orphaning what is in
  * the core) and frees the listener. */
 void pts_conn_close_all(struct loop *lp);
@@ -143,8 +160,5 @@ void pts_conn_close_after(struct conn *cn);
 /* Writes the reply (status `code`) with Content-Length, Date and the
  * added headers. The connection reads its next request once it is out. */
 void pts_conn_send(struct conn *cn, int code);
-
-/* http.c: the frontend's handler for a complete request on `cn`. */
-void pts_http_on_request(struct conn *cn);
 
 #endif

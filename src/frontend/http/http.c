@@ -367,7 +367,9 @@ static void ctx_recycle(struct infer_ctx *c) {
   hub_release(h);
 }
 
-void pts_http_ctx_orphan_conn(struct infer_ctx *c) {
+/* conn.c (pts_conn_handlers.orphan): the connection of a pending inference
+ * closed. */
+static void ctx_orphan_conn(struct infer_ctx *c) {
   /* The connection is closing: the reply has nowhere to go. */
   c->cn = NULL;
 }
@@ -473,8 +475,8 @@ void pts_http_reply_finished(struct pts_http *h) {
  * connection with an answer still in its output buffer. A connection
  * answers one request at a time, so its reply_pending stands for that one
  * reply; conn.c ends it when the reply is written or the connection
- * closes. */
-void pts_http_reply_end(struct conn *cn) {
+ * closes (pts_conn_handlers.reply_end). */
+static void reply_end(struct conn *cn) {
   cn->reply_pending = false;
   pts_overload_release(cn->reply_charged);
   cn->reply_charged = 0;
@@ -864,7 +866,8 @@ static bool refuse_bad_names(struct conn *cn, const struct pts_http_route *r) {
   return false;
 }
 
-void pts_http_on_request(struct conn *cn) {
+/* conn.c (pts_conn_handlers.on_request): a complete request on `cn`. */
+static void on_request(struct conn *cn) {
   struct loop *lp = cn->lp;
   struct pts_http *h = lp->h;
   /* Once a stop was asked for, each reply ends its connection (with
@@ -971,7 +974,9 @@ static enum pts_status loop_init(struct loop *lp, struct pts_http *h, evutil_soc
                          strerror(errno));
   evutil_make_socket_nonblocking(fd);
   evutil_make_socket_closeonexec(fd);
-  return pts_conn_listen(lp, fd, err); /* takes fd */
+  static const struct pts_conn_handlers handlers = {
+      .on_request = on_request, .reply_end = reply_end, .orphan = ctx_orphan_conn};
+  return pts_conn_listen(lp, fd, &handlers, err); /* takes fd */
 }
 
 static void loop_destroy(struct loop *lp) {

@@ -29,6 +29,7 @@
 
 struct infer_ctx;
 struct conn;
+struct pts_conn_handlers;
 struct pts_accept_pause;
 
 struct loop {
@@ -37,6 +38,7 @@ struct loop {
   struct evconnlistener *lev;     /* owned */
   struct pts_accept_pause *pause; /* accept() failures pause lev (net/listen.h) */
   struct event *stop_ev;
+  const struct pts_conn_handlers *handlers; /* borrowed: http.c's (conn.h) */
   struct conn *conns;             /* every open connection (conn.c); owned */
   pthread_t thread;
   bool thread_started;
@@ -75,10 +77,5 @@ struct pts_http {
 /* http.c: an accepted inference's reply has been written, or its
  * connection is gone (loop thread). */
 void pts_http_reply_finished(struct pts_http *h);
-/* http.c: the reply pending on `cn` (reply_pending) is written or its
- * connection is gone: returns its budget charge, then reply_finished. */
-void pts_http_reply_end(struct conn *cn);
-/* http.c: the connection of a pending inference closed (loop thread). */
-void pts_http_ctx_orphan_conn(struct infer_ctx *c);
 
 #endif

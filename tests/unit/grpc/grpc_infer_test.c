@@ -16,6 +16,7 @@
 #include "core/alloc.h"
 #include "frontend/grpc/infer.h"
 #include "frontend/grpc/rpc.h"
+#include "frontend/grpc/version.h"
 #include "grpc_service.pb-c.h"
 
 /* ------------------------------------------------------------ helpers */

@@ -19,6 +19,7 @@
 #include "core/alloc.h"
 #include "core/copy.h"
 #include "core/log.h"
+#include "scheduler/reshape.h"
 #include "scheduler/scheduler.h"
 #include "shm/shm.h"
 
@@ -32,7 +33,7 @@ static void map(const int64_t *from, size_t nf, const int64_t *to, size_t nt, in
   if (nact) memcpy(a.dims, act, (size_t)nact * sizeof *act);
   struct pts_error err;
   pts_error_clear(&err);
-  assert_int_equal(pts_scheduler_map_shape(from, nf, to, nt, &a, &out, &err), want);
+  assert_int_equal(pts_reshape_map(from, nf, to, nt, &a, &out, &err), want);
   if (want != PTS_OK) return;
   char got[128];
   pts_shape_format(&out, got, sizeof got);

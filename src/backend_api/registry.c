@@ -1,10 +1,10 @@
-/* backend/registry.c — the backends compiled into this binary.
+/* backend_api/registry.c — the backends compiled into this binary.
  * A table, not a plugin loader: ptserve ships its backends, and a fixed list
  * keeps start-up and the failure modes simple. */
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend_api/backend.h"
 
 extern const struct pts_backend pts_identity_backend;
 #ifdef PTS_WITH_PYTORCH

@@ -1,4 +1,6 @@
-/* backend/backend.h — the interface every backend implements.
+/* backend_api/backend.h — the interface every backend implements (the
+ * implementations live in src/backends/: a folder name that says which is
+ * which, since `backend/` beside `backends/` did not).
  *
  * A backend turns a loaded model into instances and runs batches on them.
  * The core gives it inputs already validated against the config, in config
@@ -19,8 +21,8 @@
  * below) has at most two batches begun at once, one per staging set, both
  * begun and ended on its own thread.
  */
-#ifndef PTS_BACKEND_BACKEND_H
-#define PTS_BACKEND_BACKEND_H
+#ifndef PTS_BACKEND_API_BACKEND_H
+#define PTS_BACKEND_API_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
