@@ -614,3 +614,31 @@ def test_default_model_filename_names_the_package(serve, packages, tmp_path):
             np.testing.assert_allclose(got["OUTPUT__0"],
                                        eager("mlp", torch.from_numpy(x)).numpy(),
                                        rtol=1e-5, atol=1e-6)
+
+
+def test_a_range_that_starts_at_2_is_padded_from_batch_1(serve, packages, tmp_path):
+    """A package exported as PyTorch's documentation shows a dynamic batch
+    (Dim("batch", min=1, max=8), an example batch of 2) compiles a range
+    that starts at 2: run as it is, it refuses batch 1 ("dim value is too
+    small ... expected it to be >= 2"), which PyTorch in process runs. The
+    server finds the start at load, pads smaller batches with zero rows and
+    returns only the real rows, and says so once per model; every batch
+    size from 1 to max_batch_size answers what torch computes eagerly."""
+    repo = str(tmp_path / "repo")
+    add_model(repo, "docs_batch", os.path.join(packages, "docs_batch.pt2"), 8,
+              [("INPUT__0", "TYPE_FP32", [16])], [("OUTPUT__0", "TYPE_FP32", [4])],
+              kind="")
+    with open(os.path.join(repo, "docs_batch", "config.pbtxt"), "a") as f:
+        f.write("instance_group [ { count: 2, kind: KIND_CPU } ]\n")
+    s = serve(repo)
+    for b in range(1, 9):
+        x = rand(b, 16, seed=b)
+        status, out = infer(s, "docs_batch", [("INPUT__0", x)], ["OUTPUT__0"])
+        assert status == 200, out
+        want = eager("docs_batch", torch.from_numpy(x)).numpy()
+        assert out["OUTPUT__0"].shape == (b, 4)
+        np.testing.assert_allclose(out["OUTPUT__0"], want, rtol=1e-5, atol=1e-6)
+    warned = [line for line in s.log().splitlines()
+              if "model 'docs_batch': the package's compiled batch range starts at 2" in line]
+    assert len(warned) == 1, s.log()[-3000:]
+    assert "padded with zero rows up to 2" in warned[0]

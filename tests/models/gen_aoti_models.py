@@ -6,7 +6,10 @@
 writes OUTDIR/<name>.pt2 for each package below (or the named ones), with
 examples/export_aoti.py's export_package, on the CPU; the RAW ones, whose
 call specifications have non-tensor leaves that export_package refuses, with
-torch.export and aoti_compile_and_package directly (no "ptserve.io" record).
+torch.export and aoti_compile_and_package directly (no "ptserve.io" record);
+and "docs_batch" exactly as PyTorch's documentation of torch.export shows a
+dynamic batch: Dim("batch", min=1, max=8) and an example batch of 2, which
+compiles a range that starts at 2 (ptserve pads smaller batches).
 The tests build their repositories from these files with configs of their
 own (good and bad ones).
 
@@ -121,6 +124,7 @@ PACKAGES = {
     "mlp": (5, Mlp, lambda: (torch.randn(2, 16),), {}, 64),
     "none_out": (6, NoneOut, lambda: (torch.randn(2, 4),), {}, None),
     "int_arg": (7, IntArg, lambda: (torch.randn(2, 4), 3), {}, None),
+    "docs_batch": (8, Mlp, lambda: (torch.randn(2, 16),), {}, 8),
 }
 # Exported by torch.export and aoti_compile_and_package directly, without
 # the "ptserve.io" record: export_package refuses their non-tensor leaves.
@@ -143,7 +147,15 @@ def main(argv):
     for name in names:
         module, args, kwargs = build(name)
         path = os.path.join(argv[1], name + ".pt2")
-        if name in RAW:
+        if name == "docs_batch":
+            # PyTorch's own recipe (torch.export docs, "Expressing
+            # Dynamism"), nothing of export_package's.
+            os.makedirs(argv[1], exist_ok=True)
+            batch = torch.export.Dim("batch", min=1, max=PACKAGES[name][4])
+            with torch.no_grad():
+                ep = torch.export.export(module, args, dynamic_shapes={"x": {0: batch}})
+                torch._inductor.aoti_compile_and_package(ep, package_path=path)
+        elif name in RAW:
             os.makedirs(argv[1], exist_ok=True)
             with torch.no_grad():
                 ep = torch.export.export(module, args, kwargs)

@@ -60,6 +60,9 @@ struct pt_model {
   bool dict_input;
   bool disable_cudnn;          /* DISABLE_CUDNN (process-global flag, gated in the bridge) */
   bool channels_last;          /* INPUT_MEMORY_FORMAT: channels_last */
+  int64_t aoti_min_batch;      /* a package's smallest compiled batch when above 1
+                                  (found by the load check, aoti_min_batch): smaller
+                                  batches are padded; 0 = none. Load thread. */
   bool empty_cache;            /* ENABLE_CACHE_CLEANING */
   bool freeze;                 /* FREEZE_MODEL: torch::jit::freeze per instance */
   bool optimize_for_inference; /* OPTIMIZE_FOR_INFERENCE */
@@ -1019,6 +1022,30 @@ static enum pts_status aoti_check_run(struct pt_instance *in, int64_t b,
   return st;
 }
 
+/* The smallest batch in 2..max that the package accepts, given that it
+ * refused 1: PyTorch's documented export, a torch.export.Dim("batch",
+ * min=1, max=N) with an example batch of 2, compiles a range that starts
+ * at 2 (torch specializes sizes 0 and 1 unless told otherwise), and
+ * PyTorch in process runs the exported program at batch 1 all the same.
+ * The range is an interval, so a binary search over [2, max] finds its
+ * start in at most log2(max) runs on zeros. 0 when max is refused too (the
+ * refusal is not about the batch). */
+static int64_t aoti_min_batch(struct pt_instance *in, int64_t max,
+                              int64_t (*dims)[PTS_TORCH_MAX_DIMS], void **zeros) {
+  struct pts_error probe;
+  bool leaf = false;
+  if (aoti_check_run(in, max, dims, zeros, &leaf, &probe) != PTS_OK) return 0;
+  int64_t lo = 2, hi = max; /* hi is accepted */
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (aoti_check_run(in, mid, dims, zeros, &leaf, &probe) == PTS_OK)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return hi;
+}
+
 /* The load check of a package: it runs once on zeros shaped as the config
  * says — at batch sizes 1 and max_batch_size for a batching model — so a
  * config that does not fit the package (a static batch dimension, wrong
@@ -1058,6 +1085,25 @@ static enum pts_status aoti_load_check(struct pt_instance *in, struct pts_error 
   for (size_t k = 0; k < n_sizes && st == PTS_OK; k++) {
     bool leaf = false;
     if ((st = aoti_check_run(in, sizes[k], dims, zeros, &leaf, err)) == PTS_OK) continue;
+    /* Batch 1 refused: a compiled range that starts above 1 is served by
+     * padding (the bridge's min_batch), checked here at batch 1 again. */
+    int64_t lo = 0;
+    if (sizes[k] == 1 && cfg->max_batch_size > 1 && !leaf && st != PTS_NOMEM &&
+        (lo = aoti_min_batch(in, cfg->max_batch_size, dims, zeros)) > 1) {
+      pts_torch_set_min_batch(in->module, lo);
+      if ((st = aoti_check_run(in, 1, dims, zeros, &leaf, err)) == PTS_OK) {
+        PTS_LOG_WARN("model '%s': the package's compiled batch range starts at %lld, not 1 "
+                     "(torch.export specialized the batch Dim's lower bound to the "
+                     "example's batch): batches of fewer rows are padded with zero rows up "
+                     "to %lld and only their own rows are returned; export with "
+                     "backed_size_oblivious (examples/export_aoti.py) to serve batch 1 "
+                     "without padding",
+                     m->name, (long long)lo, (long long)lo);
+        in->model->aoti_min_batch = lo; /* the load thread: instances one at a time */
+        continue;
+      }
+      pts_torch_set_min_batch(in->module, 0);
+    }
     char why[PTS_ERROR_MSG_MAX];
     snprintf(why, sizeof why, "%s", err->msg);
     if (st != PTS_NOMEM) st = PTS_INVALID_ARG; /* the config does not fit the package */
@@ -1168,6 +1214,10 @@ static enum pts_status pt_instance_create(void *model_state,
   if (m->aoti && !m->load_checked) {
     if ((st = aoti_load_check(in, err))) goto fail;
     m->load_checked = true;
+  } else if (m->aoti_min_batch) {
+    /* The first instance's check found the package's range to start above
+     * 1: this instance's module pads the same way. */
+    pts_torch_set_min_batch(in->module, m->aoti_min_batch);
   }
   if (m->n_graph_batch_sizes && (st = capture_graphs(in, dev, err))) goto fail;
   PTS_LOG_INFO("Inference Mode is %s for model instance '%s'",

@@ -117,6 +117,9 @@ struct pts_torch_module {
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> aoti;
 #endif
   bool is_aoti = false;
+  // A package's smallest compiled batch (pts_torch_set_min_batch); smaller
+  // batches are padded up to it. 0: none.
+  int64_t min_batch = 0;
   std::string call_spec[2];
   c10::Device device{c10::kCPU};
   bool move_inputs = false;  // false: inputs stay on the CPU (cpu or KIND_MODEL)
@@ -631,7 +634,19 @@ c10::IValue eager_run(pts_torch_module *m, std::vector<c10::IValue> args) {
 #ifdef PTS_WITH_CUDA
     if (m->stream) stream = static_cast<void *>(m->stream->stream());
 #endif
-    return c10::IValue(m->aoti->run(inputs, stream));
+    // A batch below the package's compiled range: zero rows up to its
+    // smallest batch, then only the real rows of each result (views).
+    int64_t rows = inputs.empty() || inputs[0].dim() == 0 ? 0 : inputs[0].size(0);
+    if (rows == 0 || rows >= m->min_batch) return c10::IValue(m->aoti->run(inputs, stream));
+    for (at::Tensor &t : inputs) {
+      std::vector<int64_t> pad_shape = t.sizes().vec();
+      pad_shape[0] = m->min_batch - rows;
+      t = at::cat({t, at::zeros(pad_shape, t.options())});
+    }
+    std::vector<at::Tensor> outs = m->aoti->run(inputs, stream);
+    for (at::Tensor &o : outs)
+      if (o.dim() > 0 && o.size(0) == m->min_batch) o = o.narrow(0, 0, rows);
+    return c10::IValue(outs);
   }
 #endif
   // Module::forward() would go through torch::jit::Method, whose call
@@ -1363,6 +1378,10 @@ const char *pts_torch_meta_get(const struct pts_torch_meta *meta, const char *ke
   for (size_t i = 0; i < meta->count; i++)
     if (std::strcmp(meta->keys[i], key) == 0) return meta->values[i];
   return nullptr;
+}
+
+void pts_torch_set_min_batch(struct pts_torch_module *m, int64_t min_batch) {
+  m->min_batch = min_batch > 1 ? min_batch : 0;
 }
 
 enum pts_status pts_torch_load_aoti(const char *path, const struct pts_device *dev,

@@ -340,6 +340,13 @@ const char *pts_torch_meta_get(const struct pts_torch_meta *meta, const char *ke
 enum pts_status pts_torch_load_aoti(const char *path, const struct pts_device *dev,
                                     struct pts_torch_module **out, struct pts_error *err);
 
+/* A package whose compiled batch range starts above 1 (torch.export
+ * specialized its Dim's lower bound to the example's batch): a batch of
+ * fewer than `min_batch` rows is padded with zero rows up to it, run, and
+ * only the real rows of each output are returned. 0 or 1: no padding. The
+ * instance's thread, before its first forward. */
+void pts_torch_set_min_batch(struct pts_torch_module *m, int64_t min_batch);
+
 /* The package's call specification: side 0 the inputs, 1 the outputs, as
  * torch.utils._pytree treespec JSON (backends/pytorch/callspec.h reads
  * them). NULL for a TorchScript module. Borrowed until pts_torch_free. */
