@@ -429,7 +429,7 @@ def test_model_not_ready(ptserve_bin, model_repo, tmp_path):
     try:
         # Strict readiness (the default): one failed model makes the server not ready.
         r = requests.get(s.url + "/v2/health/ready", timeout=TIMEOUT)
-        assert r.status_code == 400 and r.content == b""
+        assert r.status_code == 400 and r.json() == {"ready": False}
         assert requests.get(s.url + "/v2/models/good/ready", timeout=TIMEOUT).status_code == 200
         # Known to the repository (they are in its index) but not ready.
         for model in ("unknown_backend", "name_mismatch", "syntax_error"):

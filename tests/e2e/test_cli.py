@@ -167,7 +167,7 @@ def test_strict_readiness(start_server, model_repo, strict, expected):
     s = start_server(model_repo("broken"), *args, expect_ready=False)
     r = requests.get(s.url + "/v2/health/ready", timeout=TIMEOUT)
     assert r.status_code == expected
-    assert r.content == b""
+    assert r.json() == {"ready": expected == 200}
     assert requests.get(s.url + "/v2/health/live", timeout=TIMEOUT).status_code == 200
     stop_cleanly(s)
 

@@ -106,10 +106,18 @@ def split_binary_response(r):
 # ---------------------------------------------------------------- health, metadata
 
 def test_health_live_and_ready(server):
-    for path in ("/v2/health/live", "/v2/health/ready"):
+    """The Open Inference Protocol's bodies: {"live": true}, {"ready":
+    true}, and for a model {"name": ..., "ready": true} (tritonserver sends
+    none; KServe's SDK reads them)."""
+    for path, key in (("/v2/health/live", "live"), ("/v2/health/ready", "ready")):
         r = get(server, path)
         assert r.status_code == 200
-        assert r.content == b""
+        assert r.headers["Content-Type"] == "application/json"
+        assert r.json() == {key: True}
+    for path in ("/v2/models/id_fp32/ready", "/v2/models/id_fp32/versions/1/ready"):
+        r = get(server, path)
+        assert r.status_code == 200, r.text
+        assert r.json() == {"name": "id_fp32", "ready": True}
 
 
 def test_server_metadata(server):

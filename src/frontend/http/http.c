@@ -32,6 +32,7 @@
 #include "core/overload.h"
 #include "frontend/http/compress.h"
 #include "frontend/http/conn.h"
+#include "frontend/http/jsonw.h"
 #include "frontend/http/repo_json.h"
 #include "net/libevent.h"
 #include "net/listen.h"
@@ -152,9 +153,15 @@ static enum pts_status read_body(struct pts_http *h, struct conn *cn, struct pts
 /* ------------------------------------------------------------------ */
 /* endpoints other than infer                                          */
 
+/* The Open Inference Protocol's bodies ({"live": bool}, {"ready": bool}),
+ * which KServe's Python SDK reads; tritonserver sends none, and
+ * tritonclient reads only the status. */
 static void handle_health(struct pts_http *h, struct conn *cn, bool ready) {
   bool ok = ready ? pts_server_is_ready(h->server) : pts_server_is_live(h->server);
-  send_empty(cn, ok ? 200 : 400);
+  static const char *const bodies[2][2] = {{"{\"live\":false}", "{\"live\":true}"},
+                                           {"{\"ready\":false}", "{\"ready\":true}"}};
+  const char *body = bodies[ready][ok];
+  send_json(cn, ok ? 200 : 400, body, strlen(body));
 }
 
 static void handle_server_metadata(struct pts_http *h, struct conn *cn) {
@@ -197,11 +204,20 @@ static void handle_model_ready(struct pts_http *h, struct conn *cn,
     send_error(cn, &err);
     return;
   }
-  /* protocol-facts §1.3: known but not ready is 400 with this exact text. */
-  if (ready)
-    send_empty(cn, 200);
-  else
+  /* protocol-facts §1.3: known but not ready is 400 with this exact text.
+   * Ready: the Open Inference Protocol's {"name": ..., "ready": true}. */
+  if (ready) {
+    struct pts_jsonw w;
+    pts_jsonw_init(&w);
+    pts_jsonw_cstr(&w, "{\"name\":");
+    pts_jsonw_str(&w, r->model, strlen(r->model));
+    pts_jsonw_cstr(&w, ",\"ready\":true}");
+    size_t len = 0;
+    char *json = pts_jsonw_take(&w, &len);
+    send_owned_json(cn, 200, json, len);
+  } else {
     send_error_msg(cn, PTS_INVALID_ARG, "Model version not ready");
+  }
 }
 
 static void handle_model_config(struct pts_http *h, struct conn *cn,
