@@ -44,6 +44,7 @@ enum {
   OPT_EXIT_ON_ERROR,
   OPT_ALLOW_HTTP,
   OPT_HTTP_PORT,
+  OPT_REUSE_HTTP_PORT,
   OPT_HTTP_ADDRESS,
   OPT_HTTP_THREAD_COUNT,
   OPT_HTTP_MAX_INPUT_SIZE,
@@ -140,7 +141,7 @@ static const struct option long_options[] = {
     {"model-load-retry-count", optional_argument, NULL, OPT_UNSUPPORTED},
     {"model-namespacing", optional_argument, NULL, OPT_UNSUPPORTED},
     {"enable-peer-access", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"reuse-http-port", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"reuse-http-port", required_argument, NULL, OPT_REUSE_HTTP_PORT},
     {"http-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
     {"grpc-address", required_argument, NULL, OPT_GRPC_ADDRESS},
     {"grpc-port", required_argument, NULL, OPT_GRPC_PORT},
@@ -233,6 +234,7 @@ static const char usage_text[] =
     "  --allow-http <bool>          Serve HTTP/REST (default true).\n"
     "  --http-address <addr>        Address to bind (default 0.0.0.0).\n"
     "  --http-port <int>            Port (default 8000; 0 = any free port).\n"
+    "  --reuse-http-port <bool>     Let several servers share the HTTP port (default false).\n"
     "  --http-thread-count <int>    HTTP event-loop threads (default: one per core, 2 to 8).\n"
     "  --http-max-input-size <int>  Largest request body in bytes (default 67108864).\n"
     "  --http-max-header-size <int> Largest request line plus headers in bytes\n"
@@ -573,6 +575,8 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (parse_long(flag, v, 0, 65535, &n) != 0) return -1;
       o->http_port = (int)n;
       return 0;
+    case OPT_REUSE_HTTP_PORT:
+      return parse_bool(flag, v, &o->reuse_http_port);
     case OPT_HTTP_ADDRESS:
       if (!*v) return fail("--http-address needs an address, got an empty value");
       o->http_address = v;

@@ -50,6 +50,7 @@ struct pts_server_options {
   bool allow_http;                  /* --allow-http (default true) */
   const char *http_address;         /* --http-address (default "0.0.0.0") */
   int http_port;                    /* --http-port (default 8000) */
+  bool reuse_http_port;             /* --reuse-http-port (default false): SO_REUSEPORT */
   int http_thread_count;            /* --http-thread-count (default: cores, 2..8) */
   size_t http_max_input_size;       /* --http-max-input-size (default 64 MiB) */
   unsigned exit_timeout_secs;       /* --exit-timeout-secs (default 30): how long a stop

@@ -191,3 +191,65 @@ def test_log_verbose_adds_lines(start_server, model_repo):
     assert len(verbose) > len(quiet), "\n".join(verbose)
     # Verbose output adds lines; it does not drop the normal ones.
     assert any("READY" in line for line in verbose)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_reuse_port_lets_two_servers_share_one(ptserve_bin, model_repo, tmp_path, protocol):
+    """--reuse-http-port / --reuse-grpc-port (SO_REUSEPORT): two servers
+    bind the same port and both serve it; without the flag the second
+    stops at start-up naming the endpoint, as tritonserver does."""
+    import time
+    from conftest import free_port
+    port = free_port()
+    flag = "--reuse-%s-port=true" % protocol
+
+    def start(i, *extra):
+        log = open(tmp_path / ("s%d.log" % i), "w+")
+        ports = (["--http-port", str(port), "--grpc-port", "0"] if protocol == "http"
+                 else ["--http-port", "0", "--grpc-port", str(port)])
+        p = subprocess.Popen([ptserve_bin, "--model-repository", model_repo("identity"),
+                              "--metrics-port", "0"] + ports + list(extra),
+                             stdout=log, stderr=subprocess.STDOUT)
+        return p, log
+
+    def wait_started(p, log):
+        want = "Started HTTPService at" if protocol == "http" else "gRPC: serving on nghttp2"
+        for _ in range(600):
+            log.seek(0)
+            text = log.read()
+            if want in text and "Started HTTPService" in text:
+                return
+            assert p.poll() is None, text
+            time.sleep(0.05)
+        raise AssertionError("not started:\n" + text)
+
+    servers = [start(0, flag), start(1, flag)]
+    try:
+        for p, log in servers:
+            wait_started(p, log)
+        assert all(p.poll() is None for p, _ in servers)
+        if protocol == "http":
+            for _ in range(8):  # the kernel spreads connections over both
+                r = requests.post("http://127.0.0.1:%d/v2/models/id_fp32/infer" % port,
+                                  json=GOOD_FP32, timeout=TIMEOUT)
+                assert r.status_code == 200, r.text
+                assert r.json()["outputs"][0]["data"] == [1, 2, 3, 4]
+        # Without the flag, a third server can not have the port.
+        rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("identity"),
+                          "--metrics-port", "0",
+                          *(["--http-port", str(port), "--grpc-port", "0"] if protocol == "http"
+                            else ["--http-port", "0", "--grpc-port", str(port)]))
+        assert rc == 1, out
+        want = "failed to bind the %s endpoint 0.0.0.0:%d: Address already in use" % (
+            "HTTP" if protocol == "http" else "gRPC", port)
+        assert want in out, out
+    finally:
+        for p, log in servers:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+            assert p.wait(timeout=60) == 0
+            log.seek(0)
+            text = log.read()
+            for marker in SANITIZER_MARKERS:
+                assert marker not in text, text
+            log.close()

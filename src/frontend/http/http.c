@@ -1057,7 +1057,7 @@ enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_opt
     hub_release(h);
     return st;
   }
-  st = pts_listen_open("HTTP", "--http-address", o->http_address, o->http_port, false, &fd,
+  st = pts_listen_open("HTTP", "--http-address", o->http_address, o->http_port, o->reuse_http_port, &fd,
                        &h->port, err);
   for (size_t i = 0; st == PTS_OK && i < h->n_loops; i++) st = loop_init(&h->loops[i], h, fd, err);
   if (fd >= 0) close(fd); /* each loop listens on its own duplicate */
