@@ -656,8 +656,9 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg) {
   (void)fd;
   (void)what;
   struct call *c = arg;
+  struct pts_grpc_h2 *h = c->h; /* call_close may free c */
   if (c->conn && !c->finished) call_close(c, PTS_DEADLINE, "Deadline Exceeded");
-  event_active(c->h->wake_ev, 0, 0);
+  event_active(h->wake_ev, 0, 0);
 }
 
 /* The request's headers are all in: refuse what can not be served. */

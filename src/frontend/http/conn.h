@@ -3,10 +3,11 @@
  * reply being written. docs/internals/http.md tells the life of a request.
  *
  * A connection reads one request at a time. When a request is complete the
- * parser is paused and the request handed to the frontend (the
- * on_request of the handlers http.c gives pts_conn_listen); bytes of a pipelined next request wait in the
- * connection's input until the reply has been written. Admission happens
- * when a request's head is complete, before any of its body is kept:
+ * parser is paused and the request handed to the frontend (the on_request
+ * of the handlers http.c gives pts_conn_listen); bytes of a pipelined next
+ * request wait in the connection's input until the reply has been
+ * written. Admission happens when a request's head is complete, before any
+ * of its body is kept:
  *  - beyond --http-max-connections a new connection is answered 503 with
  *    Retry-After and closed;
  *  - a declared body above --http-max-input-size is answered 413, one
@@ -112,8 +113,6 @@ struct conn {
   struct conn *prev, *next; /* on lp->conns */
 };
 
-/* Loop set-up, before the loop runs: the listener on `fd` (taken over) and
- * its accept pause. */
 /* What the frontend (http.c) does for its connections. conn.c calls these
  * and never http.c's functions by name: http.c uses this file, not the
  * other way round. Loop thread. */
@@ -127,8 +126,9 @@ struct pts_conn_handlers {
   void (*orphan)(struct infer_ctx *ctx);
 };
 
-/* Listens on fd (taken) for the loop; its connections call `handlers`
- * (borrowed: they must outlive the loop). */
+/* Loop set-up, before the loop runs: the listener on `fd` (taken over) and
+ * its accept pause; the loop's connections call `handlers` (borrowed: they
+ * must outlive the loop). */
 enum pts_status pts_conn_listen(struct loop *lp, evutil_socket_t fd,
                                 const struct pts_conn_handlers *handlers,
                                 struct pts_error *err);
