@@ -4,77 +4,54 @@ InferenceGRPCClient, both asyncio. The Open Inference Protocol is what
 KServe speaks; where tritonserver's empty health bodies make this SDK's
 REST health calls fail, ptserve sends the protocol's bodies.
 
-What the SDK offers is covered: server liveness and readiness, model
-readiness, inference with JSON and with binary tensors, BYTES tensors, and
-errors (an unknown model, a wrong shape). Expected values come from torch
-running the same model.pt in this process and from the identity models'
-echo (clients_util.py).
+The SDK runs in a process of its own (kserve_calls.py): its generated
+protos and tritonclient's define the same `inference` messages, which one
+Python process can not hold twice. What the SDK offers is covered: server
+liveness and readiness, model readiness, inference with JSON and with
+binary tensors, BYTES tensors, and errors (an unknown model, a wrong
+shape). Expected values come from torch running the same model.pt in this
+process and from the identity models' echo (clients_util.py).
 """
-import asyncio
+import base64
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from conftest import need_module
-
-kserve = need_module("kserve")
-import grpc  # noqa: E402
-import httpx  # noqa: E402
-from kserve import (InferenceGRPCClient, InferenceRESTClient, InferInput,  # noqa: E402
-                    InferRequest, RESTConfig)
-
-from clients_util import TIMEOUT, add_sub_expected, clients_server  # noqa: E402
+from clients_util import add_sub_expected, clients_server
 
 server = clients_server("client_kserve")
+CALLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kserve_calls.py")
 
 
-def rest():
-    return InferenceRESTClient(RESTConfig(protocol="v2", retries=0, timeout=TIMEOUT))
+def sdk(srv, scenario, **args):
+    """The SDK's answer to `scenario` (kserve_calls.py), as JSON."""
+    r = subprocess.run([sys.executable, CALLS, scenario, srv.url, srv.grpc_target,
+                        json.dumps(args)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def grpc_client(srv):
-    return InferenceGRPCClient(srv.grpc_target, timeout=TIMEOUT)
+def array(t, dtype=np.float32):
+    return np.array(t["data"], dtype=dtype).reshape(t["shape"])
 
 
-def add_sub_request(a, b, binary):
-    inputs = []
-    for name, x in (("INPUT0", a), ("INPUT1", b)):
-        i = InferInput(name, list(x.shape), "FP32")
-        i.set_data_from_numpy(x, binary_data=binary)
-        inputs.append(i)
-    return InferRequest(model_name="add_sub_fp32", infer_inputs=inputs, request_id="k1")
-
-
-def outputs_by_name(resp):
-    return {o.name: o.as_numpy() for o in resp.outputs}
+def add_sub_args(a, b, **more):
+    return dict(model="add_sub_fp32", INPUT0=a.tolist(), INPUT1=b.tolist(), **more)
 
 
 def test_rest_health_with_the_protocols_bodies(server):
-    async def main():
-        c = rest()
-        try:
-            assert await c.is_server_live(server.url) is True
-            assert await c.is_server_ready(server.url) is True
-            assert await c.is_model_ready(server.url, "add_sub_fp32") is True
-            assert await c.is_model_ready(server.url, "no_such_model") is False
-        finally:
-            await c.close()
-    asyncio.run(main())
+    got = sdk(server, "rest_health", model="add_sub_fp32")
+    assert got == {"live": True, "ready": True, "model": True, "unknown": False}
 
 
 def test_grpc_health(server):
-    async def main():
-        c = grpc_client(server)
-        try:
-            assert await c.is_server_live() is True
-            assert await c.is_server_ready() is True
-            assert await c.is_model_ready("add_sub_fp32") is True
-            with pytest.raises(grpc.RpcError) as e:
-                await c.is_model_ready("no_such_model")
-            assert e.value.code() == grpc.StatusCode.NOT_FOUND
-        finally:
-            await c.close()
-    asyncio.run(main())
+    got = sdk(server, "grpc_health", model="add_sub_fp32")
+    assert got["live"] is True and got["ready"] is True and got["model"] is True
+    assert got["unknown"]["grpc"] == "NOT_FOUND", got
 
 
 @pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
@@ -82,98 +59,46 @@ def test_rest_infer_matches_torch(server, binary):
     rng = np.random.default_rng(3)
     a = (rng.integers(-64, 64, (2, 4)) / 4).astype(np.float32)
     b = (rng.integers(-64, 64, (2, 4)) / 4).astype(np.float32)
-
-    async def main():
-        c = rest()
-        try:
-            return await c.infer(server.url, add_sub_request(a, b, binary),
-                                 model_name="add_sub_fp32")
-        finally:
-            await c.close()
-    resp = asyncio.run(main())
-    got = outputs_by_name(resp)
+    got = sdk(server, "rest_infer", **add_sub_args(a, b, binary=binary))["ok"]
     want = add_sub_expected(server, "fp32", a, b)
-    assert resp.id == "k1" and resp.model_name == "add_sub_fp32"
-    np.testing.assert_array_equal(got["OUTPUT0"], want[0])
-    np.testing.assert_array_equal(got["OUTPUT1"], want[1])
+    assert got["id"] == "k1" and got["model_name"] == "add_sub_fp32"
+    np.testing.assert_array_equal(array(got["outputs"]["OUTPUT0"]), want[0])
+    np.testing.assert_array_equal(array(got["outputs"]["OUTPUT1"]), want[1])
 
 
 def test_grpc_infer_matches_torch(server):
     rng = np.random.default_rng(4)
     a = (rng.integers(-64, 64, (3, 4)) / 4).astype(np.float32)
     b = (rng.integers(-64, 64, (3, 4)) / 4).astype(np.float32)
-
-    async def main():
-        c = grpc_client(server)
-        try:
-            return await c.infer(add_sub_request(a, b, True))
-        finally:
-            await c.close()
-    got = outputs_by_name(asyncio.run(main()))
+    got = sdk(server, "grpc_infer", **add_sub_args(a, b))["ok"]
     want = add_sub_expected(server, "fp32", a, b)
-    np.testing.assert_array_equal(got["OUTPUT0"], want[0])
-    np.testing.assert_array_equal(got["OUTPUT1"], want[1])
+    np.testing.assert_array_equal(array(got["outputs"]["OUTPUT0"]), want[0])
+    np.testing.assert_array_equal(array(got["outputs"]["OUTPUT1"]), want[1])
 
 
 @pytest.mark.parametrize("flavour", ["rest", "grpc"])
 def test_bytes_tensors_echo(server, flavour):
-    """dt_bytes (an identity model) echoes a BYTES batch, non-ASCII and an
-    empty string included."""
-    words = np.array([["héllo".encode(), b"", b"world \x00 end"]], dtype=np.object_)
-
-    async def main():
-        i = InferInput("INPUT0", [1, 3], "BYTES")
-        i.set_data_from_numpy(words, binary_data=flavour == "rest")
-        req = InferRequest(model_name="dt_bytes", infer_inputs=[i])
-        if flavour == "rest":
-            c = rest()
-            try:
-                return await c.infer(server.url, req, model_name="dt_bytes")
-            finally:
-                await c.close()
-        c = grpc_client(server)
-        try:
-            return await c.infer(req)
-        finally:
-            await c.close()
-    got = outputs_by_name(asyncio.run(main()))["OUTPUT0"]
-    assert got.shape == (1, 3)
-    assert [x if isinstance(x, bytes) else x.encode() for x in got.ravel()] == \
-        list(words.ravel())
+    """dt_bytes (an identity model) echoes a BYTES batch, non-ASCII, an
+    empty string and a NUL byte included."""
+    words = ["héllo".encode(), b"", b"world \x00 end"]
+    got = sdk(server, flavour + "_bytes",
+              words=[base64.b64encode(w).decode() for w in words])["ok"]
+    out = got["outputs"]["OUTPUT0"]
+    assert out["shape"] == [1, 3]
+    assert [base64.b64decode(w) for w in out["b64"]] == words
 
 
 def test_errors_name_what_is_wrong(server):
-    """An unknown model: REST 404 naming it, gRPC NOT_FOUND; a wrong shape:
-    REST 400 and gRPC INVALID_ARGUMENT naming the input."""
-    bad = np.zeros((2, 5), np.float32)  # add_sub_fp32 takes [-1, 4]
-
-    async def main():
-        c = rest()
-        try:
-            req = add_sub_request(np.zeros((1, 4), np.float32), np.zeros((1, 4), np.float32),
-                                  False)
-            with pytest.raises(httpx.HTTPStatusError) as e:
-                await c.infer(server.url, req, model_name="no_such_model")
-            assert e.value.response.status_code == 404
-            assert "no_such_model" in e.value.response.text
-            with pytest.raises(httpx.HTTPStatusError) as e:
-                await c.infer(server.url, add_sub_request(bad, bad, True),
-                              model_name="add_sub_fp32")
-            assert e.value.response.status_code == 400
-            assert "INPUT0" in e.value.response.text
-        finally:
-            await c.close()
-        g = grpc_client(server)
-        try:
-            req = add_sub_request(bad, bad, True)
-            with pytest.raises(grpc.RpcError) as e:
-                await g.infer(req)
-            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert "INPUT0" in e.value.details()
-            req.model_name = "no_such_model"
-            with pytest.raises(grpc.RpcError) as e:
-                await g.infer(req)
-            assert e.value.code() == grpc.StatusCode.NOT_FOUND
-        finally:
-            await g.close()
-    asyncio.run(main())
+    """An unknown model: REST 404 naming it, gRPC NOT_FOUND; a wrong shape
+    (add_sub_fp32 takes [-1, 4]): REST 400 and gRPC INVALID_ARGUMENT
+    naming the input."""
+    good, bad = np.zeros((1, 4), np.float32), np.zeros((2, 5), np.float32)
+    got = sdk(server, "rest_infer", **dict(add_sub_args(good, good, binary=False),
+                                           model="no_such_model"))
+    assert got.get("http") == 404 and "no_such_model" in got["text"], got
+    got = sdk(server, "rest_infer", **add_sub_args(bad, bad, binary=True))
+    assert got.get("http") == 400 and "INPUT0" in got["text"], got
+    got = sdk(server, "grpc_infer", **add_sub_args(bad, bad))
+    assert got.get("grpc") == "INVALID_ARGUMENT" and "INPUT0" in got["text"], got
+    got = sdk(server, "grpc_infer", **dict(add_sub_args(good, good), model="no_such_model"))
+    assert got.get("grpc") == "NOT_FOUND", got
