@@ -103,18 +103,25 @@ def graph_variants(model, x_dev, x_host, y_host):
         print("no CUDA graph of the package at batch %d: %s" % (x_dev.shape[0], e), flush=True)
         torch.cuda.synchronize()
         return []
+    return graph_calls("", g, x_dev, static_out, x_host, y_host)
 
+
+def graph_calls(infix, g, static_in, static_out, x_host, y_host):
+    """[(device<infix>_graph, replay), (pinned<infix>_graph, copy in, replay,
+    copy out)] of a captured graph: the pinned one copies the host batch
+    into the graph's static input (reordered there when that is
+    channels-last) and its static output out."""
     def device_graph():
         g.replay()
         torch.cuda.synchronize()
 
     def pinned_graph():
-        x_dev.copy_(x_host, non_blocking=True)
+        static_in.copy_(x_host, non_blocking=True)
         g.replay()
         y_host.copy_(static_out, non_blocking=True)
         torch.cuda.synchronize()
 
-    return [("device_graph", device_graph), ("pinned_graph", pinned_graph)]
+    return [("device%s_graph" % infix, device_graph), ("pinned%s_graph" % infix, pinned_graph)]
 
 
 def main():
@@ -178,19 +185,7 @@ def main():
                 # copies the pinned batch into the graph's static input
                 # (reordered there) and the static output out.
                 g, static_out = capture(model, x_dev_cl)
-
-                def device_cl_graph():
-                    g.replay()
-                    torch.cuda.synchronize()
-
-                def pinned_cl_graph():
-                    x_dev_cl.copy_(x_host, non_blocking=True)
-                    g.replay()
-                    y_host.copy_(static_out, non_blocking=True)
-                    torch.cuda.synchronize()
-
-                variants += [("device_cl_graph", device_cl_graph),
-                             ("pinned_cl_graph", pinned_cl_graph)]
+                variants += graph_calls("_cl", g, x_dev_cl, static_out, x_host, y_host)
             for variant, call in variants:
                 row = measure(call, b, a.seconds)
                 out.write("%s/%s/b%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f\n" %

@@ -11,6 +11,9 @@ e2e suite's `from conftest import ...` never meets this one).
   wait_for(pred, timeout, what, log=None)
                    polls pred() until it is true; fails naming `what` (and
                    printing `log()`) when it is not within timeout seconds
+  serving(url, proc, log)
+                   a wait_for predicate: url's /v2/health/ready answers 200;
+                   fails at once, with log(), when proc has exited
 """
 import os
 import socket
@@ -18,6 +21,7 @@ import sys
 import time
 
 import pytest
+import requests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -34,6 +38,16 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def serving(url, proc, log):
+    def ready():
+        assert proc.poll() is None, "exited with %s\n%s" % (proc.returncode, log())
+        try:
+            return requests.get(url + "/v2/health/ready", timeout=2).status_code == 200
+        except requests.ConnectionError:
+            return False
+    return ready
 
 
 def wait_for(pred, timeout, what, log=None):

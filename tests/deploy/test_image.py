@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import requests
 
-from deployutil import ROOT, free_port, needs_root, wait_for
+from deployutil import ROOT, free_port, needs_root, serving, wait_for
 
 IMAGE = os.environ.get("PTS_IMAGE", "localhost/ptserve:latest")
 # scripts/image.sh's storage: vfs works in any sandbox (overlay mounts may not).
@@ -116,17 +116,8 @@ def served(image, repo):
         return log.read()
 
     url = "http://127.0.0.1:%d" % http
-
-    def ready():
-        assert proc.poll() is None, "the container exited with %s\n%s" % (proc.returncode,
-                                                                           logtext())
-        try:
-            return requests.get(url + "/v2/health/ready", timeout=2).status_code == 200
-        except requests.ConnectionError:
-            return False
-
     try:
-        wait_for(ready, 180, "ptserve in the image ready", logtext)
+        wait_for(serving(url, proc, logtext), 180, "ptserve in the image ready", logtext)
         yield {"url": url, "grpc": "127.0.0.1:%d" % grpc, "metrics": metrics, "proc": proc,
                "http": http, "log": logtext}
     finally:

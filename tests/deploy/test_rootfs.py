@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import requests
 
-from deployutil import ROOT, free_port, needs_root, wait_for
+from deployutil import ROOT, free_port, needs_root, serving, wait_for
 
 CONTAINERFILE = os.path.join(ROOT, "deploy", "Containerfile")
 
@@ -141,15 +141,8 @@ def test_serves_a_torchscript_model_as_the_image_would(tree, ptserve_bin):
     health = [a.replace(":8000/", ":%d/" % http) for a in rt["HEALTHCHECK"]]
     assert health != rt["HEALTHCHECK"], "the HEALTHCHECK does not probe port 8000"
 
-    def ready():
-        assert proc.poll() is None, "ptserve exited with %s\n%s" % (proc.returncode, logtext())
-        try:
-            return requests.get(url + "/v2/health/ready", timeout=2).status_code == 200
-        except requests.ConnectionError:
-            return False
-
     try:
-        wait_for(ready, 120, "ptserve in the chroot ready", logtext)
+        wait_for(serving(url, proc, logtext), 120, "ptserve in the chroot ready", logtext)
         # It runs as the image's user, not as root.
         status = open("/proc/%d/status" % proc.pid).read()
         uid = re.search(r"^Uid:\s+(\d+)", status, re.M).group(1)
