@@ -284,6 +284,42 @@ def test_strings_json_and_binary(serve, torch_models, tmp_path):
     assert deserialize_bytes(got["OUTPUT0"][2]) == [b"AB", b"C D"]
 
 
+def test_strings_in_more_than_one_dimension(serve, torch_models, tmp_path):
+    """TYPE_STRING of any rank: the model gets one flat List[str] (row-major)
+    and the strings it returns get the configuration's shape back, its one
+    open dimension deduced, or an input's shape where more are open."""
+    server = serve(make_repo(tmp_path, torch_models,
+                             ["strings_batched", "strings_grid", "strings_drop"]))
+    rows = [["a", "bb", ""], ["Dd", "e f", "g"]]
+    flat = [s for r in rows for s in r]
+    want = load_model(torch_models, "strings_batched")(flat)
+    outs = outputs_by_name(infer_json(server.url, "strings_batched",
+                                      [("INPUT0", "BYTES", [2, 3], flat)]))
+    assert outs["OUTPUT0"]["shape"] == [2, 3]
+    assert outs["OUTPUT0"]["data"] == want
+    status, got = infer_binary(server.url, "strings_batched",
+                               [("INPUT0", "BYTES", [2, 3], flat)], ["OUTPUT0"])
+    assert status == 200, got
+    assert got["OUTPUT0"][1] == [2, 3]
+    assert deserialize_bytes(got["OUTPUT0"][2]) == [w.encode() for w in want]
+
+    a = [["x", "y", "z"], ["u", "v", "w"]]
+    b = [["1", "2"], ["3", "4"]]
+    ua, same_b = load_model(torch_models, "strings_grid")(sum(a, []), sum(b, []))
+    outs = outputs_by_name(infer_json(server.url, "strings_grid",
+                                      [("A", "BYTES", [2, 3], sum(a, [])),
+                                       ("B", "BYTES", [2, 2], sum(b, []))]))
+    assert (outs["UA"]["shape"], outs["UA"]["data"]) == ([2, 3], ua)
+    assert (outs["SAME_B"]["shape"], outs["SAME_B"]["data"]) == ([2, 2], same_b)
+
+    # 5 strings back for 2 rows: no [2, n] holds them, and the error says so
+    r = infer_json(server.url, "strings_drop", [("INPUT0", "BYTES", [2, 3], flat)])
+    assert r.status_code == 400, r.text
+    assert "'OUTPUT0' of model 'strings_drop' returned 5 strings, which do not fill its " \
+           "shape [2,-1]" in r.json()["error"], r.text
+    assert len(load_model(torch_models, "strings_drop")(flat)) == 5
+
+
 def test_forward_argument_names(serve, torch_models, tmp_path):
     # The config lists y before x; forward(x, y) = 2x + y.
     server = serve(make_repo(tmp_path, torch_models, ["fwd_names"]))

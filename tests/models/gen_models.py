@@ -10,7 +10,7 @@ model.pt, independently of ptserve.
 """
 import os
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -56,6 +56,16 @@ class Mlp(torch.nn.Module):
 class Upper(torch.nn.Module):
     def forward(self, text: List[str]) -> List[str]:
         return [s.upper() for s in text]
+
+
+class UpperFlip(torch.nn.Module):
+    def forward(self, a: List[str], b: List[str]) -> Tuple[List[str], List[str]]:
+        return [s.upper() for s in a], b
+
+
+class DropFirst(torch.nn.Module):
+    def forward(self, text: List[str]) -> List[str]:
+        return text[1:]
 
 
 class FwdNames(torch.nn.Module):
@@ -200,6 +210,17 @@ def models():
                                [("OUTPUT__0", "TYPE_FP32", [4])]), Mlp(), None)
     out["strings"] = (config_pbtxt("strings", 0, [("INPUT0", "TYPE_STRING", [-1])],
                                    [("OUTPUT0", "TYPE_STRING", [-1])]), Upper(), None)
+    # Strings in more than one dimension: PyTorch sees one flat List[str].
+    out["strings_batched"] = (config_pbtxt("strings_batched", 8,
+                                           [("INPUT0", "TYPE_STRING", [-1])],
+                                           [("OUTPUT0", "TYPE_STRING", [-1])]), Upper(), None)
+    out["strings_grid"] = (config_pbtxt("strings_grid", 0,
+                                        [("A", "TYPE_STRING", [-1, -1]),
+                                         ("B", "TYPE_STRING", [2, -1])],
+                                        [("UA", "TYPE_STRING", [-1, -1]),
+                                         ("SAME_B", "TYPE_STRING", [2, -1])]), UpperFlip(), None)
+    out["strings_drop"] = (config_pbtxt("strings_drop", 8, [("INPUT0", "TYPE_STRING", [-1])],
+                                        [("OUTPUT0", "TYPE_STRING", [-1])]), DropFirst(), None)
     # Listed y before x: forward-argument matching must put them back.
     out["fwd_names"] = (config_pbtxt("fwd_names", 8, [("y", "TYPE_FP32", [4]),
                                                       ("x", "TYPE_FP32", [4])],

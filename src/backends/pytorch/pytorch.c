@@ -275,12 +275,6 @@ static enum pts_status read_params(struct pt_model *m, struct pts_error *err) {
   return PTS_OK;
 }
 
-/* Rank the backend sees: reshape when given, plus the batch dimension. */
-static size_t backend_rank(const Inference__ModelTensorReshape *reshape, size_t n_dims,
-                           int32_t max_batch_size) {
-  return (reshape ? reshape->n_shape : n_dims) + (max_batch_size > 0 ? 1 : 0);
-}
-
 static bool torch_supports(Inference__DataType t) {
   switch ((enum pts_dtype)t) {
     case PTS_DTYPE_UINT16:
@@ -293,17 +287,14 @@ static bool torch_supports(Inference__DataType t) {
   }
 }
 
+/* Any rank is served for TYPE_STRING: PyTorch takes and gives strings as a
+ * flat List[str] (row-major), and shape_strings() gives a returned list
+ * its shape back, as Triton's backend flattens them on the way in. */
 static enum pts_status check_tensor(const char *model, const char *what, const char *name,
-                                    Inference__DataType t, size_t rank, struct pts_error *err) {
+                                    Inference__DataType t, struct pts_error *err) {
   if (!torch_supports(t))
     return pts_error_set(err, PTS_INVALID_ARG, "unsupported datatype %s for %s '%s' for model '%s'",
                          pts_dtype_config_name((enum pts_dtype)t), what, name, model);
-  if (t == INFERENCE__DATA_TYPE__TYPE_STRING && rank != 1)
-    return pts_error_set(err, PTS_INVALID_ARG,
-                         "%s '%s' of model '%s' is TYPE_STRING with %zu dimension(s) (batch "
-                         "included); PyTorch takes strings as List[str], so it must have exactly 1 "
-                         "(use reshape: { shape: [ ] } with max_batch_size > 0)",
-                         what, name, model, rank);
   return PTS_OK;
 }
 
@@ -320,13 +311,11 @@ static enum pts_status check_config(const struct pt_model *m, struct pts_error *
   enum pts_status st;
   for (size_t i = 0; i < cfg->n_input; i++) {
     const Inference__ModelInput *in = cfg->input[i];
-    size_t rank = backend_rank(in->reshape, in->n_dims, cfg->max_batch_size);
-    if ((st = check_tensor(m->name, "input", in->name, in->data_type, rank, err))) return st;
+    if ((st = check_tensor(m->name, "input", in->name, in->data_type, err))) return st;
   }
   for (size_t i = 0; i < cfg->n_output; i++) {
     const Inference__ModelOutput *out = cfg->output[i];
-    size_t rank = backend_rank(out->reshape, out->n_dims, cfg->max_batch_size);
-    if ((st = check_tensor(m->name, "output", out->name, out->data_type, rank, err))) return st;
+    if ((st = check_tensor(m->name, "output", out->name, out->data_type, err))) return st;
   }
   return PTS_OK;
 }
@@ -1503,6 +1492,67 @@ static enum pts_status pt_begin(struct pt_instance *in, const struct pts_batch *
   return st;
 }
 
+/* A List[str] comes back flat: its length is all PyTorch says of its
+ * shape. The client gets the configuration's shape (batch first, in the
+ * model's terms when there is a reshape) with its one variable dimension
+ * deduced from the length, as a raw binary request's is; where the
+ * configuration leaves more than one open, the shape of the first BYTES
+ * input that holds as many strings and fits it (identity and per-element
+ * models, the usual kinds). Triton's backend answers [batch] or [length]
+ * here, which drops strings for any other shape. */
+static enum pts_status shape_strings(const struct pt_model *m, size_t i,
+                                     struct pts_torch_output *o, const struct pts_batch *batch,
+                                     struct pts_error *err) {
+  const Inference__ModelOutput *co = m->cfg->output[i];
+  const int64_t *d = co->reshape ? co->reshape->shape : co->dims;
+  size_t nd = co->reshape ? co->reshape->n_shape : co->n_dims;
+  bool batched = m->cfg->max_batch_size > 0;
+  struct pts_shape want = {.ndim = (int)nd + (batched ? 1 : 0)};
+  if (want.ndim > PTS_TORCH_MAX_DIMS || want.ndim > PTS_TENSOR_MAX_DIMS)
+    return pts_error_set(err, PTS_INVALID_ARG, "output '%s' of model '%s' has too many dimensions",
+                         co->name, m->name);
+  if (batched) want.dims[0] = batch->batch_size;
+  memcpy(want.dims + (batched ? 1 : 0), d, nd * sizeof *d);
+  int64_t n = o->dims[0], known = 1;
+  int open = -1, n_open = 0;
+  for (int k = 0; k < want.ndim; k++) {
+    if (want.dims[k] < 0) {
+      open = k;
+      n_open++;
+    } else {
+      known *= want.dims[k];
+    }
+  }
+  if (n_open == 1 && known > 0 && n % known == 0) {
+    want.dims[open] = n / known;
+  } else if (n_open > 1) {
+    bool found = false;
+    for (size_t j = 0; !found && j < batch->n_inputs; j++) {
+      const struct pts_tensor *t = &batch->inputs[j];
+      if (t->dtype != PTS_DTYPE_BYTES || t->shape.ndim != want.ndim || pts_shape_count(&t->shape) != n)
+        continue;
+      found = true;
+      for (int k = 0; k < want.ndim; k++) found = found && (want.dims[k] < 0 || want.dims[k] == t->shape.dims[k]);
+      if (found) want = t->shape;
+    }
+    if (!found)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "output '%s' of model '%s' returned %lld strings, and no input of as "
+                           "many strings tells their shape: give the output's dims at most one -1",
+                           co->name, m->name, (long long)n);
+  } else if (!(n_open == 0 && known == n)) {
+    char shape[128];
+    pts_shape_format(&want, shape, sizeof shape);
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "output '%s' of model '%s' returned %lld strings, which do not fill its "
+                         "shape %s",
+                         co->name, m->name, (long long)n, shape);
+  }
+  o->ndim = want.ndim;
+  memcpy(o->dims, want.dims, sizeof(int64_t) * (size_t)want.ndim);
+  return PTS_OK;
+}
+
 /* Moves the bridge's outputs into the batch: times, then one output per
  * config output (no copy). Frees `outs` either way. */
 static enum pts_status adopt_outputs(struct pt_instance *in, struct pts_batch *batch,
@@ -1518,9 +1568,12 @@ static enum pts_status adopt_outputs(struct pt_instance *in, struct pts_batch *b
   enum pts_status st = PTS_OK;
   for (size_t i = 0; i < cfg->n_output && st == PTS_OK; i++) {
     struct pts_torch_output *o = NULL;
-    if ((st = pick_output(m, i, outs, &o, err)) ||
-        (st = check_output(m, i, o, batch->batch_size, err)))
+    if ((st = pick_output(m, i, outs, &o, err))) break;
+    if (o->dtype == PTS_DTYPE_BYTES && o->ndim == 1 &&
+        cfg->output[i]->data_type == INFERENCE__DATA_TYPE__TYPE_STRING &&
+        (st = shape_strings(m, i, o, batch, err)))
       break;
+    if ((st = check_output(m, i, o, batch->batch_size, err))) break;
     st = adopt_output(cfg->output[i]->name, o, &batch->outputs[i], err);
     const struct pts_output_dest *d = batch->output_dest ? &batch->output_dest[i] : NULL;
     if (st == PTS_OK && d && d->data && batch->outputs[i].data == d->data) {
