@@ -85,6 +85,27 @@ def test_chunked_request_body_is_read_whole(server):
     assert r.json()["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
 
 
+def test_chunked_with_a_content_length_is_read_by_chunks_then_closed(server):
+    """Both Transfer-Encoding: chunked and a Content-Length (what requests
+    sends when a caller sets the chunked header, as Triton's QA does): RFC
+    9112 §6.3 reads the body by its chunks and closes the connection after
+    the reply, so bytes a length-reading proxy would take for a second
+    request are never served as one."""
+    chunked = b"%X\r\n%s\r\n0\r\n\r\n" % (len(BODY), BODY)
+    smuggled = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as s:
+        s.sendall(b"POST /v2/models/id_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                  b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n" % len(chunked)
+                  + chunked + smuggled)
+        reply = read_to_close(s)  # answered once, then closed
+    status, headers, body, rest = read_reply(None, reply)
+    assert status == "HTTP/1.1 200 OK", (status, body)
+    assert headers["connection"].lower() == "close"
+    assert json.loads(body)["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
+    assert rest == b"", rest  # the request after the body was not answered
+    still_serving(server)
+
+
 def test_malformed_request_is_400_naming_the_parse_error(server):
     with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as s:
         s.sendall(b"G\x01T /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")

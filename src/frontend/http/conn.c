@@ -361,7 +361,13 @@ static int on_headers_complete(http_parser *p) {
   cn->head_reply = p->method == HTTP_HEAD;
   size_t head = cn->hb_len;
   if (p->flags & F_CHUNKED) {
-    /* No length to reserve: charged as it arrives (on_body). */
+    /* No length to reserve: charged as it arrives (on_body). With a
+     * Content-Length too (python-requests sends both when told to chunk,
+     * and Triton's QA does), RFC 9112 §6.3 lets the server read the body
+     * by Transfer-Encoding alone, as Triton does, provided it closes the
+     * connection after answering: no second request can hide in the body
+     * a length-reading proxy passed on. */
+    if (p->flags & F_CONTENTLENGTH) cn->close_after = true;
     cn->chunked = true;
     recharge(cn, head);
     return 0;
@@ -863,6 +869,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
   }
   http_parser_init(&cn->parser, HTTP_REQUEST);
   cn->parser.data = cn;
+  cn->parser.allow_chunked_length = 1; /* see on_headers_complete */
   /* Small replies must not wait for Nagle's timer. A failure (a non-TCP
    * socket) costs only latency. */
   int one = 1;
