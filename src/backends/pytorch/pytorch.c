@@ -289,7 +289,8 @@ static bool torch_supports(Inference__DataType t) {
 
 /* Any rank is served for TYPE_STRING: PyTorch takes and gives strings as a
  * flat List[str] (row-major), and shape_strings() gives a returned list
- * its shape back, as Triton's backend flattens them on the way in. */
+ * its shape back. (Triton's backend refuses more than one dimension, batch
+ * included, so its own QA's string models do not load there.) */
 static enum pts_status check_tensor(const char *model, const char *what, const char *name,
                                     Inference__DataType t, struct pts_error *err) {
   if (!torch_supports(t))
@@ -1498,8 +1499,8 @@ static enum pts_status pt_begin(struct pt_instance *in, const struct pts_batch *
  * deduced from the length, as a raw binary request's is; where the
  * configuration leaves more than one open, the shape of the first BYTES
  * input that holds as many strings and fits it (identity and per-element
- * models, the usual kinds). Triton's backend answers [batch] or [length]
- * here, which drops strings for any other shape. */
+ * models, the usual kinds). Triton's backend has no such step: it refuses
+ * a BYTES input of more than one dimension at load. */
 static enum pts_status shape_strings(const struct pt_model *m, size_t i,
                                      struct pts_torch_output *o, const struct pts_batch *batch,
                                      struct pts_error *err) {
