@@ -314,9 +314,21 @@ static int64_t full_dim(const struct tinfo *t, size_t i) {
   return t->batch ? (i == 0 ? -1 : t->dims[i - 1]) : t->dims[i];
 }
 
-/* Whether two full shapes can describe one tensor: the same rank, and each
- * dimension equal or variable (-1) on either side. */
+static bool dims_agree(const int64_t *a, size_t na, const int64_t *b, size_t nb) {
+  if (na != nb) return false;
+  for (size_t i = 0; i < na; i++)
+    if (a[i] != b[i] && a[i] != -1 && b[i] != -1) return false;
+  return true;
+}
+
+/* Whether two shapes can describe one tensor, as Triton's
+ * ValidateTensorConsistency decides: the configured dims agree (each
+ * dimension equal or variable on either side), or else the full shapes,
+ * batch dimension included, do (a tensor shared by a batching model's [d]
+ * and a non-batching model's [-1, d]). Where only the dims agree, the
+ * request's shape is checked against each model at run time. */
 static bool shapes_agree(const struct tinfo *a, const struct tinfo *b) {
+  if (dims_agree(a->dims, a->n_dims, b->dims, b->n_dims)) return true;
   size_t na = a->n_dims + a->batch, nb = b->n_dims + b->batch;
   if (na != nb) return false;
   for (size_t i = 0; i < na; i++) {
@@ -367,7 +379,10 @@ static enum pts_status check_step(const struct pts_ensemble_graph *g, size_t s,
     info[g->steps[s].out_tensor[k]] =
         tinfo_of(o->data_type, o->dims, o->n_dims, mc->max_batch_size);
   }
-  if (cfg->max_batch_size > 0 && mc->max_batch_size < cfg->max_batch_size)
+  /* A non-batching model may sit in a batching ensemble (a batch of 1
+   * reaches it without the batch dimension: fit_batching), as in Triton. */
+  if (cfg->max_batch_size > 0 && mc->max_batch_size > 0 &&
+      mc->max_batch_size < cfg->max_batch_size)
     return graph_fail(err, g,
                       "ensemble allows maximum batch size %d, but it contains model '%s' which "
                       "only allows maximum batch size to be %d",
@@ -385,8 +400,7 @@ static void describe_tensor(const struct pts_ensemble_graph *g, size_t t, char *
 }
 
 /* Every read, and every ensemble output, agrees with the writer's data
- * type and shape (Triton's consistency check: full shapes, the batch
- * dimension included, -1 matching anything). */
+ * type and shape (Triton's consistency check, shapes_agree). */
 static enum pts_status check_types(const struct pts_ensemble_graph *g,
                                    const Inference__ModelConfig *const *mcs,
                                    const struct tinfo *info, struct pts_error *err) {
@@ -527,6 +541,8 @@ struct run {
   pthread_cond_t cv;
   struct pts_tensor *tensors; /* per graph tensor; data NULL = not (yet) there */
   bool *ready;                /* per graph tensor: written (or an input, present or not) */
+  bool *batched;              /* per graph tensor: its writer batches (its shape[0] is a batch) */
+  bool *step_batching;        /* per step: its model batches (set when queued) */
   enum step_state *state;     /* per step */
   struct step_ctx *ctx;       /* per step: the done callback's context */
   size_t in_flight, done;
@@ -576,6 +592,7 @@ static void step_done(struct pts_infer_request *req, struct pts_infer_response *
       pts_tensor_clear(&r->tensors[t]);
       r->tensors[t] = *got; /* the name is replaced when the tensor is read */
       memset(got, 0, sizeof *got);
+      r->batched[t] = r->step_batching[c->step];
       r->ready[t] = true;
     }
   }
@@ -594,6 +611,27 @@ static void step_done(struct pts_infer_request *req, struct pts_infer_response *
   pthread_mutex_unlock(&r->mu);
 }
 
+/* Triton's rule (its ensemble scheduler's ReshapeTensorDims) for a tensor
+ * passed between a batching and a non-batching side, which the load check
+ * allows when their dims agree: into a batching model, a tensor that
+ * matches the model's dims gets a batch of 1 in front; into a
+ * non-batching model (or out of a non-batching ensemble), a batch of 1
+ * that does not match the dims loses it. Anything else is passed as it is
+ * and validated as any request. */
+static void fit_batching(struct pts_shape *shape, bool tensor_batched, bool want_batched,
+                         const int64_t *dims, size_t n_dims) {
+  if (tensor_batched == want_batched) return;
+  bool same = dims_agree(dims, n_dims, shape->dims, (size_t)shape->ndim);
+  if (want_batched && same && shape->ndim < PTS_TENSOR_MAX_DIMS) {
+    memmove(shape->dims + 1, shape->dims, sizeof(int64_t) * (size_t)shape->ndim);
+    shape->dims[0] = 1;
+    shape->ndim++;
+  } else if (!want_batched && !same && shape->ndim > 0 && shape->dims[0] == 1) {
+    memmove(shape->dims, shape->dims + 1, sizeof(int64_t) * (size_t)(shape->ndim - 1));
+    shape->ndim--;
+  }
+}
+
 /* A view of `src` named `name`. Borrowed bytes (no buffer: a request's own
  * bytes the scheduler lends for the batch) are shared too: every step ends
  * before execute returns, and with it the lender's batch. */
@@ -609,9 +647,10 @@ static enum pts_status view_as(struct pts_tensor *dst, const struct pts_tensor *
   return PTS_OK;
 }
 
-/* Builds step s's request from the table. Caller owns *out. */
-static enum pts_status step_request(struct run *r, size_t s, struct pts_infer_request **out,
-                                    struct pts_error *err) {
+/* Builds step s's request from the table, for the composing model's
+ * config `mc`. Caller owns *out. */
+static enum pts_status step_request(struct run *r, size_t s, const Inference__ModelConfig *mc,
+                                    struct pts_infer_request **out, struct pts_error *err) {
   const struct ens_step *es = &r->m->graph->steps[s];
   const Inference__ModelEnsembling__Step *st = es->cfg;
   struct pts_infer_request *req = pts_infer_request_new();
@@ -626,8 +665,14 @@ static enum pts_status step_request(struct run *r, size_t s, struct pts_infer_re
   for (size_t k = 0; rc == PTS_OK && k < st->n_input_map; k++) {
     const struct pts_tensor *t = &r->tensors[es->in_tensor[k]];
     if (!t->data && t->shape.ndim == 0) continue; /* an optional input the client left out */
-    rc = view_as(&req->inputs[req->n_inputs], t, st->input_map[k]->key, err);
-    if (rc == PTS_OK) req->n_inputs++;
+    struct pts_tensor *in = &req->inputs[req->n_inputs];
+    rc = view_as(in, t, st->input_map[k]->key, err);
+    if (rc != PTS_OK) break;
+    req->n_inputs++;
+    const Inference__ModelInput *ci = find_input(mc, st->input_map[k]->key);
+    if (ci)
+      fit_batching(&in->shape, r->batched[es->in_tensor[k]], mc->max_batch_size > 0, ci->dims,
+                   ci->n_dims);
   }
   for (size_t k = 0; rc == PTS_OK && k < st->n_output_map; k++) {
     req->outputs[k].name = pts_strdup(st->output_map[k]->key);
@@ -660,14 +705,17 @@ static enum pts_status step_request(struct run *r, size_t s, struct pts_infer_re
 /* Queues step s on its composing model as any request is queued: lookup,
  * validation, the model's scheduler. Called without r->mu. */
 static enum pts_status queue_step(struct run *r, size_t s, struct pts_error *err) {
+  const Inference__ModelEnsembling__Step *st = r->m->graph->steps[s].cfg;
   struct pts_infer_request *req = NULL;
-  enum pts_status rc = step_request(r, s, &req, err);
-  if (rc != PTS_OK) return rc;
   struct pts_model *m = NULL;
   int64_t batch = 0;
-  rc = pts_repository_get(r->m->repo, req->model_name, req->model_version, false, &m, err);
-  if (rc == PTS_OK)
-    rc = pts_validate_request(pts_model_config(m), pts_model_name(m), req, &batch, err);
+  enum pts_status rc =
+      pts_repository_get(r->m->repo, st->model_name, step_version(st), false, &m, err);
+  if (rc != PTS_OK) return rc;
+  const Inference__ModelConfig *mc = pts_model_config(m);
+  r->step_batching[s] = mc->max_batch_size > 0; /* read by step_done, after the enqueue */
+  rc = step_request(r, s, mc, &req, err);
+  if (rc == PTS_OK) rc = pts_validate_request(mc, pts_model_name(m), req, &batch, err);
   if (rc == PTS_OK) rc = pts_model_enqueue(m, req, batch, err); /* takes req and m */
   if (rc != PTS_OK) {
     pts_model_release(m);
@@ -734,6 +782,8 @@ static void run_free(struct run *r) {
   for (size_t t = 0; r->tensors && t < g->n_tensors; t++) pts_tensor_clear(&r->tensors[t]);
   pts_free(r->tensors);
   pts_free(r->ready);
+  pts_free(r->batched);
+  pts_free(r->step_batching);
   pts_free(r->state);
   pts_free(r->ctx);
   pthread_cond_destroy(&r->cv);
@@ -753,11 +803,13 @@ static enum pts_status ens_execute(void *instance_state, struct pts_batch *batch
   pthread_cond_init(&r.cv, NULL);
   r.tensors = pts_calloc(g->n_tensors + 1, sizeof *r.tensors);
   r.ready = pts_calloc(g->n_tensors + 1, sizeof *r.ready);
+  r.batched = pts_calloc(g->n_tensors + 1, sizeof *r.batched);
+  r.step_batching = pts_calloc(g->n_steps + 1, sizeof *r.step_batching);
   r.state = pts_calloc(g->n_steps + 1, sizeof *r.state);
   r.ctx = pts_calloc(g->n_steps + 1, sizeof *r.ctx);
   size_t *steps = pts_calloc(g->n_steps + 1, sizeof *steps);
   enum pts_status rc = PTS_OK;
-  if (!r.tensors || !r.ready || !r.state || !r.ctx || !steps)
+  if (!r.tensors || !r.ready || !r.batched || !r.step_batching || !r.state || !r.ctx || !steps)
     rc = pts_error_set(err, PTS_NOMEM, "out of memory running ensemble '%s'", m->name);
   for (size_t s = 0; rc == PTS_OK && s < g->n_steps; s++) r.ctx[s] = (struct step_ctx){&r, s};
   /* The ensemble's inputs are tensors 0..n_input-1, in config order, as
@@ -765,6 +817,7 @@ static enum pts_status ens_execute(void *instance_state, struct pts_batch *batch
   for (size_t i = 0; rc == PTS_OK && i < cfg->n_input; i++) {
     const struct pts_tensor *in = &batch->inputs[i];
     r.ready[i] = true;
+    r.batched[i] = cfg->max_batch_size > 0;
     if (!in->data && in->shape.ndim == 0) continue; /* an optional input left out */
     rc = view_as(&r.tensors[i], in, cfg->input[i]->name, err);
   }
@@ -776,8 +829,11 @@ static enum pts_status ens_execute(void *instance_state, struct pts_batch *batch
     }
   }
   for (size_t i = 0; rc == PTS_OK && i < cfg->n_output; i++) {
-    struct pts_tensor *t = &r.tensors[g->output_tensor[i]];
-    rc = view_as(&batch->outputs[i], t, cfg->output[i]->name, err);
+    size_t t = g->output_tensor[i];
+    rc = view_as(&batch->outputs[i], &r.tensors[t], cfg->output[i]->name, err);
+    if (rc == PTS_OK)
+      fit_batching(&batch->outputs[i].shape, r.batched[t], cfg->max_batch_size > 0,
+                   cfg->output[i]->dims, cfg->output[i]->n_dims);
   }
   run_free(&r);
   pts_free(steps);

@@ -554,3 +554,46 @@ def test_more_concurrent_requests_than_running_slots(server, repo):
         assert_close(result.as_numpy("DIFF"), expected[rid][1])
         del expected[rid]
     assert not expected
+
+
+SCALE_NB = SCALE.replace('"scale"', '"scale_nb"').replace("max_batch_size: 8", "max_batch_size: 0")
+# A non-batching ensemble around the batching `scale`, and a batching one
+# around the non-batching `scale_nb`: the same tensor on both sides of
+# the batch dimension, which Triton's load check allows (the dims agree)
+# and its scheduler bridges with a batch of 1.
+FLAT = ensemble_config("flat", [("scale", "INPUT__0", "X", "OUTPUT__0", "OUT")]).replace(
+    "max_batch_size: 8", "max_batch_size: 0")
+BATCHED = ensemble_config("batched", [("scale_nb", "INPUT__0", "X", "OUTPUT__0", "OUT")])
+
+
+def test_batching_and_non_batching_steps_share_tensors(start_server, tmp_path):
+    d = str(tmp_path / "repo")
+    write(d, "scale", SCALE, Scale())
+    write(d, "scale_nb", SCALE_NB, Scale())
+    write(d, "flat", FLAT)
+    write(d, "batched", BATCHED)
+    s = start_server(d)
+    c = http_client(s)
+    scale = torch.jit.load(os.path.join(d, "scale", "1", "model.pt"))
+    x = sample(1, 11)[0][0]  # one row of four
+    want = scale(torch.from_numpy(x)).numpy()
+    # [4] into `scale` as [1, 4], its [1, 4] back out as [4]
+    i = httpclient.InferInput("X", [4], "FP32")
+    i.set_data_from_numpy(x)
+    r = c.infer("flat", [i])
+    assert r.as_numpy("OUT").shape == (4,)
+    assert_close(r.as_numpy("OUT"), want)
+    # [1, 4] into `scale_nb` as [4], its [4] back out as [1, 4]
+    i = httpclient.InferInput("X", [1, 4], "FP32")
+    i.set_data_from_numpy(x[None])
+    r = c.infer("batched", [i])
+    assert r.as_numpy("OUT").shape == (1, 4)
+    assert_close(r.as_numpy("OUT"), want[None])
+    # A batch of 2 is not one `scale_nb` input: refused, named
+    i = httpclient.InferInput("X", [2, 4], "FP32")
+    i.set_data_from_numpy(np.stack([x, x]))
+    with pytest.raises(InferenceServerException) as info:
+        c.infer("batched", [i])
+    msg = info.value.message()
+    assert "step 0 (model 'scale_nb')" in msg and "unexpected shape for input 'INPUT__0'" in msg, msg
+    assert_clean_exit(s)
