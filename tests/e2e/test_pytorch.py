@@ -303,14 +303,20 @@ def test_strings_in_more_than_one_dimension(serve, torch_models, tmp_path):
     assert got["OUTPUT0"][1] == [2, 3]
     assert deserialize_bytes(got["OUTPUT0"][2]) == [w.encode() for w in want]
 
+    # A and B hold six strings each in different shapes: each [-1, -1]
+    # output takes the shape of the input at its own position
     a = [["x", "y", "z"], ["u", "v", "w"]]
-    b = [["1", "2"], ["3", "4"]]
-    ua, same_b = load_model(torch_models, "strings_grid")(sum(a, []), sum(b, []))
+    b = [["1", "2"], ["3", "4"], ["5", "6"]]
+    c = [["p", "q"], ["r", "s"]]
+    ua, same_b, same_c = load_model(torch_models, "strings_grid")(sum(a, []), sum(b, []),
+                                                                   sum(c, []))
     outs = outputs_by_name(infer_json(server.url, "strings_grid",
                                       [("A", "BYTES", [2, 3], sum(a, [])),
-                                       ("B", "BYTES", [2, 2], sum(b, []))]))
+                                       ("B", "BYTES", [3, 2], sum(b, [])),
+                                       ("C", "BYTES", [2, 2], sum(c, []))]))
     assert (outs["UA"]["shape"], outs["UA"]["data"]) == ([2, 3], ua)
-    assert (outs["SAME_B"]["shape"], outs["SAME_B"]["data"]) == ([2, 2], same_b)
+    assert (outs["SAME_B"]["shape"], outs["SAME_B"]["data"]) == ([3, 2], same_b)
+    assert (outs["SAME_C"]["shape"], outs["SAME_C"]["data"]) == ([2, 2], same_c)
 
     # 5 strings back for 2 rows: no [2, n] holds them, and the error says so
     r = infer_json(server.url, "strings_drop", [("INPUT0", "BYTES", [2, 3], flat)])

@@ -59,8 +59,9 @@ class Upper(torch.nn.Module):
 
 
 class UpperFlip(torch.nn.Module):
-    def forward(self, a: List[str], b: List[str]) -> Tuple[List[str], List[str]]:
-        return [s.upper() for s in a], b
+    def forward(self, a: List[str], b: List[str],
+                c: List[str]) -> Tuple[List[str], List[str], List[str]]:
+        return [s.upper() for s in a], b, c
 
 
 class DropFirst(torch.nn.Module):
@@ -216,9 +217,11 @@ def models():
                                            [("OUTPUT0", "TYPE_STRING", [-1])]), Upper(), None)
     out["strings_grid"] = (config_pbtxt("strings_grid", 0,
                                         [("A", "TYPE_STRING", [-1, -1]),
-                                         ("B", "TYPE_STRING", [2, -1])],
+                                         ("B", "TYPE_STRING", [-1, -1]),
+                                         ("C", "TYPE_STRING", [2, -1])],
                                         [("UA", "TYPE_STRING", [-1, -1]),
-                                         ("SAME_B", "TYPE_STRING", [2, -1])]), UpperFlip(), None)
+                                         ("SAME_B", "TYPE_STRING", [-1, -1]),
+                                         ("SAME_C", "TYPE_STRING", [2, -1])]), UpperFlip(), None)
     out["strings_drop"] = (config_pbtxt("strings_drop", 8, [("INPUT0", "TYPE_STRING", [-1])],
                                         [("OUTPUT0", "TYPE_STRING", [-1])]), DropFirst(), None)
     # Listed y before x: forward-argument matching must put them back.

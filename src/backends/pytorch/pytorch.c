@@ -1528,12 +1528,18 @@ static enum pts_status shape_strings(const struct pt_model *m, size_t i,
     want.dims[open] = n / known;
   } else if (n_open > 1) {
     bool found = false;
-    for (size_t j = 0; !found && j < batch->n_inputs; j++) {
+    /* The input at the output's own position first (output k of an
+     * identity model is input k, and two inputs may hold as many strings
+     * in different shapes: [1,1,0] and [1,0,1]), then the others in order. */
+    for (size_t k = 0; !found && k <= batch->n_inputs; k++) {
+      size_t j = k == 0 ? i : k - 1;
+      if (j >= batch->n_inputs || (k > 0 && j == i)) continue;
       const struct pts_tensor *t = &batch->inputs[j];
       if (t->dtype != PTS_DTYPE_BYTES || t->shape.ndim != want.ndim || pts_shape_count(&t->shape) != n)
         continue;
       found = true;
-      for (int k = 0; k < want.ndim; k++) found = found && (want.dims[k] < 0 || want.dims[k] == t->shape.dims[k]);
+      for (int x = 0; x < want.ndim; x++)
+        found = found && (want.dims[x] < 0 || want.dims[x] == t->shape.dims[x]);
       if (found) want = t->shape;
     }
     if (!found)
