@@ -3,7 +3,9 @@
 Expected behaviour (tritonserver's gRPC frontend, stated in the issue and
 docs/grpc-api.md): an rpc of a restricted group called without the metadata
 key and value fails with status UNAVAILABLE and "This protocol is
-restricted, expecting header '<key>'"; with them it is answered as usual;
+restricted, expecting header 'triton-grpc-protocol-<key>'"; with them
+(under tritonserver's name for them, "triton-grpc-protocol-<key>", or the
+bare key as HTTP takes it) it is answered as usual;
 other groups and the HTTP endpoints are unaffected. The group names and the
 flag syntax are those of --http-restricted-api (protocol-facts §1.1).
 """
@@ -27,7 +29,8 @@ HEALTH_MD = (("health-key", "h:v"),)
 
 def refused(fn, key):
     err = expect_code(fn, grpc.StatusCode.UNAVAILABLE)
-    assert err.details() == "This protocol is restricted, expecting header '%s'" % key
+    assert err.details() == \
+        "This protocol is restricted, expecting header 'triton-grpc-protocol-%s'" % key
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +58,13 @@ def test_infer_needs_the_key(restricted, pb):
             "infer-key")
     refused(lambda: stub.ModelInfer(req, timeout=TIMEOUT, metadata=HEALTH_MD), "infer-key")
     resp = stub.ModelInfer(req, timeout=TIMEOUT, metadata=INFER_MD)
+    assert resp.raw_output_contents[0] == raw
+    # tritonserver's form of the header, as Triton's own QA sends it
+    refused(lambda: stub.ModelInfer(req, timeout=TIMEOUT,
+                                    metadata=(("triton-grpc-protocol-infer-key", "wrong"),)),
+            "infer-key")
+    resp = stub.ModelInfer(req, timeout=TIMEOUT,
+                           metadata=(("triton-grpc-protocol-infer-key", "secret"),))
     assert resp.raw_output_contents[0] == raw
 
 

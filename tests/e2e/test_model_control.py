@@ -782,7 +782,7 @@ def test_model_repository_group_needs_the_key(start_server, tmp_path):
                     rpc(req, metadata=md, timeout=TIMEOUT)
                 assert info.value.code() == grpc.StatusCode.UNAVAILABLE, info.value
                 assert info.value.details() == \
-                    "This protocol is restricted, expecting header 'admin-key'"
+                    "This protocol is restricted, expecting header 'triton-grpc-protocol-admin-key'"
         infer_ok(s, "m")
         out = stub.ModelInfer(grpc_infer_request("m", (1, 2)), timeout=TIMEOUT)  # no key
         assert list(np.frombuffer(out.raw_output_contents[0], dtype="<i4")) == [1, 2]

@@ -680,7 +680,8 @@ static bool headers_ok(struct call *c) {
     return false;
   }
   if (c->rs && !c->rs_ok) {
-    call_fail(c, PTS_UNAVAILABLE, "This protocol is restricted, expecting header '%s'",
+    call_fail(c, PTS_UNAVAILABLE,
+              "This protocol is restricted, expecting header '" PTS_GRPC_RESTRICTED_PREFIX "%s'",
               c->rs->header);
     return false;
   }

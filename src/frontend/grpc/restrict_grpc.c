@@ -50,12 +50,17 @@ enum pts_status pts_grpc_restrictions_parse(const char *const *specs, size_t n,
   return pts_restrictions_parse("--grpc-restricted-protocol", specs, n, out, err);
 }
 
-bool pts_grpc_restriction_header(const struct pts_restriction *rs, const char *name,
-                                 size_t namelen, const char *value, size_t valuelen) {
-  return strlen(rs->header) == namelen && strncasecmp(name, rs->header, namelen) == 0 &&
-         strlen(rs->value) == valuelen && memcmp(value, rs->value, valuelen) == 0;
+bool pts_grpc_restriction_key(const struct pts_restriction *rs, const char *name, size_t namelen) {
+  size_t pre = strlen(PTS_GRPC_RESTRICTED_PREFIX);
+  if (namelen > pre && strncasecmp(name, PTS_GRPC_RESTRICTED_PREFIX, pre) == 0) {
+    name += pre;
+    namelen -= pre;
+  }
+  return strlen(rs->header) == namelen && strncasecmp(name, rs->header, namelen) == 0;
 }
 
-bool pts_grpc_restriction_key(const struct pts_restriction *rs, const char *name, size_t namelen) {
-  return strlen(rs->header) == namelen && strncasecmp(name, rs->header, namelen) == 0;
+bool pts_grpc_restriction_header(const struct pts_restriction *rs, const char *name,
+                                 size_t namelen, const char *value, size_t valuelen) {
+  return pts_grpc_restriction_key(rs, name, namelen) && strlen(rs->value) == valuelen &&
+         memcmp(value, rs->value, valuelen) == 0;
 }

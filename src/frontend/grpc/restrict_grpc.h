@@ -32,13 +32,21 @@ enum pts_api pts_grpc_api_of_method(const char *path, size_t len);
 enum pts_status pts_grpc_restrictions_parse(const char *const *specs, size_t n,
                                             struct pts_restrictions *out, struct pts_error *err);
 
+/* tritonserver's gRPC form of a restricted key: the header a client sends
+ * for --grpc-restricted-protocol=...:<key>=<value> is
+ * "triton-grpc-protocol-<key>" (HTTP's is the bare key). */
+#define PTS_GRPC_RESTRICTED_PREFIX "triton-grpc-protocol-"
+
 /* A call of a restricted group (`rs`, from pts_restriction_for) is let in
  * when one of its request headers is the restriction's key with the value:
  * pts_grpc_restriction_key says whether the header `name` (namelen bytes,
- * not NUL-terminated) is that key, pts_grpc_restriction_header whether it
- * is the key with exactly the value. The refusal is UNAVAILABLE with
- * tritonserver's message "This protocol is restricted, expecting header
- * '<key>'" (h2_call.c). */
+ * not NUL-terminated) is that key, as tritonserver names it
+ * ("triton-grpc-protocol-<key>") or bare (as HTTP does, and as a client
+ * plugin such as tritonclient's BasicAuth sends "authorization");
+ * pts_grpc_restriction_header whether it is the key with exactly the
+ * value. The refusal is UNAVAILABLE with tritonserver's message "This
+ * protocol is restricted, expecting header 'triton-grpc-protocol-<key>'"
+ * (h2_call.c). */
 bool pts_grpc_restriction_key(const struct pts_restriction *rs, const char *name, size_t namelen);
 bool pts_grpc_restriction_header(const struct pts_restriction *rs, const char *name,
                                  size_t namelen, const char *value, size_t valuelen);
