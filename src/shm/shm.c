@@ -28,6 +28,7 @@ struct region {
   int fd;           /* system: kept open for the fstat check; -1 otherwise */
   int64_t device;   /* CUDA */
   bool pinned;      /* system: pinned through cuda->pin */
+  bool unregistered; /* asked to go while views held it; guarded by the registry's mu */
   const struct pts_shm_cuda_ops *cuda;
   struct region *next; /* the registry's list, sorted by name */
 };
@@ -80,6 +81,8 @@ static struct region *find(struct pts_shm_registry *r, const char *name) {
   return NULL;
 }
 
+static void sweep_locked(struct pts_shm_registry *r);
+
 /* Links g in, keeping the list sorted by name. Called with mu held. */
 static void link_sorted(struct pts_shm_registry *r, struct region *g) {
   struct region **at = &r->head;
@@ -114,16 +117,24 @@ static struct region *region_new(enum pts_shm_kind kind, const char *name, const
 static enum pts_status check_new(struct pts_shm_registry *r, enum pts_shm_kind kind,
                                  const char *name, uint64_t byte_size, struct pts_error *err) {
   if (!r->enabled) return disabled(err);
+  /* Triton's words first (its QA matches them: shm_open fails on the
+   * empty key of a system region; a CUDA region is refused as invalid
+   * args); an empty name is the client's mistake, so INVALID_ARG where
+   * Triton's gRPC says INTERNAL. */
+  if ((!name || !name[0]) && kind == PTS_SHM_SYSTEM)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "Unable to open shared memory region: '': the region name is empty");
   if (!name || !name[0])
     return pts_error_set(err, PTS_INVALID_ARG,
-                         "failed to register %s shared memory region: the region name is empty",
-                         kind_text(kind));
+                         "failed to register shared memory region '': invalid args: the region "
+                         "name is empty");
   if (byte_size == 0)
     return pts_error_set(err, PTS_INVALID_ARG,
                          "failed to register shared memory region '%s': invalid args: "
                          "byte_size must be greater than 0",
                          name);
   pthread_mutex_lock(&r->mu);
+  sweep_locked(r);
   bool taken = find(r, name) != NULL;
   pthread_mutex_unlock(&r->mu);
   if (taken)
@@ -137,6 +148,7 @@ static enum pts_status check_new(struct pts_shm_registry *r, enum pts_shm_kind k
 static enum pts_status publish(struct pts_shm_registry *r, struct region *g,
                                struct pts_error *err) {
   pthread_mutex_lock(&r->mu);
+  sweep_locked(r);
   bool taken = find(r, g->name) != NULL;
   if (!taken) link_sorted(r, g);
   pthread_mutex_unlock(&r->mu);
@@ -325,52 +337,53 @@ enum pts_status pts_shm_register_cuda(struct pts_shm_registry *r, const char *na
 
 /* --------------------------------------------------------- unregister */
 
-/* Unlinks and releases g unless a view uses it. Called with mu held. */
-static bool unregister_one(struct pts_shm_registry *r, struct region *g) {
-  if (atomic_load(&g->refs) > 1) return false;
+static void unlink_locked(struct pts_shm_registry *r, struct region *g) {
   struct region **at = &r->head;
   while (*at != g) at = &(*at)->next;
   *at = g->next;
   region_release(g);
-  return true;
+}
+
+/* Drops the regions whose unregistering waited for their last view.
+ * Called with mu held by every entry point before it looks at the list, so
+ * that a client sees a region gone once the requests using it are done. */
+static void sweep_locked(struct pts_shm_registry *r) {
+  struct region *g = r->head;
+  while (g) {
+    struct region *next = g->next;
+    if (g->unregistered && atomic_load(&g->refs) == 1) unlink_locked(r, g);
+    g = next;
+  }
+}
+
+/* Unlinks and releases g; one that a view uses stays, marked, until its
+ * last view is released (tritonserver's behaviour since 25.x: the client
+ * may unregister at any time). Called with mu held. */
+static void unregister_one(struct pts_shm_registry *r, struct region *g) {
+  if (atomic_load(&g->refs) > 1)
+    g->unregistered = true;
+  else
+    unlink_locked(r, g);
 }
 
 enum pts_status pts_shm_unregister(struct pts_shm_registry *r, enum pts_shm_kind kind,
                                    const char *name, struct pts_error *err) {
   if (!r->enabled) return disabled(err);
   pthread_mutex_lock(&r->mu);
-  enum pts_status st = PTS_OK;
+  sweep_locked(r);
   if (name && name[0]) {
     struct region *g = find(r, name);
-    if (g && g->kind == kind) {
-      int users = atomic_load(&g->refs) - 1;
-      if (!unregister_one(r, g))
-        st = pts_error_set(err, PTS_INVALID_ARG,
-                           "cannot unregister %s shared memory region '%s': inference requests "
-                           "in flight use it (%d tensor(s)); unregister it once they have "
-                           "completed",
-                           kind_text(kind), name, users);
-    }
+    if (g && g->kind == kind) unregister_one(r, g);
   } else {
-    char busy[PTS_ERROR_MSG_MAX / 2] = "";
-    size_t used = 0;
     struct region *g = r->head;
     while (g) {
       struct region *next = g->next;
-      if (g->kind == kind && !unregister_one(r, g) && used < sizeof busy) {
-        int n = snprintf(busy + used, sizeof busy - used, "%s'%s'", used ? ", " : "", g->name);
-        if (n > 0) used += (size_t)n;
-      }
+      if (g->kind == kind) unregister_one(r, g);
       g = next;
     }
-    if (used)
-      st = pts_error_set(err, PTS_INVALID_ARG,
-                         "failed to unregister the following %s shared memory regions, which "
-                         "inference requests are using: %s",
-                         kind_text(kind), busy);
   }
   pthread_mutex_unlock(&r->mu);
-  return st;
+  return PTS_OK;
 }
 
 /* ------------------------------------------------------------- status */
@@ -390,6 +403,7 @@ enum pts_status pts_shm_status_get(struct pts_shm_registry *r, enum pts_shm_kind
   *n = 0;
   bool one = name && name[0];
   pthread_mutex_lock(&r->mu);
+  sweep_locked(r);
   enum pts_status st = PTS_OK;
   size_t count = 0;
   if (one) {
@@ -459,6 +473,7 @@ enum pts_status pts_shm_acquire(struct pts_shm_registry *r, const char *name, ui
   *view = NULL;
   if (!r->enabled) return disabled(err);
   pthread_mutex_lock(&r->mu);
+  sweep_locked(r);
   struct region *g = find(r, name ? name : "");
   enum pts_status st = PTS_OK;
   if (!g)

@@ -23,10 +23,11 @@
  * Lifetime: a region is reference counted. The registry holds one
  * reference while the region is registered, and every view handed to a
  * request (pts_shm_acquire) holds one, so a region is never unmapped under
- * a request. Unregistering a region that a request is using is refused
- * (INVALID_ARG, naming the region and how many requests use it); the
- * client unregisters it again when they are done. Triton releases up to
- * 24.x refused as well (with a 500); later ones defer the unmap instead.
+ * a request. Unregistering a region that requests are using succeeds, as
+ * in tritonserver since 25.x (its QA, L0_shared_memory, checks it): the
+ * region stays registered, listed and usable until its last view is
+ * released, and is gone from then on (the next call into the registry
+ * drops it). Releases up to 24.x refused instead, as ptserve did.
  * Unregistering a name that is not registered succeeds and does nothing,
  * as in Triton.
  *
@@ -109,8 +110,8 @@ enum pts_status pts_shm_register_cuda(struct pts_shm_registry *r, const char *na
 
 /* Unregisters region `name` of `kind` (a region of the other kind, or no
  * region of that name: OK, nothing happens), or every region of `kind`
- * when name is NULL or "". A region in use is left registered and reported
- * (INVALID_ARG); with name == NULL the others are still unregistered. */
+ * when name is NULL or "". A region in use goes when its last view is
+ * released (above). Fails only when shared memory is disabled. */
 enum pts_status pts_shm_unregister(struct pts_shm_registry *r, enum pts_shm_kind kind,
                                    const char *name, struct pts_error *err);
 

@@ -470,8 +470,9 @@ def test_shrunk_object_is_refused_not_a_crash(client, regions):
 
 def test_unregister_while_in_use(start_server, tmp_path, regions):
     """A request queued with its input and output in a region holds the
-    region: unregistering it is refused (400, naming it) until the request
-    is answered; the held request still reads and writes the region."""
+    region: unregistering it succeeds (tritonserver since 25.x), yet the
+    region stays listed and usable until the request is answered, which
+    still reads and writes it; then it is gone."""
     identity_model(tmp_path, "m")
     server = start_server(tmp_path, "--allow-client-shm=true", env={DELAY_ENV: "2"})
     c = httpclient.InferenceServerClient(server.url[len("http://"):], concurrency=4)
@@ -487,15 +488,9 @@ def test_unregister_while_in_use(start_server, tmp_path, regions):
     o.set_shared_memory("busy", 16, offset=32)
     held = c.async_infer("m", [i], outputs=[o])
     wait_pending(server, "m", 1)
-    with pytest.raises(InferenceServerException) as e:
-        c.unregister_system_shared_memory("busy")
-    assert e.value.status() == "400"
-    # the request holds the region twice: its input and its output
-    assert "'busy': inference requests in flight use it (2 tensor(s))" in e.value.message()
-    # unregister-all frees what it can and names what it could not
-    with pytest.raises(InferenceServerException) as e:
-        c.unregister_system_shared_memory()
-    assert "'busy'" in e.value.message() and "'idle'" not in e.value.message()
+    c.unregister_system_shared_memory("busy")
+    # unregister-all frees the idle one at once; the busy one waits
+    c.unregister_system_shared_memory()
     assert [r["name"] for r in c.get_system_shared_memory_status()] == ["busy"]
     # a second request releases the hold; both are answered
     j = httpclient.InferInput("INPUT0", [1, 4], "FP32")
@@ -504,8 +499,15 @@ def test_unregister_while_in_use(start_server, tmp_path, regions):
     np.testing.assert_array_equal(r2.as_numpy("OUTPUT0"), x * 2)
     held.get_result()
     np.testing.assert_array_equal(read(h, np.float32, [1, 4], offset=32), x)
-    c.unregister_system_shared_memory("busy")
+    # its request answered, the region is gone: status and new requests say so
     assert c.get_system_shared_memory_status() == []
+    with pytest.raises(InferenceServerException) as e:
+        c.infer("m", [i], outputs=[o])
+    assert "Unable to find shared memory region: 'busy'" in e.value.message()
+    # and the name can be registered again
+    c.register_system_shared_memory("busy", PREFIX + "busy", 64)
+    r = c.infer("m", [i], outputs=[o])
+    np.testing.assert_array_equal(read(h, np.float32, [1, 4], offset=32), x)
     c.close()
     assert_clean_exit(server)
 
