@@ -18,9 +18,9 @@ host's torch and torchvision:
 With --aoti, only resnet50_fp16_aoti: the same FP16 ResNet-50 (same seed,
 same weights) exported with torch.export and compiled by AOTInductor for
 cuda:0 (examples/export_aoti.py, batch dimension dynamic 1..128) as
-model.pt2, served by the torch_aoti platform with the same dynamic batching
-and instances (no CUDA graphs: ptserve captures none for a package). The
-compile takes minutes.
+model.pt2, served by the torch_aoti platform with the same dynamic batching,
+instances and padded CUDA graphs at the same 13 batch sizes (the package
+takes its batch in NCHW, as exported). The compile takes minutes.
 """
 import argparse
 import os
@@ -58,6 +58,17 @@ def write(outdir, name, cfg, module):
         f.write(cfg)
 
 
+# Every batch size a dynamic batcher forms is a new shape to cuDNN, whose
+# first call at a new shape takes 70-120 ms on an H200 (it plans every
+# convolution again: docs/gpu.md), and those first calls were the p99 of a
+# run. Captured graphs at these sizes, each batch padded up to the next,
+# give the device 13 shapes, all planned at load. The package too: its
+# convolutions are cuDNN's (a run without them had p99 at 14.7x p50).
+BUCKETS = ('\nparameters { key: "CUDA_GRAPH_BATCH_SIZES" value: { string_value: '
+           '"1,2,4,8,16,24,32,48,64,80,96,112,128" } }'
+           '\nparameters { key: "CUDA_GRAPH_PAD_BATCHES" value: { string_value: "true" } }')
+
+
 def resnet50_fp16():
     """torchvision's ResNet-50, random weights from seed 0, FP16 on cuda:0."""
     torch.manual_seed(0)
@@ -71,7 +82,8 @@ def write_aoti(outdir):
     export_package(resnet50_fp16(), (torch.randn(2, 3, 224, 224, device="cuda").half(),),
                    path=os.path.join(d, "1", "model.pt2"), batch_max=128, device="cuda")
     with open(os.path.join(d, "config.pbtxt"), "w") as f:
-        f.write(config(name, "TYPE_FP16", [3, 224, 224], [1000], engine='platform: "torch_aoti"'))
+        f.write(config(name, "TYPE_FP16", [3, 224, 224], [1000], BUCKETS,
+                       engine='platform: "torch_aoti"'))
 
 
 def main(outdir):
@@ -81,24 +93,15 @@ def main(outdir):
         # INPUT_MEMORY_FORMAT): cuDNN's NHWC kernels, 1.5x the images/s of
         # NCHW in FP16 on an H200 (docs/gpu.md).
         cl = 'parameters { key: "INPUT_MEMORY_FORMAT" value: { string_value: "channels_last" } }'
-        # Every batch size a dynamic batcher forms is a new shape to cuDNN,
-        # whose first call at a new shape takes 70-120 ms on an H200 (it
-        # plans every convolution again: docs/gpu.md), and those first calls
-        # were the p99 of a run. Captured graphs at these sizes, each batch
-        # padded up to the next, give the device 13 shapes, all planned at
-        # load.
-        buckets = ('\nparameters { key: "CUDA_GRAPH_BATCH_SIZES" value: { string_value: '
-                   '"1,2,4,8,16,24,32,48,64,80,96,112,128" } }'
-                   '\nparameters { key: "CUDA_GRAPH_PAD_BATCHES" value: { string_value: "true" } }')
         rn = torchvision.models.resnet50(weights=None).eval().cuda()  # seed 0, as resnet50_fp16()
         x = torch.randn(1, 3, 224, 224, device="cuda")
         write(outdir, "resnet50_fp32",
-              config("resnet50_fp32", "TYPE_FP32", [3, 224, 224], [1000], cl + buckets),
+              config("resnet50_fp32", "TYPE_FP32", [3, 224, 224], [1000], cl + BUCKETS),
               torch.jit.trace(rn, x))
         rn16 = rn.half()
         traced16 = torch.jit.trace(rn16, x.half())
         write(outdir, "resnet50_fp16",
-              config("resnet50_fp16", "TYPE_FP16", [3, 224, 224], [1000], cl + buckets),
+              config("resnet50_fp16", "TYPE_FP16", [3, 224, 224], [1000], cl + BUCKETS),
               traced16)
         graph_extra = ('parameters { key: "CUDA_GRAPH_BATCH_SIZES" value: { string_value: "1" } }\n'
                        + cl)

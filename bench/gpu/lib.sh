@@ -31,7 +31,7 @@ gpu_build() {
   log "build (Release) in $BUILD"
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTS_BUILD_TESTS=OFF \
     -DCMAKE_PREFIX_PATH="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" >/dev/null
-  cmake --build "$BUILD" --target ptserve ptperf bench_inproc -j"$(nproc)" >/dev/null
+  cmake --build "$BUILD" --target ptserve ptperf bench_inproc $([ "${BENCH_SET:-}" = aoti ] && echo aoti_ref) -j"$(nproc)" >/dev/null
 }
 
 # ptperf --shared-memory cuda loads the CUDA runtime at run time
