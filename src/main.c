@@ -95,6 +95,8 @@ enum {
   OPT_ALLOW_CPU_METRICS,
   /* tritonserver flags ptserve does not support at all */
   OPT_UNSUPPORTED,
+  OPT_NO_EFFECT,
+  OPT_ID,
 };
 
 static const struct option long_options[] = {
@@ -140,15 +142,15 @@ static const struct option long_options[] = {
     {"model-load-thread-count", required_argument, NULL, OPT_MODEL_LOAD_THREAD_COUNT},
     {"model-load-retry-count", optional_argument, NULL, OPT_UNSUPPORTED},
     {"model-namespacing", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"enable-peer-access", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"enable-peer-access", required_argument, NULL, OPT_NO_EFFECT},
     {"reuse-http-port", required_argument, NULL, OPT_REUSE_HTTP_PORT},
     {"http-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
     {"grpc-address", required_argument, NULL, OPT_GRPC_ADDRESS},
     {"grpc-port", required_argument, NULL, OPT_GRPC_PORT},
     {"reuse-grpc-port", required_argument, NULL, OPT_REUSE_GRPC_PORT},
     {"grpc-infer-thread-count", required_argument, NULL, OPT_GRPC_INFER_THREAD_COUNT},
-    {"grpc-infer-allocation-pool-size", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-max-response-pool-size", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-infer-allocation-pool-size", required_argument, NULL, OPT_NO_EFFECT},
+    {"grpc-max-response-pool-size", required_argument, NULL, OPT_NO_EFFECT},
     {"grpc-use-ssl", optional_argument, NULL, OPT_UNSUPPORTED},
     {"grpc-use-ssl-mutual", optional_argument, NULL, OPT_UNSUPPORTED},
     {"grpc-server-cert", optional_argument, NULL, OPT_UNSUPPORTED},
@@ -174,19 +176,19 @@ static const struct option long_options[] = {
     {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
     {"metrics-interval-ms", required_argument, NULL, OPT_METRICS_INTERVAL_MS},
     {"metrics-config", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"backend-directory", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"backend-directory", required_argument, NULL, OPT_NO_EFFECT},
     {"backend-config", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"repoagent-directory", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"repoagent-directory", required_argument, NULL, OPT_NO_EFFECT},
     {"cache-config", required_argument, NULL, OPT_CACHE_CONFIG},
     {"response-cache-byte-size", required_argument, NULL, OPT_RESPONSE_CACHE_BYTE_SIZE},
-    {"cache-directory", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"cache-directory", required_argument, NULL, OPT_NO_EFFECT},
     {"rate-limit", optional_argument, NULL, OPT_UNSUPPORTED},
     {"rate-limit-resource", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"pinned-memory-pool-byte-size", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"cuda-memory-pool-byte-size", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"cuda-virtual-address-size", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"pinned-memory-pool-byte-size", required_argument, NULL, OPT_NO_EFFECT},
+    {"cuda-memory-pool-byte-size", required_argument, NULL, OPT_NO_EFFECT},
+    {"cuda-virtual-address-size", required_argument, NULL, OPT_NO_EFFECT},
     {"min-supported-compute-capability", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"buffer-manager-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"buffer-manager-thread-count", required_argument, NULL, OPT_NO_EFFECT},
     {"host-policy", optional_argument, NULL, OPT_UNSUPPORTED},
     {"model-load-gpu-limit", optional_argument, NULL, OPT_UNSUPPORTED},
     {"trace-config", required_argument, NULL, OPT_TRACE_CONFIG},
@@ -204,7 +206,7 @@ static const struct option long_options[] = {
     {"vertex-ai-port", optional_argument, NULL, OPT_UNSUPPORTED},
     {"vertex-ai-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
     {"vertex-ai-default-model", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"id", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"id", required_argument, NULL, OPT_ID},
     {NULL, 0, NULL, 0},
 };
 
@@ -325,7 +327,12 @@ static const char usage_text[] =
     "  --help                       This text.\n"
     "  --version                    Print the version and exit.\n"
     "\n"
-    "Other tritonserver flags are recognised and refused with a message.\n";
+    "  --id <name>                  The server's name in its metadata (default 'ptserve';\n"
+    "                               tritonserver's is 'triton').\n"
+    "\n"
+    "tritonserver's flags for parts ptserve does not have (--backend-directory,\n"
+    "memory pools, ...) are accepted without effect and named in the log; the others\n"
+    "it does not support are refused with the reason (docs/configuration.md).\n";
 
 struct cli {
   struct pts_server_options opts;
@@ -347,6 +354,8 @@ struct cli {
   size_t n_cache;
   const char **load_models; /* --load-model values (argv strings, borrowed) */
   size_t n_load_models;
+  const char *no_effect[16]; /* accepted tritonserver flags without effect (static names) */
+  size_t n_no_effect;
 };
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -696,10 +705,92 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (!*v) return fail("--profile-dir needs a directory, got an empty value");
       o->profile_dir = v;
       return 0;
+    case OPT_ID:
+      if (!v[0]) return fail("--id needs a non-empty name");
+      o->server_id = v;
+      return 0;
     case OPT_ALLOW_CLIENT_SHM:
       return parse_bool(flag, v, &o->allow_client_shm);
   }
   return fail("internal error: unhandled flag --%s", flag);
+}
+
+/* tritonserver's flags that ptserve refuses, and why, with what to use
+ * instead (docs/configuration.md lists every flag's status). */
+static const struct {
+  const char *flag, *why;
+} REFUSED[] = {
+    {"model-config-name", "ptserve reads each model's config.pbtxt only; keep one repository "
+                          "per hardware variant and point --model-repository at it"},
+    {"disable-auto-complete-config", "ptserve always completes a config from the model file "
+                                     "where fields are missing (docs/configuration.md)"},
+    {"strict-model-config", "ptserve always completes a config from the model file where "
+                            "fields are missing (docs/configuration.md)"},
+    {"model-load-retry-count", "a failed load is not retried; load it again with POST "
+                               "/v2/repository/models/<name>/load"},
+    {"model-namespacing", "model names are one namespace across repositories; give models "
+                          "unique names"},
+    {"http-header-forward-pattern", "request headers are not forwarded to models"},
+    {"grpc-header-forward-pattern", "request metadata is not forwarded to models"},
+    {"grpc-use-ssl", "gRPC is served without TLS; terminate TLS in a proxy in front of it "
+                     "(Envoy, nginx, HAProxy)"},
+    {"grpc-use-ssl-mutual", "gRPC is served without TLS; terminate (mutual) TLS in a proxy "
+                            "in front of it (Envoy, nginx, HAProxy)"},
+    {"grpc-server-cert", "gRPC is served without TLS; terminate TLS in a proxy in front of it"},
+    {"grpc-server-key", "gRPC is served without TLS; terminate TLS in a proxy in front of it"},
+    {"grpc-root-cert", "gRPC is served without TLS; terminate TLS in a proxy in front of it"},
+    {"metrics-config", "the metrics' names and kinds are fixed (docs/metrics.md)"},
+    {"backend-config", "set a model's backend options as parameters in its config.pbtxt "
+                       "(docs/pytorch-backend.md)"},
+    {"rate-limit", "there is no rate limiter; bound each model's queue with "
+                   "dynamic_batching { default_queue_policy { max_queue_size } }"},
+    {"rate-limit-resource", "there is no rate limiter; bound each model's queue with "
+                            "dynamic_batching { default_queue_policy { max_queue_size } }"},
+    {"min-supported-compute-capability", "every GPU the LibTorch build supports is used; "
+                                         "hide others with CUDA_VISIBLE_DEVICES"},
+    {"host-policy", "instances are not bound to NUMA nodes; run ptserve under numactl"},
+    {"model-load-gpu-limit", "loads are not limited by GPU memory; cap a model's allocator "
+                             "with its MEMORY_FRACTION parameter"},
+    {"allow-sagemaker", "ptserve serves KServe v2 over HTTP and gRPC only"},
+    {"sagemaker-port", "ptserve serves KServe v2 over HTTP and gRPC only"},
+    {"sagemaker-safe-port-range", "ptserve serves KServe v2 over HTTP and gRPC only"},
+    {"sagemaker-thread-count", "ptserve serves KServe v2 over HTTP and gRPC only"},
+    {"allow-vertex-ai", "ptserve serves KServe v2 over HTTP and gRPC only"},
+    {"vertex-ai-port", "ptserve serves KServe v2 over HTTP and gRPC only"},
+    {"vertex-ai-thread-count", "ptserve serves KServe v2 over HTTP and gRPC only"},
+    {"vertex-ai-default-model", "ptserve serves KServe v2 over HTTP and gRPC only"},
+};
+
+/* tritonserver's flags that tune parts ptserve does not have: accepted, so
+ * that a tritonserver command line starts, and named in the log once. */
+static const struct {
+  const char *flag, *why;
+} NO_EFFECT[] = {
+    {"backend-directory", "ptserve's backends (pytorch, ensemble) are built in"},
+    {"repoagent-directory", "ptserve has no repository agents"},
+    {"cache-directory", "the response cache is built in (--cache-config local,...)"},
+    {"enable-peer-access", "ptserve makes no copies between GPUs"},
+    {"grpc-infer-allocation-pool-size", "the gRPC transport keeps no per-call pool"},
+    {"grpc-max-response-pool-size", "the gRPC transport keeps no response pool"},
+    {"pinned-memory-pool-byte-size", "pinned memory comes from LibTorch's caching host "
+                                     "allocator"},
+    {"cuda-memory-pool-byte-size", "device memory comes from LibTorch's CUDA caching "
+                                   "allocator (cap it per model with MEMORY_FRACTION)"},
+    {"cuda-virtual-address-size", "device memory comes from LibTorch's CUDA caching "
+                                  "allocator"},
+    {"buffer-manager-thread-count", "buffers are copied on the thread that handles the "
+                                    "request"},
+};
+
+static const char *reason_of(const char *flag, int no_effect) {
+  if (no_effect) {
+    for (size_t i = 0; i < sizeof NO_EFFECT / sizeof NO_EFFECT[0]; i++)
+      if (strcmp(NO_EFFECT[i].flag, flag) == 0) return NO_EFFECT[i].why;
+  } else {
+    for (size_t i = 0; i < sizeof REFUSED / sizeof REFUSED[0]; i++)
+      if (strcmp(REFUSED[i].flag, flag) == 0) return REFUSED[i].why;
+  }
+  return "";
 }
 
 /* Returns 0 to run, 1 for a usage error, 2 for --help/--version (exit 0). */
@@ -725,8 +816,14 @@ static int parse_args(int argc, char **argv, struct cli *c) {
       return 1;
     }
     if (opt == OPT_UNSUPPORTED) {
-      fail("--%s is a tritonserver flag that ptserve does not support", flag);
+      fail("--%s is a tritonserver flag that ptserve does not support: %s", flag,
+           reason_of(flag, 0));
       return 1;
+    }
+    if (opt == OPT_NO_EFFECT) {
+      if (c->n_no_effect < sizeof c->no_effect / sizeof c->no_effect[0])
+        c->no_effect[c->n_no_effect++] = flag;
+      continue;
     }
     if (handle(c, opt, flag, optarg) != 0) return 1;
   }
@@ -848,6 +945,9 @@ int main(int argc, char **argv) {
     free_trace(&c);
     return 1;
   }
+  for (size_t i = 0; i < c.n_no_effect; i++)
+    PTS_LOG_INFO("--%s is accepted for tritonserver's command lines and has no effect: %s",
+                 c.no_effect[i], reason_of(c.no_effect[i], 1));
   install_signals();
   raise_fd_limit();
   log_allocator();

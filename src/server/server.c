@@ -74,6 +74,8 @@ void pts_server_options_default(struct pts_server_options *o) {
 
 const char *pts_server_version(void) { return PTS_VERSION; }
 
+const char *pts_server_id(const struct pts_server *s) { return s->server_id; }
+
 /* ------------------------------------------------------------ the table */
 
 struct table_row {
@@ -212,7 +214,8 @@ static enum pts_status copy_options(struct pts_server *s, const struct pts_serve
   s->opts = *o;
   s->repo_paths = pts_calloc(o->n_model_repositories, sizeof *s->repo_paths);
   s->http_address = pts_strdup(o->http_address ? o->http_address : "0.0.0.0");
-  if (!s->repo_paths || !s->http_address)
+  s->server_id = pts_strdup(o->server_id ? o->server_id : "ptserve");
+  if (!s->repo_paths || !s->http_address || !s->server_id)
     return pts_error_set(err, PTS_NOMEM, "out of memory copying the server options");
   for (size_t i = 0; i < o->n_model_repositories; i++) {
     s->repo_paths[i] = pts_strdup(o->model_repositories[i]);
@@ -221,6 +224,7 @@ static enum pts_status copy_options(struct pts_server *s, const struct pts_serve
   }
   s->opts.model_repositories = (const char **)s->repo_paths;
   s->opts.http_address = s->http_address;
+  s->opts.server_id = s->server_id;
   return PTS_OK;
 }
 
@@ -362,6 +366,7 @@ void pts_server_destroy(struct pts_server *s) {
     pts_free(s->repo_paths[i]);
   pts_free(s->repo_paths);
   pts_free(s->http_address);
+  pts_free(s->server_id);
   if (s->owns_trace) pts_trace_shutdown(); /* after the models: their traces are written */
   if (s->owns_cache) pts_cache_stop();     /* after the models: none looks it up now */
   pts_free(s);

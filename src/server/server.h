@@ -49,6 +49,8 @@ struct pts_server_options {
   bool exit_on_error;               /* --exit-on-error (default true) */
   bool allow_http;                  /* --allow-http (default true) */
   const char *http_address;         /* --http-address (default "0.0.0.0") */
+  const char *server_id;            /* --id: the name server metadata reports (default
+                                       "ptserve"; tritonserver's is "triton"); copied */
   int http_port;                    /* --http-port (default 8000) */
   bool reuse_http_port;             /* --reuse-http-port (default false): SO_REUSEPORT */
   int http_thread_count;            /* --http-thread-count (default: cores, 2..8) */
@@ -152,6 +154,8 @@ bool pts_server_is_ready(struct pts_server *s);
 bool pts_server_is_shutting_down(struct pts_server *s);
 /* "0.1.0" etc. */
 const char *pts_server_version(void);
+/* --id: the server's name in its metadata ("ptserve" by default). Owned by s. */
+const char *pts_server_id(const struct pts_server *s);
 
 /* ---- models ---- */
 

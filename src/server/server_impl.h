@@ -20,6 +20,7 @@ struct pts_server {
   struct pts_server_options opts; /* strings point into the copies below */
   char **repo_paths;              /* owned copies of the repository paths */
   char *http_address;             /* owned copy */
+  char *server_id;                /* owned copy */
   struct pts_repository *repo;
   int stop_pipe[2];        /* pts_server_stop writes a byte; run waits on it */
   atomic_bool ready_state; /* models loaded and not shutting down */

@@ -87,11 +87,36 @@ def test_flag_value_not_a_number(ptserve_bin, model_repo):
     assert "eighty" in out or "http-port" in out
 
 
-@pytest.mark.parametrize("flag", ["--model-load-retry-count=1", "--model-namespacing=true"])
-def test_unsupported_tritonserver_flag(ptserve_bin, model_repo, flag):
+@pytest.mark.parametrize("flag,why", [
+    ("--model-load-retry-count=1", "load it again with POST /v2/repository/models/<name>/load"),
+    ("--model-namespacing=true", "give models unique names"),
+    ("--grpc-use-ssl=true", "terminate TLS in a proxy in front of it"),
+    ("--allow-sagemaker=true", "KServe v2 over HTTP and gRPC only")])
+def test_unsupported_tritonserver_flag(ptserve_bin, model_repo, flag, why):
+    """Refused by name, with the reason and what to use instead."""
     rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("identity"), flag)
     assert rc != 0, out
-    assert flag.split("=")[0] + " is a tritonserver flag that ptserve does not support" in out
+    assert flag.split("=")[0] + " is a tritonserver flag that ptserve does not support: " in out
+    assert why in out, out
+
+
+def test_tritonserver_flags_without_effect_and_id(start_server, model_repo):
+    """A tritonserver command line with flags for parts ptserve lacks starts,
+    and the log names each flag that has no effect; --id is the name the
+    server metadata reports, over HTTP and gRPC (tritonserver's meaning)."""
+    import tritonclient.grpc as grpcclient
+    s = start_server(model_repo("identity"), "--backend-directory=/opt/tritonserver/backends",
+                     "--pinned-memory-pool-byte-size=268435456",
+                     "--cuda-memory-pool-byte-size=0:67108864", "--id=triton")
+    log = s.log()
+    for flag in ("--backend-directory", "--pinned-memory-pool-byte-size",
+                 "--cuda-memory-pool-byte-size"):
+        assert flag + " is accepted for tritonserver's command lines and has no effect: " in log
+    assert requests.get(s.url + "/v2", timeout=10).json()["name"] == "triton"
+    with grpcclient.InferenceServerClient(s.grpc_target) as c:
+        assert c.get_server_metadata().name == "triton"
+    infer_ok(s, "id_fp32")
+    stop_cleanly(s)
 
 
 # ---------------------------------------------------------------- start-up

@@ -122,7 +122,7 @@ static enum pts_status server_metadata(struct pts_server *s, const struct pts_bu
   unpacked_free(rq);
   Inference__ServerMetadataResponse r;
   inference__server_metadata_response__init(&r);
-  r.name = "ptserve";
+  r.name = (char *)pts_server_id(s);
   r.version = (char *)pts_server_version();
   r.n_extensions = PTS_GRPC_N_EXTENSIONS - (pts_shm_cuda_available(pts_server_shm(s)) ? 0 : 1);
   r.extensions = (char **)PTS_GRPC_EXTENSIONS;
