@@ -24,6 +24,7 @@
 
 #include "cache/cache.h"
 #include "config/json_arena.h"
+#include "config/model_config.h"
 #include "core/alloc.h"
 #include "core/log.h"
 #include "frontend/http/restrict.h"
@@ -97,6 +98,7 @@ enum {
   OPT_UNSUPPORTED,
   OPT_NO_EFFECT,
   OPT_ID,
+  OPT_MODEL_CONFIG_NAME,
 };
 
 static const struct option long_options[] = {
@@ -136,7 +138,7 @@ static const struct option long_options[] = {
      * rather than "unrecognized option". */
     {"load-model", required_argument, NULL, OPT_LOAD_MODEL},
     {"repository-poll-secs", required_argument, NULL, OPT_REPOSITORY_POLL_SECS},
-    {"model-config-name", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"model-config-name", required_argument, NULL, OPT_MODEL_CONFIG_NAME},
     {"disable-auto-complete-config", optional_argument, NULL, OPT_UNSUPPORTED},
     {"strict-model-config", optional_argument, NULL, OPT_UNSUPPORTED},
     {"model-load-thread-count", required_argument, NULL, OPT_MODEL_LOAD_THREAD_COUNT},
@@ -327,6 +329,8 @@ static const char usage_text[] =
     "  --help                       This text.\n"
     "  --version                    Print the version and exit.\n"
     "\n"
+    "  --model-config-name <name>   Read <model>/configs/<name>.pbtxt instead of\n"
+    "                               config.pbtxt where it exists.\n"
     "  --id <name>                  The server's name in its metadata (default 'ptserve';\n"
     "                               tritonserver's is 'triton').\n"
     "\n"
@@ -705,6 +709,11 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (!*v) return fail("--profile-dir needs a directory, got an empty value");
       o->profile_dir = v;
       return 0;
+    case OPT_MODEL_CONFIG_NAME:
+      if (!v[0] || strchr(v, '/'))
+        return fail("--model-config-name needs a file name without '/' (got '%s')", v);
+      pts_model_config_set_custom_name(v);
+      return 0;
     case OPT_ID:
       if (!v[0]) return fail("--id needs a non-empty name");
       o->server_id = v;
@@ -720,8 +729,6 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
 static const struct {
   const char *flag, *why;
 } REFUSED[] = {
-    {"model-config-name", "ptserve reads each model's config.pbtxt only; keep one repository "
-                          "per hardware variant and point --model-repository at it"},
     {"disable-auto-complete-config", "ptserve always completes a config from the model file "
                                      "where fields are missing (docs/configuration.md)"},
     {"strict-model-config", "ptserve always completes a config from the model file where "

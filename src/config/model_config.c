@@ -69,6 +69,32 @@ static char *last_component(const char *dir) {
   return pts_strndup(dir + start, end - start);
 }
 
+static const char *custom_name; /* --model-config-name; set before any load */
+
+void pts_model_config_set_custom_name(const char *name) {
+  custom_name = name && name[0] ? name : NULL;
+}
+
+char *pts_model_config_file(const char *model_dir) {
+  if (custom_name) {
+    size_t n = strlen(model_dir) + strlen(custom_name) + 32;
+    char *rel = pts_malloc(n), *full = pts_malloc(n);
+    if (!rel || !full) {
+      pts_free(rel);
+      pts_free(full);
+      return NULL;
+    }
+    snprintf(rel, n, "configs/%s.pbtxt", custom_name);
+    snprintf(full, n, "%s/%s", model_dir, rel);
+    struct stat sb;
+    bool there = stat(full, &sb) == 0 && S_ISREG(sb.st_mode);
+    pts_free(full);
+    if (there) return rel;
+    pts_free(rel);
+  }
+  return pts_strdup("config.pbtxt");
+}
+
 enum pts_status pts_model_config_load(const char *model_dir, const char *model_name,
                                       Inference__ModelConfig **out, struct pts_error *err) {
   *out = NULL;
@@ -79,8 +105,15 @@ enum pts_status pts_model_config_load(const char *model_dir, const char *model_n
     return pts_error_set(err, PTS_NOMEM, "out of memory loading the config of '%s'", model_dir);
   /* Messages name the file relative to the repository: users know it by
    * that name, and a 4xx response should not reveal server paths. */
-  snprintf(shown, sizeof shown, "%s/config.pbtxt", name);
-  if ((size_t)snprintf(path, sizeof path, "%s/config.pbtxt", model_dir) >= sizeof path) {
+  char *file = pts_model_config_file(model_dir);
+  if (!file) {
+    pts_free(own_name);
+    return pts_error_set(err, PTS_NOMEM, "out of memory loading the config of '%s'", name);
+  }
+  snprintf(shown, sizeof shown, "%s/%s", name, file);
+  bool too_long = (size_t)snprintf(path, sizeof path, "%s/%s", model_dir, file) >= sizeof path;
+  pts_free(file);
+  if (too_long) {
     pts_free(own_name);
     return pts_error_set(err, PTS_INVALID_ARG, "model '%s': directory path is too long", name);
   }

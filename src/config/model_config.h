@@ -23,9 +23,20 @@ enum pts_status pts_model_config_parse(const char *text, size_t len, const char 
                                        Inference__ModelConfig **out, struct pts_error *err);
 
 /* Reads <model_dir>/config.pbtxt (an absent file gives an empty config, as
- * Triton allows), then completes and validates it (see below). */
+ * Triton allows), then completes and validates it (see below). With a
+ * custom config name set (--model-config-name), <model_dir>/configs/
+ * <name>.pbtxt is read instead where it exists, as in tritonserver. */
 enum pts_status pts_model_config_load(const char *model_dir, const char *model_name,
                                       Inference__ModelConfig **out, struct pts_error *err);
+
+/* --model-config-name: NULL or "" for none. Set once at start-up, before
+ * any model loads (it is read without a lock). `name` must outlive the
+ * loads (an argv string). */
+void pts_model_config_set_custom_name(const char *name);
+/* The file a model's config is read from (pts_model_config_load's rule),
+ * relative to model_dir: "config.pbtxt" or "configs/<name>.pbtxt". Caller
+ * frees with pts_free; NULL when out of memory. */
+char *pts_model_config_file(const char *model_dir);
 
 /* A config given as JSON text (the `config` parameter of a repository load,
  * protocol-facts §1.12: protobuf's JSON mapping, pbjson.h), then completed

@@ -1,6 +1,7 @@
 """The ptserve command line: tritonserver's flags, start-up, failure and
 shutdown behaviour (triton-anchor §2.14, protocol-facts §1.3, §1.12)."""
 import json
+import os
 import re
 import signal
 import subprocess
@@ -278,3 +279,33 @@ def test_reuse_port_lets_two_servers_share_one(ptserve_bin, model_repo, tmp_path
             for marker in SANITIZER_MARKERS:
                 assert marker not in text, text
             log.close()
+
+
+def test_model_config_name_picks_the_variant(start_server, model_repo, tmp_path):
+    """--model-config-name=<name>: a model with configs/<name>.pbtxt is
+    loaded from it, one without from its config.pbtxt (tritonserver's
+    rule); the variant here takes [2] where the default takes [4]."""
+    import shutil
+    repo = tmp_path / "repo"
+    for m in ("id_fp32", "dt_int32"):
+        shutil.copytree(os.path.join(model_repo("identity"), m), repo / m)
+    (repo / "id_fp32" / "configs").mkdir()
+    variant = (repo / "id_fp32" / "config.pbtxt").read_text().replace("dims: [ 4 ]",
+                                                                        "dims: [ 2 ]")
+    (repo / "id_fp32" / "configs" / "small.pbtxt").write_text(variant)
+    s = start_server(str(repo), "--model-config-name=small")
+    cfg = requests.get(s.url + "/v2/models/id_fp32/config", timeout=10).json()
+    assert [i["dims"] for i in cfg["input"]] == [[2]], cfg
+    r = requests.post(s.url + "/v2/models/id_fp32/infer", timeout=10, json={"inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [1.5, -2]}]})
+    assert r.status_code == 200 and r.json()["outputs"][0]["data"] == [1.5, -2.0], r.text
+    default = (repo / "dt_int32" / "config.pbtxt").read_text()
+    cfg = requests.get(s.url + "/v2/models/dt_int32/config", timeout=10).json()
+    assert cfg["input"][0]["dims"] == [int(d) for d in
+                                       re.search(r"dims: \[([^\]]*)\]", default).group(1).split(",")]
+    stop_cleanly(s)
+    # without the flag the same repository serves config.pbtxt's [4]
+    s = start_server(str(repo))
+    cfg = requests.get(s.url + "/v2/models/id_fp32/config", timeout=10).json()
+    assert [i["dims"] for i in cfg["input"]] == [[4]], cfg
+    stop_cleanly(s)
