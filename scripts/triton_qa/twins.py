@@ -105,9 +105,9 @@ def slow_add_sub(iters):
 
 
 def busy_seconds_per_iter():
-    """One iteration of _busy on one thread, measured here."""
+    """One iteration of _busy with torch's default threads (as a server's
+    instance gets on this machine), measured here."""
     import time
-    torch.set_num_threads(1)
     x = torch.rand(256, 256)
     t = time.perf_counter()
     for _ in range(20):
@@ -209,12 +209,13 @@ def main():
             lambda t: t.replace("TYPE_STRING", "TYPE_INT64"))
     # the int64 variant computes the same identity on a tensor
     write_twin(os.path.join(put, "simple_identity_int64"), identity, scratch)
-    # L0_shared_memory's python_models/simple (execute_delayed_model): about
-    # 8 s on one thread, so a request is still running 2-4 s after it starts
+    # L0_shared_memory's python_models/simple (execute_delayed_model, which
+    # sleeps 15 s): about 10 s here. Its tests need a request still running
+    # 4 s after it started, with a second one queued behind it.
     delayed = os.path.join(a.out, "python_models")
     shutil.copytree(os.path.join(a.qa, "python_models", "execute_delayed_model"),
                     os.path.join(delayed, "simple"))
-    iters = max(1, int(8.0 / busy_seconds_per_iter()))
+    iters = max(1, int(10.0 / busy_seconds_per_iter()))
     write_twin(os.path.join(delayed, "simple"), slow_add_sub(iters), scratch)
     shutil.rmtree(scratch)
 

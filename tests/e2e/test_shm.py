@@ -506,7 +506,7 @@ def test_unregister_while_in_use(start_server, tmp_path, regions):
     assert "Unable to find shared memory region: 'busy'" in e.value.message()
     # and the name can be registered again
     c.register_system_shared_memory("busy", PREFIX + "busy", 64)
-    r = c.infer("m", [i], outputs=[o])
+    c.infer("m", [i], outputs=[o])
     np.testing.assert_array_equal(read(h, np.float32, [1, 4], offset=32), x)
     c.close()
     assert_clean_exit(server)
