@@ -314,10 +314,13 @@ static int64_t full_dim(const struct tinfo *t, size_t i) {
   return t->batch ? (i == 0 ? -1 : t->dims[i - 1]) : t->dims[i];
 }
 
+/* One dimension: equal, or variable (-1) on either side. */
+static bool dim_agrees(int64_t x, int64_t y) { return x == y || x == -1 || y == -1; }
+
 static bool dims_agree(const int64_t *a, size_t na, const int64_t *b, size_t nb) {
   if (na != nb) return false;
   for (size_t i = 0; i < na; i++)
-    if (a[i] != b[i] && a[i] != -1 && b[i] != -1) return false;
+    if (!dim_agrees(a[i], b[i])) return false;
   return true;
 }
 
@@ -331,10 +334,8 @@ static bool shapes_agree(const struct tinfo *a, const struct tinfo *b) {
   if (dims_agree(a->dims, a->n_dims, b->dims, b->n_dims)) return true;
   size_t na = a->n_dims + a->batch, nb = b->n_dims + b->batch;
   if (na != nb) return false;
-  for (size_t i = 0; i < na; i++) {
-    int64_t x = full_dim(a, i), y = full_dim(b, i);
-    if (x != y && x != -1 && y != -1) return false;
-  }
+  for (size_t i = 0; i < na; i++)
+    if (!dim_agrees(full_dim(a, i), full_dim(b, i))) return false;
   return true;
 }
 
@@ -530,6 +531,7 @@ struct run;
 struct step_ctx {
   struct run *run;
   size_t step;
+  bool batching; /* the step's model batches (set when queued, read by step_done) */
 };
 
 enum step_state { STEP_WAITING, STEP_QUEUED, STEP_DONE };
@@ -542,7 +544,6 @@ struct run {
   struct pts_tensor *tensors; /* per graph tensor; data NULL = not (yet) there */
   bool *ready;                /* per graph tensor: written (or an input, present or not) */
   bool *batched;              /* per graph tensor: its writer batches (its shape[0] is a batch) */
-  bool *step_batching;        /* per step: its model batches (set when queued) */
   enum step_state *state;     /* per step */
   struct step_ctx *ctx;       /* per step: the done callback's context */
   size_t in_flight, done;
@@ -592,7 +593,7 @@ static void step_done(struct pts_infer_request *req, struct pts_infer_response *
       pts_tensor_clear(&r->tensors[t]);
       r->tensors[t] = *got; /* the name is replaced when the tensor is read */
       memset(got, 0, sizeof *got);
-      r->batched[t] = r->step_batching[c->step];
+      r->batched[t] = c->batching;
       r->ready[t] = true;
     }
   }
@@ -713,7 +714,7 @@ static enum pts_status queue_step(struct run *r, size_t s, struct pts_error *err
       pts_repository_get(r->m->repo, st->model_name, step_version(st), false, &m, err);
   if (rc != PTS_OK) return rc;
   const Inference__ModelConfig *mc = pts_model_config(m);
-  r->step_batching[s] = mc->max_batch_size > 0; /* read by step_done, after the enqueue */
+  r->ctx[s].batching = mc->max_batch_size > 0; /* read by step_done, after the enqueue */
   rc = step_request(r, s, mc, &req, err);
   if (rc == PTS_OK) rc = pts_validate_request(mc, pts_model_name(m), req, &batch, err);
   if (rc == PTS_OK) rc = pts_model_enqueue(m, req, batch, err); /* takes req and m */
@@ -783,7 +784,6 @@ static void run_free(struct run *r) {
   pts_free(r->tensors);
   pts_free(r->ready);
   pts_free(r->batched);
-  pts_free(r->step_batching);
   pts_free(r->state);
   pts_free(r->ctx);
   pthread_cond_destroy(&r->cv);
@@ -804,14 +804,13 @@ static enum pts_status ens_execute(void *instance_state, struct pts_batch *batch
   r.tensors = pts_calloc(g->n_tensors + 1, sizeof *r.tensors);
   r.ready = pts_calloc(g->n_tensors + 1, sizeof *r.ready);
   r.batched = pts_calloc(g->n_tensors + 1, sizeof *r.batched);
-  r.step_batching = pts_calloc(g->n_steps + 1, sizeof *r.step_batching);
   r.state = pts_calloc(g->n_steps + 1, sizeof *r.state);
   r.ctx = pts_calloc(g->n_steps + 1, sizeof *r.ctx);
   size_t *steps = pts_calloc(g->n_steps + 1, sizeof *steps);
   enum pts_status rc = PTS_OK;
-  if (!r.tensors || !r.ready || !r.batched || !r.step_batching || !r.state || !r.ctx || !steps)
+  if (!r.tensors || !r.ready || !r.batched || !r.state || !r.ctx || !steps)
     rc = pts_error_set(err, PTS_NOMEM, "out of memory running ensemble '%s'", m->name);
-  for (size_t s = 0; rc == PTS_OK && s < g->n_steps; s++) r.ctx[s] = (struct step_ctx){&r, s};
+  for (size_t s = 0; rc == PTS_OK && s < g->n_steps; s++) r.ctx[s] = (struct step_ctx){&r, s, false};
   /* The ensemble's inputs are tensors 0..n_input-1, in config order, as
    * the scheduler passes them. */
   for (size_t i = 0; rc == PTS_OK && i < cfg->n_input; i++) {

@@ -344,14 +344,23 @@ static void unlink_locked(struct pts_shm_registry *r, struct region *g) {
   region_release(g);
 }
 
-/* Drops the regions whose unregistering waited for their last view.
- * Called with mu held by every entry point before it looks at the list, so
- * that a client sees a region gone once the requests using it are done. */
+/* Drops g if its unregistering waited for its last view and that view is
+ * gone; true when it did. Called with mu held. */
+static bool drop_if_done_locked(struct pts_shm_registry *r, struct region *g) {
+  if (!g->unregistered || atomic_load(&g->refs) != 1) return false;
+  unlink_locked(r, g);
+  return true;
+}
+
+/* Drops every such region. Called with mu held by the entry points that
+ * look at the whole list (register, unregister, status), so that a client
+ * sees a region gone once the requests using it are done; a request's
+ * lookup checks only the region it names. */
 static void sweep_locked(struct pts_shm_registry *r) {
   struct region *g = r->head;
   while (g) {
     struct region *next = g->next;
-    if (g->unregistered && atomic_load(&g->refs) == 1) unlink_locked(r, g);
+    drop_if_done_locked(r, g);
     g = next;
   }
 }
@@ -473,8 +482,8 @@ enum pts_status pts_shm_acquire(struct pts_shm_registry *r, const char *name, ui
   *view = NULL;
   if (!r->enabled) return disabled(err);
   pthread_mutex_lock(&r->mu);
-  sweep_locked(r);
   struct region *g = find(r, name ? name : "");
+  if (g && drop_if_done_locked(r, g)) g = NULL;
   enum pts_status st = PTS_OK;
   if (!g)
     st = pts_error_set(err, PTS_NOT_FOUND, "%s: Unable to find shared memory region: '%s'", what,
