@@ -75,7 +75,10 @@ void pts_model_config_set_custom_name(const char *name) {
   custom_name = name && name[0] ? name : NULL;
 }
 
-char *pts_model_config_file(const char *model_dir) {
+/* The file a model's config is read from, relative to model_dir:
+ * "configs/<name>.pbtxt" where it exists, else "config.pbtxt". Caller
+ * frees with pts_free; NULL when out of memory. */
+static char *config_file(const char *model_dir) {
   if (custom_name) {
     size_t n = strlen(model_dir) + strlen(custom_name) + 32;
     char *rel = pts_malloc(n), *full = pts_malloc(n);
@@ -105,7 +108,7 @@ enum pts_status pts_model_config_load(const char *model_dir, const char *model_n
     return pts_error_set(err, PTS_NOMEM, "out of memory loading the config of '%s'", model_dir);
   /* Messages name the file relative to the repository: users know it by
    * that name, and a 4xx response should not reveal server paths. */
-  char *file = pts_model_config_file(model_dir);
+  char *file = config_file(model_dir);
   if (!file) {
     pts_free(own_name);
     return pts_error_set(err, PTS_NOMEM, "out of memory loading the config of '%s'", name);

@@ -33,10 +33,6 @@ enum pts_status pts_model_config_load(const char *model_dir, const char *model_n
  * any model loads (it is read without a lock). `name` must outlive the
  * loads (an argv string). */
 void pts_model_config_set_custom_name(const char *name);
-/* The file a model's config is read from (pts_model_config_load's rule),
- * relative to model_dir: "config.pbtxt" or "configs/<name>.pbtxt". Caller
- * frees with pts_free; NULL when out of memory. */
-char *pts_model_config_file(const char *model_dir);
 
 /* A config given as JSON text (the `config` parameter of a repository load,
  * protocol-facts §1.12: protobuf's JSON mapping, pbjson.h), then completed
