@@ -881,7 +881,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
                  : valuelen == 4 && memcmp(value, "gzip", 4) == 0   ? PTS_HTTP_ENC_GZIP
                  : valuelen == 7 && memcmp(value, "deflate", 7) == 0 ? PTS_HTTP_ENC_DEFLATE
                                                                      : PTS_HTTP_ENC_UNKNOWN;
-  } else if (c->rs && !c->rs_ok && pts_grpc_restriction_key(c->rs, (const char *)name, namelen)) {
+  } else if (c->rs && !c->rs_ok) {
     c->rs_ok = pts_grpc_restriction_header(c->rs, (const char *)name, namelen,
                                            (const char *)value, valuelen);
   }
