@@ -58,6 +58,17 @@ class Upper(torch.nn.Module):
         return [s.upper() for s in text]
 
 
+class TextGen(torch.nn.Module):
+    """A text model's interface in miniature (the generate extension's
+    case): text in, at most max_tokens of its words out, upper-cased, and
+    how many words that was."""
+    def forward(self, text_input: List[str],
+                max_tokens: torch.Tensor) -> Tuple[List[str], torch.Tensor]:
+        n = int(max_tokens.reshape(-1)[0])
+        words = text_input[0].upper().split()[:n]
+        return [" ".join(words)], torch.tensor([len(words)], dtype=torch.int64)
+
+
 class UpperFlip(torch.nn.Module):
     def forward(self, a: List[str], b: List[str],
                 c: List[str]) -> Tuple[List[str], List[str], List[str]]:
@@ -211,6 +222,10 @@ def models():
                                [("OUTPUT__0", "TYPE_FP32", [4])]), Mlp(), None)
     out["strings"] = (config_pbtxt("strings", 0, [("INPUT0", "TYPE_STRING", [-1])],
                                    [("OUTPUT0", "TYPE_STRING", [-1])]), Upper(), None)
+    out["text_gen"] = (config_pbtxt("text_gen", 0, [("text_input", "TYPE_STRING", [1]),
+                                                    ("max_tokens", "TYPE_INT32", [1])],
+                                    [("text_output", "TYPE_STRING", [1]),
+                                     ("token_count", "TYPE_INT64", [1])]), TextGen(), None)
     # Strings in more than one dimension: PyTorch sees one flat List[str].
     out["strings_batched"] = (config_pbtxt("strings_batched", 8,
                                            [("INPUT0", "TYPE_STRING", [-1])],

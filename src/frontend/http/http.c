@@ -32,6 +32,7 @@
 #include "core/overload.h"
 #include "frontend/http/compress.h"
 #include "frontend/http/conn.h"
+#include "frontend/http/generate.h"
 #include "frontend/http/jsonw.h"
 #include "frontend/http/repo_json.h"
 #include "net/libevent.h"
@@ -67,6 +68,9 @@ struct infer_ctx {
   struct pts_infer_response *resp; /* owned once done ran */
   struct pts_error err;
   enum pts_http_encoding accept;
+  /* The reply's form: PTS_ROUTE_MODEL_INFER (the v2 tensors), or Triton's
+   * generate extension, one JSON object or one Server-Sent Event. */
+  enum pts_http_route_kind form;
   /* A repository request (index, load, unload) answered by a server
    * thread: its answer is `err`, or `body` (owned JSON; NULL = empty 200). */
   bool control;
@@ -396,7 +400,7 @@ static void release_chunk(const void *data, size_t len, void *arg) {
   pts_buf_release(arg);
 }
 
-static void free_compressed(const void *data, size_t len, void *arg) {
+static void free_owned(const void *data, size_t len, void *arg) {
   (void)len;
   (void)arg;
   pts_free((void *)data);
@@ -445,11 +449,22 @@ static bool send_compressed(struct conn *cn, struct pts_v2_reply *r,
   }
   pts_conn_add_header(cn, "Content-Encoding", pts_http_encoding_name(enc));
   struct evbuffer *out = pts_conn_reply_body(cn);
-  if (evbuffer_add_reference(out, z, zlen, free_compressed, NULL) != 0) {
+  if (evbuffer_add_reference(out, z, zlen, free_owned, NULL) != 0) {
     evbuffer_add(out, z, zlen);
     pts_free(z);
   }
   return true;
+}
+
+/* Sends the reply body written so far. It is held until the client reads
+ * it (or goes): charged like a request body, so slow readers fill the
+ * budget and new work is refused, instead of the server's memory growing
+ * with every reply nobody reads. */
+static void send_charged(struct conn *cn, int code) {
+  size_t n = evbuffer_get_length(pts_conn_reply_body(cn));
+  pts_overload_charge(n);
+  cn->reply_charged = n;
+  pts_conn_send(cn, code);
 }
 
 static void send_infer_reply(struct infer_ctx *c) {
@@ -470,13 +485,48 @@ static void send_infer_reply(struct infer_ctx *c) {
   if (c->accept == PTS_HTTP_ENC_IDENTITY || !send_compressed(c->cn, &r, c->accept))
     send_plain(c->cn, &r);
   pts_v2_reply_clear(&r);
-  /* Held until the client reads it (or goes): charged like a request body,
-   * so slow readers fill the budget and new work is refused, instead of
-   * the server's memory growing with every reply nobody reads. */
-  size_t n = evbuffer_get_length(pts_conn_reply_body(c->cn));
-  pts_overload_charge(n);
-  c->cn->reply_charged = n;
-  pts_conn_send(c->cn, 200);
+  send_charged(c->cn, 200);
+}
+
+static const char SSE_TYPE[] = "text/event-stream; charset=utf-8";
+
+/* An inference's failure on generate_stream: Triton sets the status from
+ * the error and sends the error object as the stream's one event. */
+static void send_event_error(struct conn *cn, const struct pts_error *err) {
+  size_t len = 0;
+  char *event = pts_generate_error_event(err->msg, &len);
+  if (!event) {
+    send_error(cn, err);
+    return;
+  }
+  pts_conn_add_header(cn, "Content-Type", SSE_TYPE);
+  evbuffer_add(pts_conn_reply_body(cn), event, len);
+  pts_free(event);
+  pts_conn_send(cn, pts_status_http(err->code));
+}
+
+/* The generate extension's reply (§1.17): the outputs as one JSON object,
+ * or, for generate_stream, as the one event of the stream (a TorchScript
+ * model answers a request once). */
+static void send_generate_reply(struct infer_ctx *c) {
+  bool stream = c->form == PTS_ROUTE_MODEL_GENERATE_STREAM;
+  struct pts_error err;
+  char *out = NULL;
+  size_t len = 0;
+  if (pts_generate_encode(c->ireq, c->resp, stream, &out, &len, &err) != PTS_OK) {
+    if (stream)
+      send_event_error(c->cn, &err);
+    else
+      send_error(c->cn, &err);
+    return;
+  }
+  pts_conn_add_header(c->cn, "Content-Type", stream ? SSE_TYPE : "application/json");
+  struct evbuffer *body = pts_conn_reply_body(c->cn);
+  if (evbuffer_add_reference(body, out, len, free_owned, NULL) != 0) {
+    evbuffer_add(body, out, len);
+    pts_free(out);
+  }
+  send_charged(c->cn, 200);
 }
 
 void pts_http_reply_finished(struct pts_http *h) {
@@ -514,7 +564,9 @@ static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
     c->cn->reply_pending = true;
     struct pts_trace *trace = c->ireq ? c->ireq->trace : NULL;
     pts_trace_record(trace, PTS_TRACE_HTTP_SEND_START, pts_now_ns());
-    if (c->err.code != PTS_OK)
+    if (c->err.code != PTS_OK && c->form == PTS_ROUTE_MODEL_GENERATE_STREAM)
+      send_event_error(c->cn, &c->err);
+    else if (c->err.code != PTS_OK)
       send_error(c->cn, &c->err);
     else if (c->control && c->body)
       send_json(c->cn, 200, c->body, c->body_len);
@@ -522,6 +574,8 @@ static void on_infer_ready(evutil_socket_t fd, short what, void *arg) {
       send_empty(c->cn, 200);
     else if (!c->resp)
       send_error_msg(c->cn, PTS_INTERNAL, "the inference finished without a response");
+    else if (c->form != PTS_ROUTE_MODEL_INFER)
+      send_generate_reply(c);
     else
       send_infer_reply(c);
     pts_trace_record(trace, PTS_TRACE_HTTP_SEND_END, pts_now_ns());
@@ -604,6 +658,33 @@ static enum pts_status decode_raw(struct pts_http *h, struct pts_buf *body,
   return st;
 }
 
+/* A generate request (§1.17): one JSON object, read against the model's
+ * configuration, looked up as for a raw request. Triton takes no
+ * compressed body here. */
+static enum pts_status decode_generate(struct pts_http *h, struct conn *cn,
+                                       const struct infer_headers *hd,
+                                       struct pts_infer_request *ireq, struct pts_error *err) {
+  struct pts_model *m = NULL;
+  enum pts_status st =
+      pts_server_model_get(h->server, ireq->model_name, ireq->model_version, false, &m, err);
+  if (st != PTS_OK) return st;
+  if (pts_http_content_encoding(hd->encoding) != PTS_HTTP_ENC_IDENTITY) {
+    pts_model_release(m);
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "Unsupported content-encoding, only 'identity' is supported (got "
+                         "'%.40s')",
+                         hd->encoding);
+  }
+  struct pts_buf *body = NULL;
+  st = read_body(h, cn, &body, err);
+  if (st == PTS_OK) {
+    st = pts_generate_decode((const char *)body->data, body->size, pts_model_config(m), ireq, err);
+    pts_buf_release(body);
+  }
+  pts_model_release(m);
+  return st;
+}
+
 static enum pts_status decode_request(struct pts_http *h, struct conn *cn,
                                       const struct infer_headers *hd,
                                       struct pts_infer_request *ireq, struct pts_error *err) {
@@ -664,7 +745,9 @@ static void handle_infer(struct loop *lp, struct conn *cn, struct pts_http_route
   pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_START, ireq->receive_ns);
   struct infer_headers hd;
   infer_headers(cn, &hd);
-  enum pts_status decoded = decode_request(h, cn, &hd, ireq, &err);
+  enum pts_status decoded = r->kind == PTS_ROUTE_MODEL_INFER
+                                ? decode_request(h, cn, &hd, ireq, &err)
+                                : decode_generate(h, cn, &hd, ireq, &err);
   pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_END, pts_now_ns());
   if (decoded != PTS_OK) {
     pts_infer_request_free(ireq);
@@ -678,6 +761,7 @@ static void handle_infer(struct loop *lp, struct conn *cn, struct pts_http_route
   c->loop = lp;
   c->cn = cn;
   c->accept = pts_http_accept_encoding(hd.accept);
+  c->form = r->kind;
   ireq->done = on_infer_done;
   ireq->done_ctx = c;
   atomic_fetch_add(&h->refs, 1);
@@ -930,6 +1014,8 @@ static void on_request(struct conn *cn) {
         handle_model_config(h, cn, &r);
         break;
       case PTS_ROUTE_MODEL_INFER:
+      case PTS_ROUTE_MODEL_GENERATE:
+      case PTS_ROUTE_MODEL_GENERATE_STREAM:
         handle_infer(lp, cn, &r, carried);
         carried = 0;
         break;

@@ -104,8 +104,8 @@ static enum pts_status take_name(const struct seg *s, char **out, struct pts_err
   return pts_http_percent_decode(s->p, s->n, out, NULL, err);
 }
 
-/* /v2/models/{m}[/versions/{v}][/ready|/config|/infer|/stats] (segments after
- * "models"). */
+/* /v2/models/{m}[/versions/{v}][/ready|/config|/infer|/generate|
+ * /generate_stream|/stats] (segments after "models"). */
 static enum pts_status route_model(const struct seg *s, int n, struct pts_http_route *r,
                                    struct pts_error *err) {
   int i = 1;
@@ -123,6 +123,10 @@ static enum pts_status route_model(const struct seg *s, int n, struct pts_http_r
     r->kind = PTS_ROUTE_MODEL_CONFIG;
   } else if (i + 1 == n && seg_is(&s[i], "infer")) {
     r->kind = PTS_ROUTE_MODEL_INFER;
+  } else if (i + 1 == n && seg_is(&s[i], "generate")) {
+    r->kind = PTS_ROUTE_MODEL_GENERATE;
+  } else if (i + 1 == n && seg_is(&s[i], "generate_stream")) {
+    r->kind = PTS_ROUTE_MODEL_GENERATE_STREAM;
   } else if (i + 1 == n && seg_is(&s[i], "stats")) {
     r->kind = PTS_ROUTE_MODEL_STATS;
   } else if (i == 1 && n == 3 && seg_is(&s[1], "trace") && seg_is(&s[2], "setting")) {
@@ -234,6 +238,8 @@ void pts_http_route_clear(struct pts_http_route *r) {
 enum pts_http_method pts_http_route_method(enum pts_http_route_kind kind) {
   switch (kind) {
     case PTS_ROUTE_MODEL_INFER:
+    case PTS_ROUTE_MODEL_GENERATE:
+    case PTS_ROUTE_MODEL_GENERATE_STREAM:
     case PTS_ROUTE_REPO_INDEX:
     case PTS_ROUTE_REPO_LOAD:
     case PTS_ROUTE_REPO_UNLOAD:

@@ -26,6 +26,10 @@ enum pts_http_route_kind {
   PTS_ROUTE_MODEL_READY,
   PTS_ROUTE_MODEL_CONFIG,
   PTS_ROUTE_MODEL_INFER,
+  /* Triton's generate extension (§1.17): one JSON object in, one out, or
+   * Server-Sent Events for generate_stream (frontend/http/generate.h). */
+  PTS_ROUTE_MODEL_GENERATE,
+  PTS_ROUTE_MODEL_GENERATE_STREAM,
   PTS_ROUTE_REPO_INDEX,
   PTS_ROUTE_REPO_LOAD,
   PTS_ROUTE_REPO_UNLOAD,

@@ -12,6 +12,7 @@
 #include "core/fmt.h"
 #include "frontend/http/jsonw.h"
 #include "frontend/http/v2_fast.h"
+#include "frontend/http/v2_values.h"
 #include "tensor/bytes.h"
 
 /* ------------------------------------------------------------------ */
@@ -227,8 +228,8 @@ static enum pts_status decode_sequence_param(const char *key, const json_t *v,
   return PTS_OK;
 }
 
-static enum pts_status decode_request_params(const json_t *params, struct pts_infer_request *req,
-                                             struct pts_error *err) {
+enum pts_status pts_v2_decode_params(const json_t *params, struct pts_infer_request *req,
+                                     struct pts_error *err) {
   if (!params) return PTS_OK;
   if (!json_is_object(params))
     return pts_error_set(err, PTS_INVALID_ARG, "request 'parameters' must be an object, got %s",
@@ -291,7 +292,8 @@ static bool big_int_value(const struct big_ints *bigs, const json_t *v, uint64_t
 
 struct walk {
   const struct big_ints *bigs;
-  const char *name; /* input name, for messages */
+  const char *name;  /* input name, for messages */
+  const char *field; /* the JSON value, for messages ("'data'") */
   enum pts_dtype dtype;
   int64_t count;      /* leaves seen */
   size_t bytes;       /* BYTES: serialized size */
@@ -306,8 +308,8 @@ static enum pts_status count_leaves(const json_t *arr, int depth, struct walk *w
   if (depth > PTS_V2_MAX_DATA_DEPTH)
     return pts_error_set(w->err, PTS_INVALID_ARG,
                          "JSON nesting depth exceeds maximum allowed limit (%d): input '%s': "
-                         "'data' is nested deeper than %d levels",
-                         PTS_V2_MAX_DATA_DEPTH, w->name, PTS_V2_MAX_DATA_DEPTH);
+                         "%s is nested deeper than %d levels",
+                         PTS_V2_MAX_DATA_DEPTH, w->name, w->field, PTS_V2_MAX_DATA_DEPTH);
   size_t i;
   json_t *v;
   json_array_foreach(arr, i, v) {
@@ -325,9 +327,9 @@ static enum pts_status count_leaves(const json_t *arr, int depth, struct walk *w
 static enum pts_status bad_type(struct walk *w, const json_t *v, const char *want) {
   return pts_error_set(w->err, PTS_INVALID_ARG,
                        "input '%s': element %" PRId64
-                       " of 'data' must be %s for datatype %s, "
+                       " of %s must be %s for datatype %s, "
                        "got %s",
-                       w->name, w->count, want, pts_dtype_name(w->dtype), json_kind(v));
+                       w->name, w->count, w->field, want, pts_dtype_name(w->dtype), json_kind(v));
 }
 
 /* Signed range of an INT* type of `size` bytes. */
@@ -347,10 +349,10 @@ static enum pts_status put_integer(struct walk *w, const json_t *v, bool is_sign
   if (big_int_value(w->bigs, v, &big)) {
     if (is_signed || size != 8)
       return pts_error_set(w->err, PTS_INVALID_ARG,
-                           "input '%s': element %" PRId64 " of 'data' (%" PRIu64
+                           "input '%s': element %" PRId64 " of %s (%" PRIu64
                            ") is out of "
                            "range for %s",
-                           w->name, w->count, big, pts_dtype_name(w->dtype));
+                           w->name, w->count, w->field, big, pts_dtype_name(w->dtype));
     put_le(w->out + w->used, big, 8);
     w->used += 8;
     return PTS_OK;
@@ -364,17 +366,17 @@ static enum pts_status put_integer(struct walk *w, const json_t *v, bool is_sign
     if (x < lo || x > hi)
       return pts_error_set(w->err, PTS_INVALID_ARG,
                            "input '%s': element %" PRId64
-                           " of 'data' (%lld) is out of range "
+                           " of %s (%lld) is out of range "
                            "for %s [%" PRId64 ", %" PRId64 "]",
-                           w->name, w->count, (long long)x, pts_dtype_name(w->dtype), lo, hi);
+                           w->name, w->count, w->field, (long long)x, pts_dtype_name(w->dtype), lo, hi);
   } else {
     uint64_t hi = size == 8 ? UINT64_MAX : ((uint64_t)1 << (8 * size)) - 1;
     if (x < 0 || (uint64_t)x > hi)
       return pts_error_set(w->err, PTS_INVALID_ARG,
                            "input '%s': element %" PRId64
-                           " of 'data' (%lld) is out of range "
+                           " of %s (%lld) is out of range "
                            "for %s [0, %" PRIu64 "]",
-                           w->name, w->count, (long long)x, pts_dtype_name(w->dtype), hi);
+                           w->name, w->count, w->field, (long long)x, pts_dtype_name(w->dtype), hi);
   }
   put_le(w->out + w->used, (uint64_t)x, size);
   w->used += size;
@@ -403,9 +405,9 @@ static enum pts_status put_leaf(struct walk *w, const json_t *v) {
       if (d > FLT_MAX || d < -FLT_MAX)
         return pts_error_set(w->err, PTS_INVALID_ARG,
                              "input '%s': element %" PRId64
-                             " of 'data' (%g) is out of range "
+                             " of %s (%g) is out of range "
                              "for FP32",
-                             w->name, w->count, d);
+                             w->name, w->count, w->field, d);
       float f = (float)d;
       uint32_t bits;
       memcpy(&bits, &f, 4);
@@ -427,8 +429,8 @@ static enum pts_status put_leaf(struct walk *w, const json_t *v) {
       size_t n = json_string_length(v);
       if (n > UINT32_MAX)
         return pts_error_set(w->err, PTS_INVALID_ARG,
-                             "input '%s': element %" PRId64 " of 'data' is longer than 4 GiB",
-                             w->name, w->count);
+                             "input '%s': element %" PRId64 " of %s is longer than 4 GiB",
+                             w->name, w->count, w->field);
       pts_bytes_put(w->out, w->out_size, &w->used, json_string_value(v), (uint32_t)n);
       return PTS_OK;
     }
@@ -453,25 +455,23 @@ static enum pts_status fill_leaves(const json_t *arr, struct walk *w) {
 }
 
 static enum pts_status decode_json_data(const json_t *data, int64_t expected,
-                                        const struct big_ints *bigs, struct pts_tensor *t,
-                                        struct pts_error *err) {
+                                        const struct big_ints *bigs, const char *field,
+                                        struct pts_tensor *t, struct pts_error *err) {
   char shape[256];
   if (!json_is_array(data))
-    return pts_error_set(err, PTS_INVALID_ARG, "input '%s': 'data' must be an array, got %s",
-                         t->name, json_kind(data));
+    return pts_error_set(err, PTS_INVALID_ARG, "input '%s': %s must be an array, got %s",
+                         t->name, field, json_kind(data));
   if (t->dtype == PTS_DTYPE_FP16 || t->dtype == PTS_DTYPE_BF16)
-    return pts_error_set(err, PTS_INVALID_ARG,
-                         "input '%s': datatype %s can not be given as JSON data; use the binary "
-                         "data extension (parameters.binary_data_size)",
+    return pts_error_set(err, PTS_INVALID_ARG, "input '%s': datatype %s has no JSON form",
                          t->name, pts_dtype_name(t->dtype));
-  struct walk w = {.bigs = bigs, .name = t->name, .dtype = t->dtype, .err = err};
+  struct walk w = {.bigs = bigs, .name = t->name, .field = field, .dtype = t->dtype, .err = err};
   enum pts_status st = count_leaves(data, 1, &w);
   if (st != PTS_OK) return st;
   if (w.count != expected) {
     pts_shape_format(&t->shape, shape, sizeof shape);
     return pts_error_set(err, PTS_INVALID_ARG,
-                         "input '%s': 'data' has %" PRId64 " elements, but shape %s has %" PRId64,
-                         t->name, w.count, shape, expected);
+                         "input '%s': %s has %" PRId64 " elements, but shape %s has %" PRId64,
+                         t->name, field, w.count, shape, expected);
   }
   size_t size = t->dtype == PTS_DTYPE_BYTES ? w.bytes : (size_t)w.count * pts_dtype_size(t->dtype);
   struct pts_buf *buf = pts_buf_new(size);
@@ -488,6 +488,11 @@ static enum pts_status decode_json_data(const json_t *data, int64_t expected,
   t->data = buf->data;
   t->byte_size = size;
   return PTS_OK;
+}
+
+enum pts_status pts_v2_decode_values(const json_t *data, int64_t expected, const char *field,
+                                     struct pts_tensor *t, struct pts_error *err) {
+  return decode_json_data(data, expected, NULL, field, t, err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -674,7 +679,12 @@ static enum pts_status decode_input(const json_t *in, size_t index, struct pts_b
     return decode_shm_params(params, what, bigs, place, err);
   }
   if (bds) return decode_binary(bds, body, offset, count, t, err);
-  return decode_json_data(data, count, bigs, t, err);
+  if (t->dtype == PTS_DTYPE_FP16 || t->dtype == PTS_DTYPE_BF16)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "input '%s': datatype %s can not be given as JSON data; use the binary "
+                         "data extension (parameters.binary_data_size)",
+                         t->name, pts_dtype_name(t->dtype));
+  return decode_json_data(data, count, bigs, "'data'", t, err);
 }
 
 static enum pts_status decode_inputs(const json_t *root, struct pts_buf *body, size_t header_len,
@@ -862,7 +872,7 @@ static enum pts_status parse_request(const char *text, size_t n, struct big_ints
   const size_t flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
   json_error_t je;
   *root = json_loadb(text, n, flags, &je);
-  if (!*root && strncmp(je.text, "too big integer", 15) == 0) {
+  if (!*root && bigs && strncmp(je.text, "too big integer", 15) == 0) {
     /* UINT64 data may legally go up to 2^64-1 (§5); give jansson a text
      * it can hold and keep the values aside. */
     size_t len;
@@ -877,6 +887,13 @@ static enum pts_status parse_request(const char *text, size_t n, struct big_ints
                          je.column, je.text);
   return PTS_OK;
 }
+
+enum pts_status pts_v2_parse_json(const char *text, size_t n, json_t **root,
+                                  struct pts_error *err) {
+  return parse_request(text, n, NULL, root, err);
+}
+
+const char *pts_v2_json_kind(const json_t *v) { return json_kind(v); }
 
 enum pts_status pts_v2_decode_infer(struct pts_buf *body, size_t header_len,
                                     struct pts_infer_request *req, struct pts_error *err) {
@@ -925,7 +942,7 @@ enum pts_status pts_v2_decode_infer_tree(struct pts_buf *body, size_t header_len
       goto done;
     }
   }
-  st = decode_request_params(json_object_get(root, "parameters"), req, err);
+  st = pts_v2_decode_params(json_object_get(root, "parameters"), req, err);
   if (st == PTS_OK) st = decode_inputs(root, body, header_len, &bigs, req, err);
   if (st == PTS_OK) st = decode_outputs(root, &bigs, req, err);
 done:
@@ -949,9 +966,7 @@ static void write_shape(struct pts_jsonw *w, const struct pts_shape *s) {
 
 static enum pts_status refuse_json(const struct pts_tensor *t, const char *why,
                                    struct pts_error *err) {
-  return pts_error_set(err, PTS_INVALID_ARG,
-                       "output '%s' can not be returned as JSON: %s; request it as binary data "
-                       "(output parameter \"binary_data\": true)",
+  return pts_error_set(err, PTS_INVALID_ARG, "output '%s' can not be returned as JSON: %s",
                        t->name, why);
 }
 
@@ -1025,8 +1040,8 @@ static enum pts_status write_fixed_data(struct pts_jsonw *w, const struct pts_te
   return PTS_OK;
 }
 
-static enum pts_status write_json_data(struct pts_jsonw *w, const struct pts_tensor *t,
-                                       struct pts_error *err) {
+enum pts_status pts_v2_write_values(struct pts_jsonw *w, const struct pts_tensor *t,
+                                    bool scalar_if_one, struct pts_error *err) {
   if (t->dtype == PTS_DTYPE_FP16 || t->dtype == PTS_DTYPE_BF16) {
     char why[48];
     snprintf(why, sizeof why, "datatype %s has no JSON form", pts_dtype_name(t->dtype));
@@ -1036,10 +1051,25 @@ static enum pts_status write_json_data(struct pts_jsonw *w, const struct pts_ten
   if (count < 0 || t->dtype == PTS_DTYPE_INVALID)
     return pts_error_set(err, PTS_INTERNAL, "output '%s' has an invalid shape or datatype",
                          t->name);
-  pts_jsonw_raw(w, ",\"data\":[", 9);
+  bool bare = scalar_if_one && count == 1;
+  if (!bare) pts_jsonw_raw(w, "[", 1);
   enum pts_status st = t->dtype == PTS_DTYPE_BYTES ? write_bytes_data(w, t, count, err)
                                                    : write_fixed_data(w, t, count, err);
-  pts_jsonw_raw(w, "]", 1);
+  if (!bare) pts_jsonw_raw(w, "]", 1);
+  return st;
+}
+
+/* An output in the infer reply's JSON: a refusal says how to get it
+ * anyway (binary data, which every datatype and value has). */
+static enum pts_status write_json_data(struct pts_jsonw *w, const struct pts_tensor *t,
+                                       struct pts_error *err) {
+  pts_jsonw_raw(w, ",\"data\":", 8);
+  enum pts_status st = pts_v2_write_values(w, t, false, err);
+  if (st == PTS_INVALID_ARG) {
+    size_t n = strlen(err->msg);
+    snprintf(err->msg + n, sizeof err->msg - n,
+             "; request it as binary data (output parameter \"binary_data\": true)");
+  }
   return st;
 }
 
