@@ -99,6 +99,10 @@ enum {
   OPT_NO_EFFECT,
   OPT_ID,
   OPT_MODEL_CONFIG_NAME,
+  OPT_ALLOW_SAGEMAKER,
+  OPT_SAGEMAKER_PORT,
+  OPT_SAGEMAKER_SAFE_PORT_RANGE,
+  OPT_SAGEMAKER_THREAD_COUNT,
 };
 
 static const struct option long_options[] = {
@@ -200,10 +204,10 @@ static const struct option long_options[] = {
     {"trace-count", required_argument, NULL, OPT_TRACE_COUNT},
     {"trace-log-frequency", required_argument, NULL, OPT_TRACE_LOG_FREQUENCY},
     {"profile-dir", required_argument, NULL, OPT_PROFILE_DIR},
-    {"allow-sagemaker", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"sagemaker-port", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"sagemaker-safe-port-range", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"sagemaker-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"allow-sagemaker", required_argument, NULL, OPT_ALLOW_SAGEMAKER},
+    {"sagemaker-port", required_argument, NULL, OPT_SAGEMAKER_PORT},
+    {"sagemaker-safe-port-range", required_argument, NULL, OPT_SAGEMAKER_SAFE_PORT_RANGE},
+    {"sagemaker-thread-count", required_argument, NULL, OPT_SAGEMAKER_THREAD_COUNT},
     {"allow-vertex-ai", optional_argument, NULL, OPT_UNSUPPORTED},
     {"vertex-ai-port", optional_argument, NULL, OPT_UNSUPPORTED},
     {"vertex-ai-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
@@ -303,6 +307,13 @@ static const char usage_text[] =
     "  --allow-cpu-metrics <bool>   CPU and memory gauges (default true).\n"
     "  --allow-gpu-metrics <bool>   GPU gauges through NVML (default true; none without\n"
     "                               an NVIDIA driver).\n"
+    "  --allow-sagemaker <bool>     Also serve SageMaker's /ping and /invocations (default\n"
+    "                               false; the model and kind from SAGEMAKER_TRITON_*).\n"
+    "  --sagemaker-port <int>       Its port (default 8080), on every address.\n"
+    "  --sagemaker-safe-port-range <lo>-<hi>\n"
+    "                               The ports the other services may use.\n"
+    "  --sagemaker-thread-count <int>\n"
+    "                               Its event loops (default 8).\n"
     "  --allow-client-shm <bool>    Let clients register and use system and CUDA shared\n"
     "                               memory regions (default false, as tritonserver).\n"
     "  --log-verbose <int>          Verbose logging level, 0 = off (default 0).\n"
@@ -720,8 +731,66 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       return 0;
     case OPT_ALLOW_CLIENT_SHM:
       return parse_bool(flag, v, &o->allow_client_shm);
+    case OPT_ALLOW_SAGEMAKER:
+      return parse_bool(flag, v, &o->allow_sagemaker);
+    case OPT_SAGEMAKER_PORT:
+      if (parse_long(flag, v, 0, 65535, &n) != 0) return -1;
+      o->sagemaker_port = (int)n;
+      return 0;
+    case OPT_SAGEMAKER_THREAD_COUNT:
+      if (parse_long(flag, v, 1, 1024, &n) != 0) return -1;
+      o->sagemaker_thread_count = (int)n;
+      return 0;
+    case OPT_SAGEMAKER_SAFE_PORT_RANGE: {
+      /* tritonserver's "<lo>-<hi>" */
+      const char *dash = strchr(v, '-');
+      char lo[8];
+      long hi;
+      if (!dash || dash == v || (size_t)(dash - v) >= sizeof lo)
+        return fail("invalid value '%s' for --%s: expected <first port>-<last port>", v, flag);
+      memcpy(lo, v, (size_t)(dash - v));
+      lo[dash - v] = 0;
+      if (parse_long(flag, lo, 0, 65535, &n) != 0 || parse_long(flag, dash + 1, 0, 65535, &hi) != 0)
+        return -1;
+      if (n > hi) return fail("invalid value '%s' for --%s: the range is empty", v, flag);
+      o->sagemaker_safe_port_lo = (int)n;
+      o->sagemaker_safe_port_hi = (int)hi;
+      return 0;
+    }
   }
   return fail("internal error: unhandled flag --%s", flag);
+}
+
+/* tritonserver's port check, for the SageMaker listener (on every address):
+ * another service on the same address and port is refused, and with
+ * --sagemaker-safe-port-range so is one outside the range. Port 0 (any
+ * free port) is never a collision. */
+static int check_sagemaker_ports(const struct pts_server_options *o) {
+  if (!o->allow_sagemaker) return 0;
+  const struct {
+    const char *what, *address;
+    int port;
+    bool on;
+  } others[] = {
+      {"HTTP", o->http_address, o->http_port, o->allow_http},
+      {"GRPC", o->grpc_address, o->grpc_port, o->allow_grpc},
+      {"metrics", o->metrics_address ? o->metrics_address : o->http_address, o->metrics_port,
+       o->allow_metrics},
+  };
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    if (!others[i].on || strcmp(others[i].address, "0.0.0.0") != 0) continue;
+    int p = others[i].port;
+    if (o->sagemaker_safe_port_lo >= 0 &&
+        (p < o->sagemaker_safe_port_lo || p > o->sagemaker_safe_port_hi))
+      return fail("The server cannot listen to %s requests at port %d, allowed port range is "
+                  "[%d, %d] (--sagemaker-safe-port-range)",
+                  others[i].what, p, o->sagemaker_safe_port_lo, o->sagemaker_safe_port_hi);
+    if (p != 0 && p == o->sagemaker_port)
+      return fail("The server cannot listen to SageMaker requests and %s requests at the same "
+                  "address and port 0.0.0.0:%d",
+                  others[i].what, p);
+  }
+  return 0;
 }
 
 /* tritonserver's flags that ptserve refuses, and why, with what to use
@@ -758,14 +827,14 @@ static const struct {
     {"host-policy", "instances are not bound to NUMA nodes; run ptserve under numactl"},
     {"model-load-gpu-limit", "loads are not limited by GPU memory; cap a model's allocator "
                              "with its MEMORY_FRACTION parameter"},
-    {"allow-sagemaker", "ptserve serves KServe v2 over HTTP and gRPC only"},
-    {"sagemaker-port", "ptserve serves KServe v2 over HTTP and gRPC only"},
-    {"sagemaker-safe-port-range", "ptserve serves KServe v2 over HTTP and gRPC only"},
-    {"sagemaker-thread-count", "ptserve serves KServe v2 over HTTP and gRPC only"},
-    {"allow-vertex-ai", "ptserve serves KServe v2 over HTTP and gRPC only"},
-    {"vertex-ai-port", "ptserve serves KServe v2 over HTTP and gRPC only"},
-    {"vertex-ai-thread-count", "ptserve serves KServe v2 over HTTP and gRPC only"},
-    {"vertex-ai-default-model", "ptserve serves KServe v2 over HTTP and gRPC only"},
+    {"allow-vertex-ai", "ptserve serves KServe v2 over HTTP and gRPC, and SageMaker's "
+                        "frontend; not Vertex AI's"},
+    {"vertex-ai-port", "ptserve serves KServe v2 over HTTP and gRPC, and SageMaker's frontend; "
+                       "not Vertex AI's"},
+    {"vertex-ai-thread-count", "ptserve serves KServe v2 over HTTP and gRPC, and SageMaker's "
+                               "frontend; not Vertex AI's"},
+    {"vertex-ai-default-model", "ptserve serves KServe v2 over HTTP and gRPC, and SageMaker's "
+                                "frontend; not Vertex AI's"},
 };
 
 /* tritonserver's flags that tune parts ptserve does not have: accepted, so
@@ -845,7 +914,7 @@ static int parse_args(int argc, char **argv, struct cli *c) {
   c->opts.model_repositories = c->repos;
   c->opts.n_model_repositories = c->n_repos;
   return check_restricted(c) == 0 && check_trace(c) == 0 && check_cache(c) == 0 &&
-                 check_load_models(c) == 0
+                 check_load_models(c) == 0 && check_sagemaker_ports(&c->opts) == 0
              ? 0
              : 1;
 }

@@ -14,6 +14,7 @@
 #include "core/overload.h"
 #include "frontend/grpc/grpc.h"
 #include "frontend/http/http.h"
+#include "frontend/http/sagemaker.h"
 #include "metrics/metrics.h"
 #include "server/server_impl.h"
 
@@ -82,6 +83,25 @@ enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
     }
     PTS_LOG_INFO("Started HTTPService at %s:%d", s->opts.http_address, pts_http_port(http));
   }
+  /* SageMaker's listener last, as tritonserver starts it. */
+  struct pts_sagemaker sm = {0};
+  struct pts_http *sagemaker = NULL;
+  if (s->opts.allow_sagemaker) {
+    enum pts_status st = pts_sagemaker_from_env(&sm, err);
+    if (st == PTS_OK) st = pts_http_start_sagemaker(s, &s->opts, &sm, &sagemaker, err);
+    if (st != PTS_OK) {
+      pts_sagemaker_clear(&sm);
+      pts_http_stop(http);
+      pts_metrics_stop(metrics);
+      pts_grpc_stop(grpc);
+      return st;
+    }
+    PTS_LOG_INFO("Started Sagemaker HTTPService at 0.0.0.0:%d (model '%s', %s)",
+                 pts_http_port(sagemaker), sm.model,
+                 sm.invoke == PTS_ROUTE_MODEL_INFER      ? "infer"
+                 : sm.invoke == PTS_ROUTE_MODEL_GENERATE ? "generate"
+                                                         : "generate_stream");
+  }
   /* What protects the server from overload (docs/reliability.md). */
   PTS_LOG_INFO("Overload limits: HTTP connections %lu (--http-max-connections), gRPC connections "
                "%lu (--grpc-max-connections), request memory budget %zu bytes "
@@ -117,6 +137,8 @@ enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
                          "Exit timeout expired. Exiting immediately. (%zu requests still in "
                          "flight after --exit-timeout-secs=%u)",
                          left, timeout_s);
+  pts_http_stop(sagemaker);
+  pts_sagemaker_clear(&sm);
   pts_http_stop(http);
   pts_grpc_stop(grpc);
   pts_metrics_stop(metrics);

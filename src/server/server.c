@@ -42,6 +42,9 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->exit_timeout_secs = 30;
   o->exit_drain_secs = 0; /* tritonserver's behaviour: refuse new inference at once */
   o->http_max_header_size = 64u * 1024;
+  o->sagemaker_port = 8080;
+  o->sagemaker_thread_count = 8;
+  o->sagemaker_safe_port_lo = o->sagemaker_safe_port_hi = -1;
   o->http_timeout_secs = 60;
   o->default_max_queue_size = PTS_OVERLOAD_DEFAULT_QUEUE_CAP;
   o->allow_grpc = true;

@@ -112,6 +112,14 @@ struct pts_server_options {
   size_t n_trace_config;
   const char *profile_dir;          /* --profile-dir (ptserve): operator profiles; NULL =
                                        the trace file's directory, else the working one */
+  /* SageMaker's frontend (frontend/http/sagemaker.h): a second HTTP
+   * listener with /ping and /invocations, as tritonserver's; what it
+   * serves comes from the SAGEMAKER_TRITON_* environment. */
+  bool allow_sagemaker;             /* --allow-sagemaker (default false) */
+  int sagemaker_port;               /* --sagemaker-port (default 8080) */
+  int sagemaker_thread_count;       /* --sagemaker-thread-count (default 8) */
+  int sagemaker_safe_port_lo;       /* --sagemaker-safe-port-range <lo>-<hi>: the ports the */
+  int sagemaker_safe_port_hi;       /* other services may use (-1 = unset, default) */
   bool allow_client_shm;            /* --allow-client-shm (default false, as Triton 26.04+):
                                        clients may register and use shared-memory regions */
   size_t response_cache_bytes;      /* --cache-config local,size=<bytes> (default 0: no

@@ -92,7 +92,7 @@ def test_flag_value_not_a_number(ptserve_bin, model_repo):
     ("--model-load-retry-count=1", "load it again with POST /v2/repository/models/<name>/load"),
     ("--model-namespacing=true", "give models unique names"),
     ("--grpc-use-ssl=true", "terminate TLS in a proxy in front of it"),
-    ("--allow-sagemaker=true", "KServe v2 over HTTP and gRPC only")])
+    ("--allow-vertex-ai=true", "not Vertex AI's")])
 def test_unsupported_tritonserver_flag(ptserve_bin, model_repo, flag, why):
     """Refused by name, with the reason and what to use instead."""
     rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("identity"), flag)

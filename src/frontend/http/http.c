@@ -40,6 +40,7 @@
 #include "frontend/http/http_impl.h"
 #include "frontend/http/restrict.h"
 #include "frontend/http/router.h"
+#include "frontend/http/sagemaker.h"
 #include "frontend/http/settings_http.h"
 #include "frontend/http/shm_http.h"
 #include "frontend/http/v2_json.h"
@@ -162,6 +163,10 @@ static enum pts_status read_body(struct pts_http *h, struct conn *cn, struct pts
  * tritonclient reads only the status. */
 static void handle_health(struct pts_http *h, struct conn *cn, bool ready) {
   bool ok = ready ? pts_server_is_ready(h->server) : pts_server_is_live(h->server);
+  if (h->sm) { /* SageMaker's /ping: the status alone, as tritonserver */
+    send_empty(cn, ok ? 200 : 400);
+    return;
+  }
   static const char *const bodies[2][2] = {{"{\"live\":false}", "{\"live\":true}"},
                                            {"{\"ready\":false}", "{\"ready\":true}"}};
   const char *body = bodies[ready][ok];
@@ -474,7 +479,13 @@ static void send_infer_reply(struct infer_ctx *c) {
     send_error(c->cn, &err);
     return;
   }
-  if (r.binary) {
+  if (r.binary && c->loop->h->sm) {
+    /* SageMaker passes no custom header: the size rides in the type. */
+    char type[sizeof PTS_SAGEMAKER_BINARY_MIME + PTS_FMT_INT_MAX];
+    memcpy(type, PTS_SAGEMAKER_BINARY_MIME, sizeof PTS_SAGEMAKER_BINARY_MIME - 1);
+    pts_fmt_u64(type + sizeof PTS_SAGEMAKER_BINARY_MIME - 1, r.json_len);
+    pts_conn_add_header(c->cn, "Content-Type", type);
+  } else if (r.binary) {
     char num[PTS_FMT_INT_MAX];
     pts_fmt_u64(num, r.json_len);
     pts_conn_add_header(c->cn, "Content-Type", "application/octet-stream");
@@ -615,6 +626,7 @@ struct infer_headers {
   const char *encoding;      /* Content-Encoding */
   const char *header_length; /* Inference-Header-Content-Length */
   const char *accept;        /* Accept-Encoding */
+  const char *type;          /* Content-Type (read on SageMaker's listener) */
 };
 
 /* Finds them in one pass over the request's headers, the first of each
@@ -635,6 +647,9 @@ static void infer_headers(struct conn *cn, struct infer_headers *out) {
         break;
       case 15:
         slot = &out->accept, name = "Accept-Encoding";
+        break;
+      case 12:
+        slot = &out->type, name = "Content-Type";
         break;
       default:
         continue;
@@ -745,9 +760,12 @@ static void handle_infer(struct loop *lp, struct conn *cn, struct pts_http_route
   pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_START, ireq->receive_ns);
   struct infer_headers hd;
   infer_headers(cn, &hd);
-  enum pts_status decoded = r->kind == PTS_ROUTE_MODEL_INFER
-                                ? decode_request(h, cn, &hd, ireq, &err)
-                                : decode_generate(h, cn, &hd, ireq, &err);
+  enum pts_status decoded = PTS_OK;
+  if (h->sm) /* the JSON header's size is in the Content-Type, if anywhere */
+    decoded = pts_sagemaker_header_length(hd.type, &hd.header_length, &err);
+  if (decoded == PTS_OK)
+    decoded = r->kind == PTS_ROUTE_MODEL_INFER ? decode_request(h, cn, &hd, ireq, &err)
+                                               : decode_generate(h, cn, &hd, ireq, &err);
   pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_END, pts_now_ns());
   if (decoded != PTS_OK) {
     pts_infer_request_free(ireq);
@@ -980,12 +998,16 @@ static void on_request(struct conn *cn) {
   const char *path = pts_conn_path(cn);
   struct pts_http_route r;
   struct pts_error err;
-  if (pts_http_route_parse(path, &r, &err) != PTS_OK) {
+  enum pts_status routed = h->sm ? pts_sagemaker_route(h->sm, path, &r, &err)
+                                 : pts_http_route_parse(path, &r, &err);
+  if (routed != PTS_OK) {
     pts_overload_release(carried);
     send_error(cn, &err);
     return;
   }
-  if (r.kind == PTS_ROUTE_NOT_FOUND) {
+  if (r.kind == PTS_ROUTE_NOT_FOUND && h->sm) {
+    send_empty(cn, 400); /* tritonserver's answer to any other SageMaker path */
+  } else if (r.kind == PTS_ROUTE_NOT_FOUND) {
     send_error_msg(cn, PTS_NOT_FOUND, "Not Found");
   } else if (refuse_restricted(h, cn, path) || refuse_bad_names(cn, &r)) {
     /* answered */
@@ -1109,8 +1131,20 @@ static unsigned long max_connections(const struct pts_server_options *o) {
   return pts_overload_default_connections(nofile, o->allow_grpc ? 75 : 100);
 }
 
-enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_options *o,
-                               struct pts_http **out, struct pts_error *err) {
+/* The listener's own settings; the rest of `o` (limits) is shared by
+ * both listeners. */
+struct listener {
+  const char *what, *flag, *address;
+  int port, threads;
+  bool reuse_port;
+  const char *const *restricted;
+  size_t n_restricted;
+  const struct pts_sagemaker *sm;
+};
+
+static enum pts_status start(struct pts_server *s, const struct pts_server_options *o,
+                             const struct listener *l, struct pts_http **out,
+                             struct pts_error *err) {
   /* Bases must be created lock-aware so instance threads may event_active;
    * libevent's log lines go through ours. */
   pts_libevent_init();
@@ -1126,7 +1160,8 @@ enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_opt
   uint64_t parser_max = (uint64_t)h->max_header + 4096;
   if (parser_max > 80u * 1024)
     http_parser_set_max_header_size(parser_max > UINT32_MAX ? UINT32_MAX : (uint32_t)parser_max);
-  h->n_loops = o->http_thread_count > 0 ? (size_t)o->http_thread_count : 1;
+  h->n_loops = l->threads > 0 ? (size_t)l->threads : 1;
+  h->sm = l->sm;
   atomic_init(&h->refs, 1);
   atomic_init(&h->stopping, false);
   pthread_mutex_init(&h->mu, NULL);
@@ -1137,14 +1172,13 @@ enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_opt
     return pts_error_set(err, PTS_NOMEM, "out of memory starting the HTTP frontend");
   }
   evutil_socket_t fd = -1;
-  enum pts_status st = pts_http_restrictions_parse(o->http_restricted_api,
-                                                   o->n_http_restricted_api, &h->restrictions, err);
+  enum pts_status st =
+      pts_http_restrictions_parse(l->restricted, l->n_restricted, &h->restrictions, err);
   if (st != PTS_OK) {
     hub_release(h);
     return st;
   }
-  st = pts_listen_open("HTTP", "--http-address", o->http_address, o->http_port, o->reuse_http_port, &fd,
-                       &h->port, err);
+  st = pts_listen_open(l->what, l->flag, l->address, l->port, l->reuse_port, &fd, &h->port, err);
   for (size_t i = 0; st == PTS_OK && i < h->n_loops; i++) st = loop_init(&h->loops[i], h, fd, err);
   if (fd >= 0) close(fd); /* each loop listens on its own duplicate */
   for (size_t i = 0; st == PTS_OK && i < h->n_loops; i++) {
@@ -1160,6 +1194,33 @@ enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_opt
   }
   *out = h;
   return PTS_OK;
+}
+
+enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_options *o,
+                               struct pts_http **out, struct pts_error *err) {
+  struct listener l = {.what = "HTTP",
+                       .flag = "--http-address",
+                       .address = o->http_address,
+                       .port = o->http_port,
+                       .threads = o->http_thread_count,
+                       .reuse_port = o->reuse_http_port,
+                       .restricted = o->http_restricted_api,
+                       .n_restricted = o->n_http_restricted_api};
+  return start(s, o, &l, out, err);
+}
+
+enum pts_status pts_http_start_sagemaker(struct pts_server *s, const struct pts_server_options *o,
+                                         const struct pts_sagemaker *sm, struct pts_http **out,
+                                         struct pts_error *err) {
+  /* Triton's SageMaker service listens on every address, takes no
+   * --http-restricted-api, and shares no port. */
+  struct listener l = {.what = "SageMaker",
+                       .flag = "--sagemaker-port",
+                       .address = "0.0.0.0",
+                       .port = o->sagemaker_port,
+                       .threads = o->sagemaker_thread_count,
+                       .sm = sm};
+  return start(s, o, &l, out, err);
 }
 
 int pts_http_port(const struct pts_http *h) { return h ? h->port : -1; }
