@@ -103,6 +103,8 @@ enum {
   OPT_SAGEMAKER_PORT,
   OPT_SAGEMAKER_SAFE_PORT_RANGE,
   OPT_SAGEMAKER_THREAD_COUNT,
+  OPT_DISABLE_AUTO_COMPLETE_CONFIG,
+  OPT_STRICT_MODEL_CONFIG,
 };
 
 static const struct option long_options[] = {
@@ -143,8 +145,8 @@ static const struct option long_options[] = {
     {"load-model", required_argument, NULL, OPT_LOAD_MODEL},
     {"repository-poll-secs", required_argument, NULL, OPT_REPOSITORY_POLL_SECS},
     {"model-config-name", required_argument, NULL, OPT_MODEL_CONFIG_NAME},
-    {"disable-auto-complete-config", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"strict-model-config", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"disable-auto-complete-config", no_argument, NULL, OPT_DISABLE_AUTO_COMPLETE_CONFIG},
+    {"strict-model-config", required_argument, NULL, OPT_STRICT_MODEL_CONFIG},
     {"model-load-thread-count", required_argument, NULL, OPT_MODEL_LOAD_THREAD_COUNT},
     {"model-load-retry-count", optional_argument, NULL, OPT_UNSUPPORTED},
     {"model-namespacing", optional_argument, NULL, OPT_UNSUPPORTED},
@@ -307,6 +309,11 @@ static const char usage_text[] =
     "  --allow-cpu-metrics <bool>   CPU and memory gauges (default true).\n"
     "  --allow-gpu-metrics <bool>   GPU gauges through NVML (default true; none without\n"
     "                               an NVIDIA driver).\n"
+    "  --disable-auto-complete-config\n"
+    "                               Every model needs its config file, and inputs and\n"
+    "                               outputs are not filled in from an AOTInductor\n"
+    "                               package (--strict-model-config=true: the same,\n"
+    "                               deprecated).\n"
     "  --allow-sagemaker <bool>     Also serve SageMaker's /ping and /invocations (default\n"
     "                               false; the model and kind from SAGEMAKER_TRITON_*).\n"
     "  --sagemaker-port <int>       Its port (default 8080), on every address.\n"
@@ -371,6 +378,10 @@ struct cli {
   size_t n_load_models;
   const char *no_effect[16]; /* accepted tritonserver flags without effect (static names) */
   size_t n_no_effect;
+  /* --disable-auto-complete-config, and the deprecated --strict-model-config
+   * it overrides (tritonserver's rule, check_autofill) */
+  bool no_autofill;
+  bool strict_given, strict;
 };
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -731,6 +742,16 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       return 0;
     case OPT_ALLOW_CLIENT_SHM:
       return parse_bool(flag, v, &o->allow_client_shm);
+    case OPT_DISABLE_AUTO_COMPLETE_CONFIG:
+      c->no_autofill = true;
+      return 0;
+    case OPT_STRICT_MODEL_CONFIG:
+      /* tritonserver's warning, word for word */
+      fputs("Warning: '--strict-model-config' has been deprecated! Please use "
+            "'--disable-auto-complete-config' instead.\n",
+            stderr);
+      c->strict_given = true;
+      return parse_bool(flag, v, &c->strict);
     case OPT_ALLOW_SAGEMAKER:
       return parse_bool(flag, v, &o->allow_sagemaker);
     case OPT_SAGEMAKER_PORT:
@@ -759,6 +780,16 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
     }
   }
   return fail("internal error: unhandled flag --%s", flag);
+}
+
+/* Whether configs are auto-completed: --disable-auto-complete-config wins
+ * over --strict-model-config=false, with tritonserver's warning. */
+static void check_autofill(struct cli *c) {
+  if (c->no_autofill && c->strict_given && !c->strict)
+    fputs("Warning: Overriding deprecated '--strict-model-config' from False to True in favor "
+          "of '--disable-auto-complete-config'!\n",
+          stderr);
+  pts_model_config_set_autofill(!(c->no_autofill || (c->strict_given && c->strict)));
 }
 
 /* tritonserver's port check, for the SageMaker listener (on every address):
@@ -798,10 +829,6 @@ static int check_sagemaker_ports(const struct pts_server_options *o) {
 static const struct {
   const char *flag, *why;
 } REFUSED[] = {
-    {"disable-auto-complete-config", "ptserve always completes a config from the model file "
-                                     "where fields are missing (docs/configuration.md)"},
-    {"strict-model-config", "ptserve always completes a config from the model file where "
-                            "fields are missing (docs/configuration.md)"},
     {"model-load-retry-count", "a failed load is not retried; load it again with POST "
                                "/v2/repository/models/<name>/load"},
     {"model-namespacing", "model names are one namespace across repositories; give models "
@@ -913,6 +940,7 @@ static int parse_args(int argc, char **argv, struct cli *c) {
   }
   c->opts.model_repositories = c->repos;
   c->opts.n_model_repositories = c->n_repos;
+  check_autofill(c);
   return check_restricted(c) == 0 && check_trace(c) == 0 && check_cache(c) == 0 &&
                  check_load_models(c) == 0 && check_sagemaker_ports(&c->opts) == 0
              ? 0

@@ -70,6 +70,11 @@ static char *last_component(const char *dir) {
 }
 
 static const char *custom_name; /* --model-config-name; set before any load */
+static bool autofill = true;    /* --disable-auto-complete-config; set before any load */
+
+void pts_model_config_set_autofill(bool on) { autofill = on; }
+
+bool pts_model_config_autofill(void) { return autofill; }
 
 void pts_model_config_set_custom_name(const char *name) {
   custom_name = name && name[0] ? name : NULL;
@@ -123,6 +128,11 @@ enum pts_status pts_model_config_load(const char *model_dir, const char *model_n
   char *text;
   size_t len;
   enum pts_status s = read_config_file(path, shown, &text, &len, err);
+  if (!s && !text && !autofill)
+    s = pts_error_set(err, PTS_INVALID_ARG,
+                      "failed to open text file for read %s: No such file or directory (with "
+                      "--disable-auto-complete-config every model needs its config file)",
+                      shown);
   Inference__ModelConfig *cfg = NULL;
   if (!s) s = pts_model_config_parse(text, len, shown, &cfg, err);
   pts_free(text);

@@ -340,6 +340,49 @@ def test_auto_complete_from_the_package(serve, packages, tmp_path):
     np.testing.assert_allclose(got["RESULT[stats][1]"], want["stats"][1].numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("flags", [("--disable-auto-complete-config",),
+                                   ("--strict-model-config=true",),
+                                   ("--strict-model-config=false",
+                                    "--disable-auto-complete-config")])
+def test_auto_complete_disabled(serve, packages, tmp_path, flags):
+    """tritonserver's --disable-auto-complete-config (and the deprecated
+    --strict-model-config=true, which it overrides when false): the
+    package's inputs and outputs are not filled in, and a model without a
+    config file fails, each in its own words; a model whose config lists
+    them still serves, with the core's defaults (platform from model.pt2)."""
+    repo = tmp_path / "repo"
+    (repo / "auto" / "1").mkdir(parents=True)
+    shutil.copyfile(os.path.join(packages, "dict_out.pt2"), str(repo / "auto" / "1" / "model.pt2"))
+    (repo / "auto" / "config.pbtxt").write_text("max_batch_size: 8\n")
+    (repo / "no_config" / "1").mkdir(parents=True)
+    shutil.copyfile(os.path.join(packages, "dict_out.pt2"),
+                    str(repo / "no_config" / "1" / "model.pt2"))
+    module = gen.build("dict_out")[0]
+    n_in, n_out = module.lin.in_features, module.lin.out_features
+    (repo / "listed" / "1").mkdir(parents=True)
+    shutil.copyfile(os.path.join(packages, "dict_out.pt2"),
+                    str(repo / "listed" / "1" / "model.pt2"))
+    (repo / "listed" / "config.pbtxt").write_text(
+        "max_batch_size: 8\n" + tensors("input", [("ARGS[0]", "TYPE_FP32", [n_in])]) + "\n" +
+        tensors("output", [("RESULT[logits]", "TYPE_FP32", [n_out])]) + "\n")
+    server = serve(str(repo), "--exit-on-error=false", *flags, expect_ready=False)
+    reasons = {name: m.get("reason", "") for name, m in index(server).items()}
+    assert "auto-complete is disabled (--disable-auto-complete-config)" in reasons["auto"], reasons
+    assert ("failed to open text file for read no_config/config.pbtxt: No such file or directory"
+            in reasons["no_config"]), reasons
+    x = rand(2, n_in, seed=4)
+    status, got = infer(server, "listed", [("ARGS[0]", x)], ["RESULT[logits]"])
+    assert status == 200, got
+    np.testing.assert_allclose(got["RESULT[logits]"],
+                               eager("dict_out", torch.from_numpy(x))["logits"].numpy(),
+                               rtol=1e-5, atol=1e-6)
+    if "--strict-model-config=false" in flags:
+        assert ("Overriding deprecated '--strict-model-config' from False to True in favor of "
+                "'--disable-auto-complete-config'!") in server.log()
+    if any(f.startswith("--strict-model-config") for f in flags):
+        assert "Warning: '--strict-model-config' has been deprecated!" in server.log()
+
+
 def test_input_checks_refuse_shapes_the_package_can_not_take(serve, packages, tmp_path):
     # A package without the "ptserve.io" record and a config more permissive
     # than the package (-1 where it has 2): nothing can check at load, so the

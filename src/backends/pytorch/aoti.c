@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/model_config.h"
 #include "core/alloc.h"
 
 static const char *const device_names[] = {"cpu", "cuda", "mps"};
@@ -255,17 +256,23 @@ enum pts_status pts_aoti_complete(Inference__ModelConfig *cfg, const struct pts_
                                   const struct pts_aoti_io *io, struct pts_error *err) {
   bool need_in = cfg->n_input == 0, need_out = cfg->n_output == 0;
   if (!need_in && !need_out) return PTS_OK;
-  if (!io) {
+  if (!io || !pts_model_config_autofill()) {
     char in[200], out[200];
     pts_callspec_list(cs, PTS_CALLSPEC_INPUTS, in, sizeof in);
     pts_callspec_list(cs, PTS_CALLSPEC_OUTPUTS, out, sizeof out);
+    const char *what = need_in ? (need_out ? "inputs or outputs" : "inputs") : "outputs";
+    if (!pts_model_config_autofill())
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "the configuration lists no %s, and auto-complete is disabled "
+                           "(--disable-auto-complete-config); list them in config.pbtxt: "
+                           "inputs %s; outputs %s",
+                           what, in, out);
     return pts_error_set(err, PTS_INVALID_ARG,
                          "the configuration lists no %s, and the package does not record their "
                          "data types and shapes (metadata '%s', written by "
                          "examples/export_aoti.py); list them in config.pbtxt: inputs %s; "
                          "outputs %s",
-                         need_in ? (need_out ? "inputs or outputs" : "inputs") : "outputs",
-                         PTS_AOTI_IO_KEY, in, out);
+                         what, PTS_AOTI_IO_KEY, in, out);
   }
   /* Built in place: on an error the partly filled lists stay in cfg, which
    * the caller frees with the model. */
