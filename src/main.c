@@ -105,6 +105,7 @@ enum {
   OPT_SAGEMAKER_THREAD_COUNT,
   OPT_DISABLE_AUTO_COMPLETE_CONFIG,
   OPT_STRICT_MODEL_CONFIG,
+  OPT_MODEL_LOAD_RETRY_COUNT,
 };
 
 static const struct option long_options[] = {
@@ -148,7 +149,7 @@ static const struct option long_options[] = {
     {"disable-auto-complete-config", no_argument, NULL, OPT_DISABLE_AUTO_COMPLETE_CONFIG},
     {"strict-model-config", required_argument, NULL, OPT_STRICT_MODEL_CONFIG},
     {"model-load-thread-count", required_argument, NULL, OPT_MODEL_LOAD_THREAD_COUNT},
-    {"model-load-retry-count", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"model-load-retry-count", required_argument, NULL, OPT_MODEL_LOAD_RETRY_COUNT},
     {"model-namespacing", optional_argument, NULL, OPT_UNSUPPORTED},
     {"enable-peer-access", required_argument, NULL, OPT_NO_EFFECT},
     {"reuse-http-port", required_argument, NULL, OPT_REUSE_HTTP_PORT},
@@ -309,6 +310,8 @@ static const char usage_text[] =
     "  --allow-cpu-metrics <bool>   CPU and memory gauges (default true).\n"
     "  --allow-gpu-metrics <bool>   GPU gauges through NVML (default true; none without\n"
     "                               an NVIDIA driver).\n"
+    "  --model-load-retry-count <n> Load a model again, at once, up to n times after a\n"
+    "                               failed load (default 0).\n"
     "  --disable-auto-complete-config\n"
     "                               Every model needs its config file, and inputs and\n"
     "                               outputs are not filled in from an AOTInductor\n"
@@ -742,6 +745,10 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       return 0;
     case OPT_ALLOW_CLIENT_SHM:
       return parse_bool(flag, v, &o->allow_client_shm);
+    case OPT_MODEL_LOAD_RETRY_COUNT:
+      if (parse_long(flag, v, 0, 1000, &n) != 0) return -1;
+      o->model_load_retry_count = (unsigned)n;
+      return 0;
     case OPT_DISABLE_AUTO_COMPLETE_CONFIG:
       c->no_autofill = true;
       return 0;
@@ -829,8 +836,6 @@ static int check_sagemaker_ports(const struct pts_server_options *o) {
 static const struct {
   const char *flag, *why;
 } REFUSED[] = {
-    {"model-load-retry-count", "a failed load is not retried; load it again with POST "
-                               "/v2/repository/models/<name>/load"},
     {"model-namespacing", "model names are one namespace across repositories; give models "
                           "unique names"},
     {"http-header-forward-pattern", "request headers are not forwarded to models"},

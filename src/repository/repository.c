@@ -46,7 +46,29 @@ struct pts_repository {
   struct entry **entries; /* sorted by name */
   size_t n, cap;
   struct pts_model_ensemble ensemble; /* set once, before any load */
+  unsigned load_retries;              /* --model-load-retry-count; set before any load */
 };
+
+void pts_repository_set_load_retries(struct pts_repository *r, unsigned n) {
+  r->load_retries = n;
+}
+
+/* Starts one version, again at once after a failure, up to
+ * r->load_retries times (tritonserver retries the same way); each failed
+ * attempt that is retried is a warning with its reason. */
+static enum pts_status start_version(struct pts_repository *r, struct pts_model *m,
+                                     const char *dir, struct pts_override_dir *override,
+                                     struct pts_error *err) {
+  for (unsigned attempt = 0;; attempt++) {
+    enum pts_status st = pts_model_start(m, dir, override, &r->ensemble, err);
+    if (st == PTS_OK || attempt >= r->load_retries) return st;
+    PTS_LOG_WARN("failed to load '%s' version %lld (attempt %u of %u, --model-load-retry-count): "
+                 "%s; trying again",
+                 pts_model_name(m), (long long)pts_model_version(m), attempt + 1,
+                 r->load_retries + 1, err->msg);
+    pts_error_clear(err);
+  }
+}
 
 /* ------------------------------------------------------------ the table */
 
@@ -774,7 +796,7 @@ static enum pts_status load_locked(struct pts_repository *r, struct entry *e,
       pts_model_fail(m, &verr);
     } else if (pts_model_state(m) == PTS_MODEL_UNAVAILABLE) {
       failed = m; /* its config could not be read again */
-    } else if (pts_model_start(m, src.dir, src.override, &r->ensemble, &verr) != PTS_OK) {
+    } else if (start_version(r, m, src.dir, src.override, &verr) != PTS_OK) {
       if (verr.code == PTS_OK) verr.code = PTS_INTERNAL;
       pts_model_fail(m, &verr);
       failed = m;

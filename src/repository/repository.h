@@ -40,6 +40,12 @@ struct pts_repository;
 enum pts_status pts_repository_create(const char *const *paths, size_t n_paths,
                                       struct pts_repository **out, struct pts_error *err);
 
+/* --model-load-retry-count: a version whose load fails is loaded again, at
+ * once, up to `n` more times before the load counts as failed (tritonserver's
+ * ModelLifeCycle does the same). 0 (default): no retry. Set before the
+ * first load. */
+void pts_repository_set_load_retries(struct pts_repository *r, unsigned n);
+
 /* Unloads every version (each scheduler finishes what is queued first) and
  * frees the table. No load or unload may be running. NULL-safe. */
 void pts_repository_destroy(struct pts_repository *r);

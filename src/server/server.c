@@ -305,6 +305,7 @@ enum pts_status pts_server_create(const struct pts_server_options *o, struct pts
   if (st == PTS_OK) {
     s->ensemble.repo = s->repo;
     pts_repository_set_ensemble(s->repo, &pts_ensemble_backend, &s->ensemble);
+    pts_repository_set_load_retries(s->repo, o->model_load_retry_count);
   }
   size_t failed = 0;
   if (st == PTS_OK) st = pts_control_start(s, o, &failed, err);

@@ -45,6 +45,8 @@ struct pts_server_options {
   size_t n_load_models;
   unsigned repository_poll_secs;    /* --repository-poll-secs (default 15; 0 = no polling) */
   int model_load_thread_count;      /* --model-load-thread-count (default 4) */
+  unsigned model_load_retry_count;  /* --model-load-retry-count (default 0): loads again at
+                                       once after a failed load, as tritonserver */
   bool strict_readiness;            /* --strict-readiness (default true) */
   bool exit_on_error;               /* --exit-on-error (default true) */
   bool allow_http;                  /* --allow-http (default true) */

@@ -89,7 +89,6 @@ def test_flag_value_not_a_number(ptserve_bin, model_repo):
 
 
 @pytest.mark.parametrize("flag,why", [
-    ("--model-load-retry-count=1", "load it again with POST /v2/repository/models/<name>/load"),
     ("--model-namespacing=true", "give models unique names"),
     ("--grpc-use-ssl=true", "terminate TLS in a proxy in front of it"),
     ("--allow-vertex-ai=true", "not Vertex AI's")])
@@ -99,6 +98,43 @@ def test_unsupported_tritonserver_flag(ptserve_bin, model_repo, flag, why):
     assert rc != 0, out
     assert flag.split("=")[0] + " is a tritonserver flag that ptserve does not support: " in out
     assert why in out, out
+
+
+# The identity backend's test hook fails the first two loads of the version.
+FLAKY = """name: "flaky"
+backend: "identity"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+parameters { key: "fail_load_attempts" value: { string_value: "2" } }
+"""
+
+
+@pytest.mark.parametrize("retries", [0, 1, 2, 5])
+def test_model_load_retry_count(start_server, tmp_path, retries):
+    """--model-load-retry-count (tritonserver's meaning): a failed load is
+    tried again at once, up to that many times. Two failures need two
+    retries; each retried failure is a warning with its reason, and the
+    reason of the last one stays in the index when all of them fail."""
+    repo = tmp_path / "repo"
+    (repo / "flaky" / "1").mkdir(parents=True)
+    (repo / "flaky" / "config.pbtxt").write_text(FLAKY)
+    s = start_server(repo, "--model-load-retry-count=%d" % retries, "--exit-on-error=false",
+                     expect_ready=False)
+    log = s.log()
+    assert log.count("--model-load-retry-count): ") == min(retries, 2), log
+    ready = requests.get(s.url + "/v2/models/flaky/ready", timeout=TIMEOUT).status_code == 200
+    assert ready == (retries >= 2), log
+    if ready:
+        r = requests.post(s.url + "/v2/models/flaky/infer", data=json.dumps({"inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}]}),
+            timeout=TIMEOUT)
+        assert r.status_code == 200 and r.json()["outputs"][0]["data"] == [1, 2, 3, 4], r.text
+    else:
+        index = requests.post(s.url + "/v2/repository/index", timeout=TIMEOUT).json()
+        reason = [m for m in index if m["name"] == "flaky"][0]["reason"]
+        assert "load attempt %d fails" % (retries + 1) in reason, index
+    stop_cleanly(s)
 
 
 def test_tritonserver_flags_without_effect_and_id(start_server, model_repo):

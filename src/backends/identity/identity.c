@@ -10,6 +10,8 @@
  * model_load wait until that file exists (so a test can watch a model in
  * LOADING, or several loading at once, without timing anything);
  * fail_load_versions ("2,3") makes those versions fail to load;
+ * fail_load_attempts ("2") makes the first two loads of each version in
+ * this process fail (so --model-load-retry-count has something to retry);
  * pipelined ("true") makes instances pipelined (backend.h execute_begin:
  * begin wires the outputs, end sleeps the delay, as a device would take
  * its time), so the scheduler's pipeline runs in the real server.
@@ -18,6 +20,8 @@
  * may run concurrently.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -101,11 +105,44 @@ static enum pts_status check_fail_versions(const struct pts_backend_model_desc *
   return PTS_OK;
 }
 
+/* parameters.fail_load_attempts: how many loads of each version have
+ * failed so far, per process. Loads run on several threads at once. */
+static pthread_mutex_t attempts_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  char key[160]; /* "<model>:<version>" */
+  long failed;
+} attempts[32];
+
+static enum pts_status check_fail_attempts(const struct pts_backend_model_desc *desc,
+                                           struct pts_error *err) {
+  long want = 0;
+  enum pts_status st =
+      pts_model_config_param_int(desc->config, "fail_load_attempts", 0, &want, err);
+  if (st != PTS_OK || want <= 0) return st;
+  char key[sizeof attempts[0].key];
+  snprintf(key, sizeof key, "%s:%lld", desc->name, (long long)desc->version);
+  long failed = -1;
+  pthread_mutex_lock(&attempts_mu);
+  for (size_t i = 0; i < sizeof attempts / sizeof attempts[0] && failed < 0; i++) {
+    if (attempts[i].key[0] && strcmp(attempts[i].key, key) != 0) continue;
+    if (!attempts[i].key[0]) snprintf(attempts[i].key, sizeof attempts[i].key, "%s", key);
+    failed = attempts[i].failed < want ? attempts[i].failed++ : want;
+  }
+  pthread_mutex_unlock(&attempts_mu);
+  if (failed >= 0 && failed < want)
+    return pts_error_set(err, PTS_UNAVAILABLE,
+                         "identity backend: model '%s' version %lld: load attempt %ld fails, as "
+                         "parameters.fail_load_attempts (%ld) asks",
+                         desc->name, (long long)desc->version, failed + 1, want);
+  return PTS_OK;
+}
+
 static enum pts_status identity_model_load(const struct pts_backend_model_desc *desc,
                                            void **model_state, struct pts_error *err) {
   enum pts_status st = check_pairs(desc->name, desc->config, err);
   if (st == PTS_OK) st = wait_for_gate(desc, err);
   if (st == PTS_OK) st = check_fail_versions(desc, err);
+  if (st == PTS_OK) st = check_fail_attempts(desc, err);
   if (st != PTS_OK) return st;
   long delay_ms = 0;
   st = pts_model_config_param_int(desc->config, "execute_delay_ms", 0, &delay_ms, err);
