@@ -106,6 +106,10 @@ enum {
   OPT_DISABLE_AUTO_COMPLETE_CONFIG,
   OPT_STRICT_MODEL_CONFIG,
   OPT_MODEL_LOAD_RETRY_COUNT,
+  OPT_ALLOW_VERTEX_AI,
+  OPT_VERTEX_AI_PORT,
+  OPT_VERTEX_AI_THREAD_COUNT,
+  OPT_VERTEX_AI_DEFAULT_MODEL,
 };
 
 static const struct option long_options[] = {
@@ -211,10 +215,10 @@ static const struct option long_options[] = {
     {"sagemaker-port", required_argument, NULL, OPT_SAGEMAKER_PORT},
     {"sagemaker-safe-port-range", required_argument, NULL, OPT_SAGEMAKER_SAFE_PORT_RANGE},
     {"sagemaker-thread-count", required_argument, NULL, OPT_SAGEMAKER_THREAD_COUNT},
-    {"allow-vertex-ai", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"vertex-ai-port", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"vertex-ai-thread-count", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"vertex-ai-default-model", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"allow-vertex-ai", required_argument, NULL, OPT_ALLOW_VERTEX_AI},
+    {"vertex-ai-port", required_argument, NULL, OPT_VERTEX_AI_PORT},
+    {"vertex-ai-thread-count", required_argument, NULL, OPT_VERTEX_AI_THREAD_COUNT},
+    {"vertex-ai-default-model", required_argument, NULL, OPT_VERTEX_AI_DEFAULT_MODEL},
     {"id", required_argument, NULL, OPT_ID},
     {NULL, 0, NULL, 0},
 };
@@ -324,6 +328,14 @@ static const char usage_text[] =
     "                               The ports the other services may use.\n"
     "  --sagemaker-thread-count <int>\n"
     "                               Its event loops (default 8).\n"
+    "  --allow-vertex-ai <bool>     Also serve Vertex AI's $AIP_HEALTH_ROUTE and\n"
+    "                               $AIP_PREDICT_ROUTE (default false; true, with HTTP\n"
+    "                               and gRPC off, when AIP_MODE=PREDICTION).\n"
+    "  --vertex-ai-port <int>       Its port (default $AIP_HTTP_PORT, else 8080).\n"
+    "  --vertex-ai-thread-count <int>\n"
+    "                               Its event loops (default 8).\n"
+    "  --vertex-ai-default-model <name>\n"
+    "                               The model it runs (default: the repository's one).\n"
     "  --allow-client-shm <bool>    Let clients register and use system and CUDA shared\n"
     "                               memory regions (default false, as tritonserver).\n"
     "  --log-verbose <int>          Verbose logging level, 0 = off (default 0).\n"
@@ -745,6 +757,20 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       return 0;
     case OPT_ALLOW_CLIENT_SHM:
       return parse_bool(flag, v, &o->allow_client_shm);
+    case OPT_ALLOW_VERTEX_AI:
+      return parse_bool(flag, v, &o->allow_vertex_ai);
+    case OPT_VERTEX_AI_PORT:
+      if (parse_long(flag, v, 0, 65535, &n) != 0) return -1;
+      o->vertex_ai_port = (int)n;
+      return 0;
+    case OPT_VERTEX_AI_THREAD_COUNT:
+      if (parse_long(flag, v, 1, 1024, &n) != 0) return -1;
+      o->vertex_ai_thread_count = (int)n;
+      return 0;
+    case OPT_VERTEX_AI_DEFAULT_MODEL:
+      if (!*v) return fail("--vertex-ai-default-model needs a model name, got an empty value");
+      o->vertex_ai_default_model = v;
+      return 0;
     case OPT_MODEL_LOAD_RETRY_COUNT:
       if (parse_long(flag, v, 0, 1000, &n) != 0) return -1;
       o->model_load_retry_count = (unsigned)n;
@@ -799,35 +825,62 @@ static void check_autofill(struct cli *c) {
   pts_model_config_set_autofill(!(c->no_autofill || (c->strict_given && c->strict)));
 }
 
-/* tritonserver's port check, for the SageMaker listener (on every address):
- * another service on the same address and port is refused, and with
- * --sagemaker-safe-port-range so is one outside the range. Port 0 (any
- * free port) is never a collision. */
-static int check_sagemaker_ports(const struct pts_server_options *o) {
-  if (!o->allow_sagemaker) return 0;
+/* tritonserver's port check (CheckPortCollision): two services on the
+ * same address and port are refused, and with --sagemaker-safe-port-range
+ * so is any other service outside the range. The cloud listeners are on
+ * every address (0.0.0.0). Port 0 (any free port) is never a collision. */
+static int check_ports(const struct pts_server_options *o) {
   const struct {
     const char *what, *address;
     int port;
-    bool on;
-  } others[] = {
-      {"HTTP", o->http_address, o->http_port, o->allow_http},
-      {"GRPC", o->grpc_address, o->grpc_port, o->allow_grpc},
+    bool on, ranged;
+  } sv[] = {
+      {"HTTP", o->http_address, o->http_port, o->allow_http, false},
+      {"GRPC", o->grpc_address, o->grpc_port, o->allow_grpc, false},
       {"metrics", o->metrics_address ? o->metrics_address : o->http_address, o->metrics_port,
-       o->allow_metrics},
+       o->allow_metrics, false},
+      {"SageMaker", "0.0.0.0", o->sagemaker_port, o->allow_sagemaker,
+       o->sagemaker_safe_port_lo >= 0},
+      {"Vertex AI", "0.0.0.0", o->vertex_ai_port, o->allow_vertex_ai, false},
   };
-  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
-    if (!others[i].on || strcmp(others[i].address, "0.0.0.0") != 0) continue;
-    int p = others[i].port;
-    if (o->sagemaker_safe_port_lo >= 0 &&
-        (p < o->sagemaker_safe_port_lo || p > o->sagemaker_safe_port_hi))
-      return fail("The server cannot listen to %s requests at port %d, allowed port range is "
-                  "[%d, %d] (--sagemaker-safe-port-range)",
-                  others[i].what, p, o->sagemaker_safe_port_lo, o->sagemaker_safe_port_hi);
-    if (p != 0 && p == o->sagemaker_port)
-      return fail("The server cannot listen to SageMaker requests and %s requests at the same "
-                  "address and port 0.0.0.0:%d",
-                  others[i].what, p);
+  size_t n = sizeof sv / sizeof sv[0];
+  for (size_t i = 0; i < n; i++) {
+    if (!sv[i].on) continue;
+    for (size_t j = sv[i].ranged ? 0 : i + 1; j < n; j++) {
+      if (j == i || !sv[j].on || strcmp(sv[i].address, sv[j].address) != 0) continue;
+      int p = sv[j].port;
+      if (sv[i].ranged && (p < o->sagemaker_safe_port_lo || p > o->sagemaker_safe_port_hi))
+        return fail("The server cannot listen to %s requests at port %d, allowed port range is "
+                    "[%d, %d] (--sagemaker-safe-port-range)",
+                    sv[j].what, p, o->sagemaker_safe_port_lo, o->sagemaker_safe_port_hi);
+      if (p != 0 && p == sv[i].port)
+        return fail("The server cannot listen to %s requests and %s requests at the same "
+                    "address and port %s:%d",
+                    sv[i].what, sv[j].what, sv[i].address, p);
+    }
   }
+  return 0;
+}
+
+/* Google Vertex AI's environment, before the flags (which override it), as
+ * tritonserver reads it: AIP_MODE=PREDICTION serves Vertex AI alone
+ * (HTTP and gRPC off unless a flag turns them on), on $AIP_HTTP_PORT. */
+static int apply_vertex_env(struct pts_server_options *o) {
+  const char *mode = getenv("AIP_MODE");
+  if (mode && strcmp(mode, "PREDICTION") == 0) {
+    o->allow_vertex_ai = true;
+    o->allow_http = false;
+    o->allow_grpc = false;
+  }
+  const char *port = getenv("AIP_HTTP_PORT");
+  if (!port) return 0;
+  char *end;
+  errno = 0;
+  long n = strtol(port, &end, 10);
+  if (!*port || *end || errno || n < 0 || n > 65535)
+    return fail("invalid AIP_HTTP_PORT '%s' in the environment: expected a port in 0..65535",
+                port);
+  o->vertex_ai_port = (int)n;
   return 0;
 }
 
@@ -859,14 +912,6 @@ static const struct {
     {"host-policy", "instances are not bound to NUMA nodes; run ptserve under numactl"},
     {"model-load-gpu-limit", "loads are not limited by GPU memory; cap a model's allocator "
                              "with its MEMORY_FRACTION parameter"},
-    {"allow-vertex-ai", "ptserve serves KServe v2 over HTTP and gRPC, and SageMaker's "
-                        "frontend; not Vertex AI's"},
-    {"vertex-ai-port", "ptserve serves KServe v2 over HTTP and gRPC, and SageMaker's frontend; "
-                       "not Vertex AI's"},
-    {"vertex-ai-thread-count", "ptserve serves KServe v2 over HTTP and gRPC, and SageMaker's "
-                               "frontend; not Vertex AI's"},
-    {"vertex-ai-default-model", "ptserve serves KServe v2 over HTTP and gRPC, and SageMaker's "
-                                "frontend; not Vertex AI's"},
 };
 
 /* tritonserver's flags that tune parts ptserve does not have: accepted, so
@@ -904,6 +949,7 @@ static const char *reason_of(const char *flag, int no_effect) {
 /* Returns 0 to run, 1 for a usage error, 2 for --help/--version (exit 0). */
 static int parse_args(int argc, char **argv, struct cli *c) {
   opterr = 0;
+  if (apply_vertex_env(&c->opts) != 0) return 1;
   int opt, index;
   while ((index = -1, opt = getopt_long(argc, argv, ":", long_options, &index)) != -1) {
     const char *flag = index >= 0 ? long_options[index].name : NULL;
@@ -939,6 +985,11 @@ static int parse_args(int argc, char **argv, struct cli *c) {
     fail("unexpected argument '%s' (flags start with --; see --help)", argv[optind]);
     return 1;
   }
+  /* Vertex AI puts the model where AIP_STORAGE_URI says (tritonserver
+   * reads it when no repository is given). */
+  const char *aip_storage = getenv("AIP_STORAGE_URI");
+  if (c->n_repos == 0 && aip_storage && *aip_storage && add_repository(c, aip_storage) != 0)
+    return 1;
   if (c->n_repos == 0) {
     fail("--model-repository must be specified (see --help)");
     return 1;
@@ -947,7 +998,7 @@ static int parse_args(int argc, char **argv, struct cli *c) {
   c->opts.n_model_repositories = c->n_repos;
   check_autofill(c);
   return check_restricted(c) == 0 && check_trace(c) == 0 && check_cache(c) == 0 &&
-                 check_load_models(c) == 0 && check_sagemaker_ports(&c->opts) == 0
+                 check_load_models(c) == 0 && check_ports(&c->opts) == 0
              ? 0
              : 1;
 }

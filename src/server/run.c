@@ -7,14 +7,16 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/log.h"
 #include "core/overload.h"
 #include "frontend/grpc/grpc.h"
+#include "frontend/http/cloud.h"
 #include "frontend/http/http.h"
-#include "frontend/http/sagemaker.h"
 #include "metrics/metrics.h"
 #include "server/server_impl.h"
 
@@ -50,6 +52,70 @@ static bool wait_for_stop(struct pts_server *s, int timeout_ms) {
   return true;
 }
 
+/* SageMaker's and Vertex AI's listeners (frontend/http/cloud.h), each with
+ * the settings it reads from the environment. */
+struct clouds {
+  struct pts_cloud sagemaker, vertex;
+  struct pts_http *sagemaker_http, *vertex_http;
+};
+
+/* Vertex AI's default model is checked against the models ready now, as
+ * tritonserver checks its index when the service starts. */
+static enum pts_status vertex_settings(struct pts_server *s, struct pts_cloud *out,
+                                       struct pts_error *err) {
+  struct pts_index_entry *entries = NULL;
+  size_t n = 0;
+  enum pts_status st = pts_server_index(s, true, &entries, &n, err);
+  if (st != PTS_OK) return st;
+  const char **names = pts_calloc(n ? n : 1, sizeof *names);
+  if (!names) {
+    st = pts_error_set(err, PTS_NOMEM, "out of memory starting Vertex AI's listener");
+  } else {
+    for (size_t i = 0; i < n; i++) names[i] = entries[i].name;
+    st = pts_cloud_vertex_ai(out, s->opts.vertex_ai_default_model, names, n, err);
+  }
+  pts_free(names);
+  pts_server_index_free(entries, n);
+  return st;
+}
+
+static enum pts_status clouds_start(struct pts_server *s, struct clouds *c, struct pts_error *err) {
+  memset(c, 0, sizeof *c);
+  const struct pts_server_options *o = &s->opts;
+  enum pts_status st = PTS_OK;
+  if (o->allow_sagemaker) {
+    st = pts_cloud_sagemaker(&c->sagemaker, err);
+    if (st == PTS_OK)
+      st = pts_http_start_cloud(s, o, &c->sagemaker, o->sagemaker_port,
+                                o->sagemaker_thread_count, &c->sagemaker_http, err);
+    if (st != PTS_OK) return st;
+    PTS_LOG_INFO("Started Sagemaker HTTPService at 0.0.0.0:%d (model '%s', %s)",
+                 pts_http_port(c->sagemaker_http), c->sagemaker.model,
+                 c->sagemaker.invoke == PTS_ROUTE_MODEL_INFER      ? "infer"
+                 : c->sagemaker.invoke == PTS_ROUTE_MODEL_GENERATE ? "generate"
+                                                                   : "generate_stream");
+  }
+  if (o->allow_vertex_ai) {
+    st = vertex_settings(s, &c->vertex, err);
+    if (st == PTS_OK)
+      st = pts_http_start_cloud(s, o, &c->vertex, o->vertex_ai_port, o->vertex_ai_thread_count,
+                                &c->vertex_http, err);
+    if (st != PTS_OK) return st;
+    PTS_LOG_INFO("Started Vertex AI HTTPService at 0.0.0.0:%d (model '%s', health %s, predict "
+                 "%s)",
+                 pts_http_port(c->vertex_http), c->vertex.model, c->vertex.health_route,
+                 c->vertex.predict_route);
+  }
+  return PTS_OK;
+}
+
+static void clouds_stop(struct clouds *c) {
+  pts_http_stop(c->vertex_http);
+  pts_http_stop(c->sagemaker_http);
+  pts_cloud_clear(&c->vertex);
+  pts_cloud_clear(&c->sagemaker);
+}
+
 enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
   /* One budget for HTTP and gRPC, before either takes a request. */
   size_t budget = pts_overload_configure(s->opts.request_memory_budget);
@@ -83,24 +149,15 @@ enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
     }
     PTS_LOG_INFO("Started HTTPService at %s:%d", s->opts.http_address, pts_http_port(http));
   }
-  /* SageMaker's listener last, as tritonserver starts it. */
-  struct pts_sagemaker sm = {0};
-  struct pts_http *sagemaker = NULL;
-  if (s->opts.allow_sagemaker) {
-    enum pts_status st = pts_sagemaker_from_env(&sm, err);
-    if (st == PTS_OK) st = pts_http_start_sagemaker(s, &s->opts, &sm, &sagemaker, err);
-    if (st != PTS_OK) {
-      pts_sagemaker_clear(&sm);
-      pts_http_stop(http);
-      pts_metrics_stop(metrics);
-      pts_grpc_stop(grpc);
-      return st;
-    }
-    PTS_LOG_INFO("Started Sagemaker HTTPService at 0.0.0.0:%d (model '%s', %s)",
-                 pts_http_port(sagemaker), sm.model,
-                 sm.invoke == PTS_ROUTE_MODEL_INFER      ? "infer"
-                 : sm.invoke == PTS_ROUTE_MODEL_GENERATE ? "generate"
-                                                         : "generate_stream");
+  /* The cloud platforms' listeners last, as tritonserver starts them. */
+  struct clouds clouds;
+  enum pts_status cst = clouds_start(s, &clouds, err);
+  if (cst != PTS_OK) {
+    clouds_stop(&clouds);
+    pts_http_stop(http);
+    pts_metrics_stop(metrics);
+    pts_grpc_stop(grpc);
+    return cst;
   }
   /* What protects the server from overload (docs/reliability.md). */
   PTS_LOG_INFO("Overload limits: HTTP connections %lu (--http-max-connections), gRPC connections "
@@ -137,8 +194,7 @@ enum pts_status pts_server_run(struct pts_server *s, struct pts_error *err) {
                          "Exit timeout expired. Exiting immediately. (%zu requests still in "
                          "flight after --exit-timeout-secs=%u)",
                          left, timeout_s);
-  pts_http_stop(sagemaker);
-  pts_sagemaker_clear(&sm);
+  clouds_stop(&clouds);
   pts_http_stop(http);
   pts_grpc_stop(grpc);
   pts_metrics_stop(metrics);

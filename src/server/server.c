@@ -45,6 +45,8 @@ void pts_server_options_default(struct pts_server_options *o) {
   o->sagemaker_port = 8080;
   o->sagemaker_thread_count = 8;
   o->sagemaker_safe_port_lo = o->sagemaker_safe_port_hi = -1;
+  o->vertex_ai_port = 8080;
+  o->vertex_ai_thread_count = 8;
   o->http_timeout_secs = 60;
   o->default_max_queue_size = PTS_OVERLOAD_DEFAULT_QUEUE_CAP;
   o->allow_grpc = true;

@@ -122,6 +122,12 @@ struct pts_server_options {
   int sagemaker_thread_count;       /* --sagemaker-thread-count (default 8) */
   int sagemaker_safe_port_lo;       /* --sagemaker-safe-port-range <lo>-<hi>: the ports the */
   int sagemaker_safe_port_hi;       /* other services may use (-1 = unset, default) */
+  /* Vertex AI's listener (cloud.h), its routes from the AIP_* environment */
+  bool allow_vertex_ai;             /* --allow-vertex-ai (default false; true when
+                                       AIP_MODE=PREDICTION, which also turns HTTP and gRPC off) */
+  int vertex_ai_port;               /* --vertex-ai-port (default $AIP_HTTP_PORT, else 8080) */
+  int vertex_ai_thread_count;       /* --vertex-ai-thread-count (default 8) */
+  const char *vertex_ai_default_model; /* --vertex-ai-default-model (NULL: the one model) */
   bool allow_client_shm;            /* --allow-client-shm (default false, as Triton 26.04+):
                                        clients may register and use shared-memory regions */
   size_t response_cache_bytes;      /* --cache-config local,size=<bytes> (default 0: no

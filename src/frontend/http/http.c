@@ -30,6 +30,7 @@
 #include "core/log.h"
 #include "core/name.h"
 #include "core/overload.h"
+#include "frontend/http/cloud.h"
 #include "frontend/http/compress.h"
 #include "frontend/http/conn.h"
 #include "frontend/http/generate.h"
@@ -40,7 +41,6 @@
 #include "frontend/http/http_impl.h"
 #include "frontend/http/restrict.h"
 #include "frontend/http/router.h"
-#include "frontend/http/sagemaker.h"
 #include "frontend/http/settings_http.h"
 #include "frontend/http/shm_http.h"
 #include "frontend/http/v2_json.h"
@@ -163,7 +163,7 @@ static enum pts_status read_body(struct pts_http *h, struct conn *cn, struct pts
  * tritonclient reads only the status. */
 static void handle_health(struct pts_http *h, struct conn *cn, bool ready) {
   bool ok = ready ? pts_server_is_ready(h->server) : pts_server_is_live(h->server);
-  if (h->sm) { /* SageMaker's /ping: the status alone, as tritonserver */
+  if (h->cloud) { /* SageMaker's /ping, Vertex AI's health route: the status alone */
     send_empty(cn, ok ? 200 : 400);
     return;
   }
@@ -479,11 +479,14 @@ static void send_infer_reply(struct infer_ctx *c) {
     send_error(c->cn, &err);
     return;
   }
-  if (r.binary && c->loop->h->sm) {
-    /* SageMaker passes no custom header: the size rides in the type. */
-    char type[sizeof PTS_SAGEMAKER_BINARY_MIME + PTS_FMT_INT_MAX];
-    memcpy(type, PTS_SAGEMAKER_BINARY_MIME, sizeof PTS_SAGEMAKER_BINARY_MIME - 1);
-    pts_fmt_u64(type + sizeof PTS_SAGEMAKER_BINARY_MIME - 1, r.json_len);
+  const struct pts_cloud *cloud = c->loop->h->cloud;
+  if (r.binary && cloud) {
+    /* The platforms pass no custom header: the size rides in the type. */
+    char type[128 + PTS_FMT_INT_MAX];
+    size_t n = strlen(cloud->binary_mime);
+    if (n > 128) n = 128; /* static strings of cloud.c, well below */
+    memcpy(type, cloud->binary_mime, n);
+    type[n + pts_fmt_u64(type + n, r.json_len)] = 0;
     pts_conn_add_header(c->cn, "Content-Type", type);
   } else if (r.binary) {
     char num[PTS_FMT_INT_MAX];
@@ -761,8 +764,8 @@ static void handle_infer(struct loop *lp, struct conn *cn, struct pts_http_route
   struct infer_headers hd;
   infer_headers(cn, &hd);
   enum pts_status decoded = PTS_OK;
-  if (h->sm) /* the JSON header's size is in the Content-Type, if anywhere */
-    decoded = pts_sagemaker_header_length(hd.type, &hd.header_length, &err);
+  if (h->cloud) /* the JSON header's size is in the Content-Type, if anywhere */
+    decoded = pts_cloud_header_length(h->cloud, hd.type, &hd.header_length, &err);
   if (decoded == PTS_OK)
     decoded = r->kind == PTS_ROUTE_MODEL_INFER ? decode_request(h, cn, &hd, ireq, &err)
                                                : decode_generate(h, cn, &hd, ireq, &err);
@@ -998,15 +1001,20 @@ static void on_request(struct conn *cn) {
   const char *path = pts_conn_path(cn);
   struct pts_http_route r;
   struct pts_error err;
-  enum pts_status routed = h->sm ? pts_sagemaker_route(h->sm, path, &r, &err)
-                                 : pts_http_route_parse(path, &r, &err);
+  enum pts_status routed =
+      h->cloud ? pts_cloud_route(h->cloud, path,
+                                 h->cloud->redirect
+                                     ? pts_conn_header(cn, PTS_VERTEX_AI_REDIRECT_HEADER)
+                                     : NULL,
+                                 &r, &err)
+               : pts_http_route_parse(path, &r, &err);
   if (routed != PTS_OK) {
     pts_overload_release(carried);
     send_error(cn, &err);
     return;
   }
-  if (r.kind == PTS_ROUTE_NOT_FOUND && h->sm) {
-    send_empty(cn, 400); /* tritonserver's answer to any other SageMaker path */
+  if (r.kind == PTS_ROUTE_NOT_FOUND && h->cloud) {
+    send_empty(cn, 400); /* tritonserver's answer to any other path there */
   } else if (r.kind == PTS_ROUTE_NOT_FOUND) {
     send_error_msg(cn, PTS_NOT_FOUND, "Not Found");
   } else if (refuse_restricted(h, cn, path) || refuse_bad_names(cn, &r)) {
@@ -1139,7 +1147,7 @@ struct listener {
   bool reuse_port;
   const char *const *restricted;
   size_t n_restricted;
-  const struct pts_sagemaker *sm;
+  const struct pts_cloud *cloud;
 };
 
 static enum pts_status start(struct pts_server *s, const struct pts_server_options *o,
@@ -1161,7 +1169,7 @@ static enum pts_status start(struct pts_server *s, const struct pts_server_optio
   if (parser_max > 80u * 1024)
     http_parser_set_max_header_size(parser_max > UINT32_MAX ? UINT32_MAX : (uint32_t)parser_max);
   h->n_loops = l->threads > 0 ? (size_t)l->threads : 1;
-  h->sm = l->sm;
+  h->cloud = l->cloud;
   atomic_init(&h->refs, 1);
   atomic_init(&h->stopping, false);
   pthread_mutex_init(&h->mu, NULL);
@@ -1209,17 +1217,17 @@ enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_opt
   return start(s, o, &l, out, err);
 }
 
-enum pts_status pts_http_start_sagemaker(struct pts_server *s, const struct pts_server_options *o,
-                                         const struct pts_sagemaker *sm, struct pts_http **out,
-                                         struct pts_error *err) {
-  /* Triton's SageMaker service listens on every address, takes no
-   * --http-restricted-api, and shares no port. */
-  struct listener l = {.what = "SageMaker",
-                       .flag = "--sagemaker-port",
+enum pts_status pts_http_start_cloud(struct pts_server *s, const struct pts_server_options *o,
+                                     const struct pts_cloud *cloud, int port, int threads,
+                                     struct pts_http **out, struct pts_error *err) {
+  /* Triton's SageMaker and Vertex AI services listen on every address,
+   * take no --http-restricted-api, and share no port. */
+  struct listener l = {.what = cloud->what,
+                       .flag = "the platform's port",
                        .address = "0.0.0.0",
-                       .port = o->sagemaker_port,
-                       .threads = o->sagemaker_thread_count,
-                       .sm = sm};
+                       .port = port,
+                       .threads = threads,
+                       .cloud = cloud};
   return start(s, o, &l, out, err);
 }
 

@@ -21,13 +21,13 @@ struct pts_http;
 enum pts_status pts_http_start(struct pts_server *s, const struct pts_server_options *o,
                                struct pts_http **out, struct pts_error *err);
 /* The port actually bound (useful with --http-port 0). */
-/* SageMaker's listener (sagemaker.h): --sagemaker-port and
- * --sagemaker-thread-count, the limits of `o` shared with the KServe one.
- * `sm` is borrowed until pts_http_stop returns. */
-struct pts_sagemaker;
-enum pts_status pts_http_start_sagemaker(struct pts_server *s, const struct pts_server_options *o,
-                                         const struct pts_sagemaker *sm, struct pts_http **out,
-                                         struct pts_error *err);
+/* A cloud platform's listener (cloud.h: SageMaker, Vertex AI) on `port`
+ * of every address, with `threads` loops; the limits of `o` are shared with
+ * the KServe listener. `cloud` is borrowed until pts_http_stop returns. */
+struct pts_cloud;
+enum pts_status pts_http_start_cloud(struct pts_server *s, const struct pts_server_options *o,
+                                     const struct pts_cloud *cloud, int port, int threads,
+                                     struct pts_http **out, struct pts_error *err);
 int pts_http_port(const struct pts_http *h);
 /* The connection limit in force (--http-max-connections or its default). */
 unsigned long pts_http_max_connections(const struct pts_http *h);

@@ -56,14 +56,14 @@ struct loop {
   size_t n_spare;
 };
 
-struct pts_sagemaker;
+struct pts_cloud;
 
 struct pts_http {
   struct pts_server *server;
-  /* SageMaker's listener (sagemaker.h): its routes instead of KServe's;
-   * NULL for the KServe one. Borrowed: the caller of
-   * pts_http_start_sagemaker keeps it until pts_http_stop returns. */
-  const struct pts_sagemaker *sm;
+  /* A cloud platform's listener (cloud.h): its routes instead of KServe's;
+   * NULL for the KServe one. Borrowed: the caller of pts_http_start_cloud
+   * keeps it until pts_http_stop returns. */
+  const struct pts_cloud *cloud;
   size_t max_input;
   struct pts_restrictions restrictions; /* --http-restricted-api */
   size_t max_header;   /* --http-max-header-size */

@@ -1,15 +1,28 @@
-"""SageMaker's frontend (issue 48, part 2): --allow-sagemaker opens a second
-listener (--sagemaker-port) with tritonserver's routes: GET /ping (200 or
-400, no body) and POST /invocations, an inference on the model named by
-SAGEMAKER_TRITON_DEFAULT_MODEL_NAME in the KServe v2 body, or in Triton's
-generate form when SAGEMAKER_TRITON_INFERENCE_TYPE says so. A binary body
-gives its JSON header's size in the Content-Type, and so does a binary
-reply. Requests are made as SageMaker's runtime makes them (plain HTTP);
+"""The cloud platforms' listeners (issue 48, part 2), with tritonserver's
+routes, environment and refusals.
+
+SageMaker: --allow-sagemaker opens a second listener (--sagemaker-port)
+where GET /ping is health (200 or 400, no body) and POST /invocations an
+inference on the model named by SAGEMAKER_TRITON_DEFAULT_MODEL_NAME, in
+the KServe v2 body, or in Triton's generate form when
+SAGEMAKER_TRITON_INFERENCE_TYPE says so.
+
+Vertex AI: --allow-vertex-ai (or AIP_MODE=PREDICTION, which also turns
+HTTP and gRPC off) serves $AIP_HEALTH_ROUTE and $AIP_PREDICT_ROUTE on
+--vertex-ai-port ($AIP_HTTP_PORT), inference on --vertex-ai-default-model
+or the repository's one model, or on the KServe endpoint that the
+X-Vertex-Ai-Triton-Redirect header names; $AIP_STORAGE_URI is the
+repository when none is given.
+
+A binary body gives its JSON header's size in the Content-Type, and so does
+a binary reply. Requests are made as the platforms make them (plain HTTP);
 binary bodies are built and read by NVIDIA's tritonclient; answers are
 checked against torch running the same model file."""
 import json
 import os
+import socket
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -20,6 +33,7 @@ from conftest import free_port, need_module
 
 TIMEOUT = 30
 MIME = "application/vnd.sagemaker-triton.binary+json;json-header-size="
+VERTEX_MIME = "application/vnd.vertex-ai-triton.binary+json;json-header-size="
 MODELS = ("add_sub_fp32", "text_gen")
 
 
@@ -162,10 +176,11 @@ def test_unset_model_and_ping_modes(start_server, repo, tmp_path):
      "The server cannot listen to HTTP requests at port 8000, allowed port range is "
      "[9000, 9100]"),
     (["--sagemaker-port", "8001"], {},
-     "The server cannot listen to SageMaker requests and GRPC requests at the same address "
+     "The server cannot listen to GRPC requests and SageMaker requests at the same address "
      "and port 0.0.0.0:8001"),
     (["--sagemaker-safe-port-range", "9100-9000"], {}, "the range is empty"),
-    ([], {"SAGEMAKER_TRITON_INFERENCE_TYPE": "predict"},
+    (["--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"],
+     {"SAGEMAKER_TRITON_INFERENCE_TYPE": "predict"},
      "Server has invalid inference type 'predict'. Must be one of: infer, generate, "
      "generate_stream."),
 ])
@@ -176,5 +191,135 @@ def test_refused_at_start(ptserve_bin, repo, args, env, words):
                           "--sagemaker-port", str(free_port())] + args,
                          env=dict(os.environ, **env), capture_output=True, text=True,
                          timeout=120)
+    assert run.returncode != 0
+    assert words in run.stderr, run.stderr
+
+
+# ------------------------------------------------------------- Vertex AI
+
+VERTEX_ENV = {"AIP_PREDICT_ROUTE": "/v1/endpoints/e1/deployedModels/m1:predict",
+              "AIP_HEALTH_ROUTE": "/v1/endpoints/e1/deployedModels/m1"}
+
+
+def vertex(start_server, repo, *args, **env):
+    port = free_port()
+    full = {k: v for k, v in os.environ.items() if not k.startswith("AIP_")}
+    full.update(VERTEX_ENV)
+    full.update(env)
+    s = start_server(repo, "--allow-vertex-ai=true", "--vertex-ai-port", port, *args, env=full)
+    s.vx_url = "http://127.0.0.1:%d" % port
+    return s
+
+
+def add_sub_body(a, b):
+    return {"inputs": [{"name": n, "datatype": "FP32", "shape": list(x.shape),
+                        "data": x.flatten().tolist()} for n, x in (("INPUT0", a), ("INPUT1", b))]}
+
+
+def test_vertex_health_predict_and_redirect(start_server, repo):
+    httpclient = need_module("tritonclient.http")
+    s = vertex(start_server, repo, "--vertex-ai-default-model", "add_sub_fp32")
+    health, predict = (s.vx_url + VERTEX_ENV[k] for k in ("AIP_HEALTH_ROUTE", "AIP_PREDICT_ROUTE"))
+    r = requests.get(health, timeout=TIMEOUT)
+    assert (r.status_code, r.content) == (200, b"")
+    a, b = rows()
+    want_sum, want_diff = add_sub(repo, a, b)
+    r = requests.post(predict, json=add_sub_body(a, b), timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    got = {o["name"]: o["data"] for o in r.json()["outputs"]}
+    assert got["OUTPUT0"] == want_sum.flatten().tolist()
+    assert got["OUTPUT1"] == want_diff.flatten().tolist()
+    # Binary, its header size in Vertex AI's own type.
+    inputs = [httpclient.InferInput("INPUT0", [2, 4], "FP32"),
+              httpclient.InferInput("INPUT1", [2, 4], "FP32")]
+    inputs[0].set_data_from_numpy(a, binary_data=True)
+    inputs[1].set_data_from_numpy(b, binary_data=True)
+    body, json_size = httpclient.InferenceServerClient.generate_request_body(
+        inputs, [httpclient.InferRequestedOutput("OUTPUT1", binary_data=True)])
+    r = requests.post(predict, data=body, headers={"Content-Type": VERTEX_MIME + str(json_size)},
+                      timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    ctype = r.headers["Content-Type"]
+    assert ctype.startswith(VERTEX_MIME), ctype
+    result = httpclient.InferenceServerClient.parse_response_body(
+        r.content, header_length=int(ctype[len(VERTEX_MIME):]))
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), want_diff)
+    # The redirect header reaches any KServe endpoint: another model's
+    # generate, the repository index.
+    r = requests.post(predict, json={"text_input": "redirected to generate", "max_tokens": 1},
+                      headers={"X-Vertex-Ai-Triton-Redirect": "v2/models/text_gen/generate"},
+                      timeout=TIMEOUT)
+    assert r.status_code == 200 and r.json()["text_output"] == "REDIRECTED", r.text
+    r = requests.post(predict, headers={"X-Vertex-Ai-Triton-Redirect": "v2/repository/index"},
+                      timeout=TIMEOUT)
+    assert r.status_code == 200 and {m["name"] for m in r.json()} == set(MODELS), r.text
+    for path in ("/v2/health/ready", "/ping", "/"):
+        r = requests.get(s.vx_url + path, timeout=TIMEOUT)
+        assert (r.status_code, r.content) == (400, b""), path
+
+
+def test_vertex_prediction_mode_from_the_environment(ptserve_bin, repo, tmp_path):
+    """AIP_MODE=PREDICTION with no flags: Vertex AI's listener on
+    $AIP_HTTP_PORT alone (HTTP and gRPC off), the repository from
+    $AIP_STORAGE_URI, the default model its one model."""
+    one = tmp_path / "one"
+    one.mkdir()
+    os.symlink(os.path.join(str(repo), "add_sub_fp32"), str(one / "add_sub_fp32"))
+    port, grpc_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIP_")}
+    env.update(VERTEX_ENV, AIP_MODE="PREDICTION", AIP_HTTP_PORT=str(port),
+               AIP_STORAGE_URI=str(one))
+    log = open(str(tmp_path / "server.log"), "w")
+    p = subprocess.Popen([ptserve_bin, "--grpc-port", str(grpc_port), "--metrics-port", "0"],
+                         env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = "http://127.0.0.1:%d" % port
+        for _ in range(600):
+            try:
+                if requests.get(url + VERTEX_ENV["AIP_HEALTH_ROUTE"], timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert p.poll() is None, open(str(tmp_path / "server.log")).read()
+            time.sleep(0.1)
+        a, b = rows()
+        r = requests.post(url + VERTEX_ENV["AIP_PREDICT_ROUTE"], json=add_sub_body(a, b),
+                          timeout=TIMEOUT)
+        assert r.status_code == 200, r.text
+        assert r.json()["outputs"][0]["data"] == add_sub(repo, a, b)[0].flatten().tolist()
+        with socket.socket() as sock:  # gRPC is off
+            assert sock.connect_ex(("127.0.0.1", grpc_port)) != 0
+    finally:
+        p.terminate()
+        assert p.wait(timeout=60) == 0
+        log.close()
+    text = open(str(tmp_path / "server.log")).read()
+    assert "Started Vertex AI HTTPService at 0.0.0.0:%d" % port in text, text
+    assert "Started HTTPService" not in text and "Started GRPCInferenceService" not in text, text
+
+
+@pytest.mark.parametrize("args, env, words", [
+    ([], {}, "Expect the model repository contains only a single model if default model is not "
+             "specified"),
+    (["--vertex-ai-default-model", "nope"], {}, "Expect the default model 'nope' is loaded"),
+    (["--vertex-ai-default-model", "text_gen"], {"AIP_PREDICT_ROUTE": ""},
+     "API_PREDICT_ROUTE is not defined for Vertex AI endpoint"),
+    (["--vertex-ai-default-model", "text_gen"], {"AIP_HEALTH_ROUTE": ""},
+     "AIP_HEALTH_ROUTE is not defined for Vertex AI endpoint"),
+    (["--vertex-ai-port", "8000"], {},
+     "The server cannot listen to HTTP requests and Vertex AI requests at the same address and "
+     "port 0.0.0.0:8000"),
+])
+def test_vertex_refused_at_start(ptserve_bin, repo, args, env, words):
+    full = {k: v for k, v in os.environ.items() if not k.startswith("AIP_")}
+    full.update(VERTEX_ENV)
+    full.update(env)
+    run = subprocess.run([ptserve_bin, "--model-repository", str(repo), "--allow-vertex-ai=true",
+                          "--vertex-ai-port", str(free_port()), "--grpc-port", str(free_port()),
+                          "--metrics-port", "0", "--http-port", "0"] + args
+                         if "--vertex-ai-port" not in args else
+                         [ptserve_bin, "--model-repository", str(repo), "--allow-vertex-ai=true",
+                          "--http-port", "8000"] + args,
+                         env=full, capture_output=True, text=True, timeout=120)
     assert run.returncode != 0
     assert words in run.stderr, run.stderr
