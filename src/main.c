@@ -26,6 +26,7 @@
 #include "config/json_arena.h"
 #include "config/model_config.h"
 #include "core/alloc.h"
+#include "core/host_policy.h"
 #include "core/log.h"
 #include "frontend/http/restrict.h"
 #include "server/server.h"
@@ -110,6 +111,7 @@ enum {
   OPT_VERTEX_AI_PORT,
   OPT_VERTEX_AI_THREAD_COUNT,
   OPT_VERTEX_AI_DEFAULT_MODEL,
+  OPT_HOST_POLICY,
 };
 
 static const struct option long_options[] = {
@@ -202,7 +204,7 @@ static const struct option long_options[] = {
     {"cuda-virtual-address-size", required_argument, NULL, OPT_NO_EFFECT},
     {"min-supported-compute-capability", optional_argument, NULL, OPT_UNSUPPORTED},
     {"buffer-manager-thread-count", required_argument, NULL, OPT_NO_EFFECT},
-    {"host-policy", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"host-policy", required_argument, NULL, OPT_HOST_POLICY},
     {"model-load-gpu-limit", optional_argument, NULL, OPT_UNSUPPORTED},
     {"trace-config", required_argument, NULL, OPT_TRACE_CONFIG},
     {"trace-file", required_argument, NULL, OPT_TRACE_FILE},
@@ -314,6 +316,10 @@ static const char usage_text[] =
     "  --allow-cpu-metrics <bool>   CPU and memory gauges (default true).\n"
     "  --allow-gpu-metrics <bool>   GPU gauges through NVML (default true; none without\n"
     "                               an NVIDIA driver).\n"
+    "  --host-policy <name>,<setting>=<value>\n"
+    "                               Bind the instances of policy <name> (an instance\n"
+    "                               group's host_policy, else cpu, gpu_<id>, model):\n"
+    "                               cpu-cores=<lo>-<hi>[,...] or numa-node=<n>.\n"
     "  --model-load-retry-count <n> Load a model again, at once, up to n times after a\n"
     "                               failed load (default 0).\n"
     "  --disable-auto-complete-config\n"
@@ -757,6 +763,11 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       return 0;
     case OPT_ALLOW_CLIENT_SHM:
       return parse_bool(flag, v, &o->allow_client_shm);
+    case OPT_HOST_POLICY: {
+      struct pts_error err;
+      if (pts_host_policy_add(v, &err) != PTS_OK) return fail("--%s: %s", flag, err.msg);
+      return 0;
+    }
     case OPT_ALLOW_VERTEX_AI:
       return parse_bool(flag, v, &o->allow_vertex_ai);
     case OPT_VERTEX_AI_PORT:
@@ -909,7 +920,6 @@ static const struct {
                             "dynamic_batching { default_queue_policy { max_queue_size } }"},
     {"min-supported-compute-capability", "every GPU the LibTorch build supports is used; "
                                          "hide others with CUDA_VISIBLE_DEVICES"},
-    {"host-policy", "instances are not bound to NUMA nodes; run ptserve under numactl"},
     {"model-load-gpu-limit", "loads are not limited by GPU memory; cap a model's allocator "
                              "with its MEMORY_FRACTION parameter"},
 };

@@ -59,6 +59,8 @@ struct pts_backend_instance_desc {
   Inference__ModelInstanceGroup__Kind kind;
   int device_id;        /* GPU id for KIND_GPU, -1 otherwise */
   int index;            /* 0-based index over all instances of the model */
+  const char *host_policy; /* the host policy it runs under (core/host_policy.h): its
+                              group's, else "cpu", "gpu_<id>" or "model"; borrowed */
 };
 
 /* Where the request of a batch of one wants an output: its shared-memory

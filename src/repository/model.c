@@ -365,7 +365,7 @@ static void instance_kind_device(const Inference__ModelInstanceGroup *g, size_t 
 struct instance_plan {
   size_t n;
   struct pts_backend_instance_desc *descs;
-  char **names;
+  char **names; /* owned: each "<name>\0<host policy>\0", both pointed at by its desc */
 };
 
 static void plan_free(struct instance_plan *p) {
@@ -375,17 +375,32 @@ static void plan_free(struct instance_plan *p) {
   memset(p, 0, sizeof *p);
 }
 
+/* `policy`: the group's host_policy, NULL or "" for Triton's default by
+ * kind ("cpu", "gpu_<id>", "model"). */
 static enum pts_status plan_add(struct instance_plan *p, size_t cap, const char *group,
                                 int index_in_group, Inference__ModelInstanceGroup__Kind kind,
-                                int device, struct pts_error *err) {
+                                int device, const char *policy, struct pts_error *err) {
   if (p->n == cap) return pts_error_set(err, PTS_INTERNAL, "instance count overflow");
-  size_t len = strlen(group) + 24;
-  char *name = pts_malloc(len);
+  char fallback[32];
+  if (!policy || !*policy) {
+    if (kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU)
+      snprintf(fallback, sizeof fallback, "gpu_%d", device);
+    else
+      snprintf(fallback, sizeof fallback, "%s",
+               kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_MODEL ? "model" : "cpu");
+    policy = fallback;
+  }
+  size_t len = strlen(group) + 24, plen = strlen(policy) + 1;
+  char *name = pts_malloc(len + plen);
   if (!name) return pts_error_set(err, PTS_NOMEM, "out of memory naming instances");
   snprintf(name, len, "%s_%d", group, index_in_group);
+  memcpy(name + len, policy, plen);
   p->names[p->n] = name;
-  p->descs[p->n] = (struct pts_backend_instance_desc){
-      .name = name, .kind = kind, .device_id = device, .index = (int)p->n};
+  p->descs[p->n] = (struct pts_backend_instance_desc){.name = name,
+                                                      .kind = kind,
+                                                      .device_id = device,
+                                                      .index = (int)p->n,
+                                                      .host_policy = name + len};
   p->n++;
   return PTS_OK;
 }
@@ -435,7 +450,7 @@ static enum pts_status plan_instances(const char *model, const Inference__ModelC
         Inference__ModelInstanceGroup__Kind kind;
         int device;
         instance_kind_device(ig, gi, &kind, &device);
-        st = plan_add(p, total, gname, index++, kind, device, err);
+        st = plan_add(p, total, gname, index++, kind, device, ig->host_policy, err);
       }
     }
   }
@@ -446,7 +461,7 @@ static enum pts_status plan_instances(const char *model, const Inference__ModelC
       st = plan_add(p, total, fallback, (int)k,
                     default_instances ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU
                                       : INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO,
-                    default_instances ? -1 : 0, err);
+                    default_instances ? -1 : 0, NULL, err);
   }
   if (st != PTS_OK) plan_free(p);
   return st;

@@ -24,6 +24,7 @@
 #include "core/alloc.h"
 #include "core/arena.h"
 #include "core/copy.h"
+#include "core/host_policy.h"
 #include "core/log.h"
 #include "core/overload.h"
 #include "scheduler/assemble.h"
@@ -40,7 +41,8 @@
 
 struct instance {
   struct pts_scheduler *sched;
-  char *name; /* owned */
+  char *name;   /* owned */
+  char *policy; /* owned: its host policy's name (core/host_policy.h), desc.host_policy */
   struct pts_backend_instance_desc desc;
   void *state; /* the backend's; destroyed with instance_destroy */
   pthread_t thread;
@@ -1195,6 +1197,10 @@ static void *instance_main(void *arg) {
   char tname[16];
   snprintf(tname, sizeof tname, "%s", inst->name);
   pthread_setname_np(pthread_self(), tname);
+  /* Its CPUs were set when the thread was made; memory binds per thread. */
+  struct pts_error err;
+  if (pts_host_policy_bind_memory(inst->policy, &err) != PTS_OK)
+    PTS_LOG_ERROR("instance '%s', host policy '%s': %s", inst->name, inst->policy, err.msg);
   if (inst->pipelined) {
     pipeline_main(s, inst);
     return NULL;
@@ -1445,6 +1451,7 @@ static void free_scheduler(struct pts_scheduler *s) {
     struct instance *inst = &s->instances[i];
     if (inst->state && s->backend->instance_destroy) s->backend->instance_destroy(inst->state);
     pts_free(inst->name);
+    pts_free(inst->policy);
   }
   pts_free(s->instances);
   for (size_t k = 0; s->labels && k < s->config->n_output; k++) pts_labels_clear(&s->labels[k]);
@@ -1470,11 +1477,13 @@ static enum pts_status create_instance(struct pts_scheduler *s, struct instance 
                                        const char *model_dir, struct pts_error *err) {
   inst->sched = s;
   inst->name = pts_strdup(d->name ? d->name : "");
-  if (!inst->name)
+  inst->policy = pts_strdup(d->host_policy ? d->host_policy : "");
+  if (!inst->name || !inst->policy)
     return pts_error_set(err, PTS_NOMEM, "out of memory creating instance of model '%s'",
                          s->model_name);
   inst->desc = *d;
   inst->desc.name = inst->name;
+  inst->desc.host_policy = inst->policy;
   PTS_LOG_VERBOSE(1, "model '%s' version %lld: creating instance '%s' (kind %d, device %d)",
                   s->model_name, (long long)s->version, inst->name, (int)d->kind, d->device_id);
   if (s->backend->instance_create) {
@@ -1499,10 +1508,22 @@ static enum pts_status create_instance(struct pts_scheduler *s, struct instance 
   if (inst->pipelined)
     PTS_LOG_VERBOSE(1, "model '%s' version %lld: instance '%s' pipelines its batches (depth 2)",
                     s->model_name, (long long)s->version, inst->name);
-  int rc = pthread_create(&inst->thread, NULL, instance_main, inst);
+  /* A host policy's CPUs from the thread's first instruction on, so the
+   * threads it starts (LibTorch's intra-op pool) inherit them. */
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  cpu_set_t cpus;
+  bool bound = pts_host_policy_cpus(inst->policy, &cpus);
+  int rc = bound ? pthread_attr_setaffinity_np(&attr, sizeof cpus, &cpus) : 0;
+  if (rc == 0) rc = pthread_create(&inst->thread, &attr, instance_main, inst);
+  pthread_attr_destroy(&attr);
   if (rc != 0)
-    return pts_error_set(err, PTS_INTERNAL, "failed to start the thread of instance '%s': %s",
-                         inst->name, strerror(rc));
+    return pts_error_set(err, PTS_INTERNAL, "failed to start the thread of instance '%s'%s%s: %s",
+                         inst->name, bound ? " under host policy " : "",
+                         bound ? inst->policy : "", strerror(rc));
+  if (bound)
+    PTS_LOG_INFO("instance '%s' of model '%s' runs under host policy '%s'", inst->name,
+                 s->model_name, inst->policy);
   inst->running = true;
   return PTS_OK;
 }
@@ -1687,6 +1708,10 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
    * belong to instances, and the queue run_inline reads is not theirs). */
   s->inline_ok = !s->preserve_ordering && !s->seq && p->n_instances > 0;
   s->inline_max_ns = inline_max_from_env();
+  /* An instance bound by a host policy runs only on its own thread: the
+   * enqueuing thread is not bound. */
+  for (size_t i = 0; i < p->n_instances; i++)
+    if (pts_host_policy_binds(s->instances[i].policy)) s->inline_ok = false;
   for (size_t i = 0; i < p->n_instances; i++)
     if (p->instances[i].kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU &&
         (s->instances[i].pipelined || !p->backend->lendable ||

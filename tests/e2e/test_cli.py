@@ -137,6 +137,69 @@ def test_model_load_retry_count(start_server, tmp_path, retries):
     stop_cleanly(s)
 
 
+def instance_thread_cpus(server, instance):
+    """The CPUs the instance's thread may run on (its Cpus_allowed_list):
+    the thread is named after the instance (at most 15 characters)."""
+    task = "/proc/%d/task" % server.proc.pid
+    for tid in os.listdir(task):
+        with open(os.path.join(task, tid, "comm")) as f:
+            if f.read().strip() == instance[:15]:
+                with open(os.path.join(task, tid, "status")) as st:
+                    line = [ln for ln in st if ln.startswith("Cpus_allowed_list:")][0]
+                return line.split(":", 1)[1].strip()
+    raise AssertionError("no thread named %s" % instance)
+
+
+def id_config(name, group=""):
+    return ('name: "%s"\nbackend: "identity"\nmax_batch_size: 8\n'
+            'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+            'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+            'instance_group [ { count: 1 kind: KIND_CPU %s } ]\n' % (name, group))
+
+
+@pytest.mark.skipif(os.cpu_count() < 2, reason="binding needs two CPUs to tell apart")
+def test_host_policy_binds_instance_threads(start_server, tmp_path):
+    """--host-policy (tritonserver's meaning): 'cpu' binds every KIND_CPU
+    instance without a policy of its own; a group's host_policy names
+    another; cpu-cores confines the instance's thread to those CPUs (read
+    back from the kernel), and the instances still answer."""
+    repo = tmp_path / "repo"
+    for name, group in (("by_kind", ""), ("by_name", 'host_policy: "first_core"')):
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(id_config(name, group))
+    last = os.cpu_count() - 1
+    s = start_server(repo, "--host-policy=cpu,cpu-cores=%d-%d" % (last, last),
+                     "--host-policy=first_core,cpu-cores=0-0", "--host-policy=first_core,numa-node=0")
+    assert instance_thread_cpus(s, "by_kind_0_0") == str(last)
+    assert instance_thread_cpus(s, "by_name_0_0") == "0"
+    log = s.log()
+    assert "instance 'by_kind_0_0' of model 'by_kind' runs under host policy 'cpu'" in log, log
+    assert "instance 'by_name_0_0' of model 'by_name' runs under host policy 'first_core'" in log
+    for model in ("by_kind", "by_name"):
+        r = requests.post(s.url + "/v2/models/%s/infer" % model, data=json.dumps(
+            {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                         "data": [1, 2, 3, 4]}]}), timeout=TIMEOUT)
+        assert r.status_code == 200 and r.json()["outputs"][0]["data"] == [1, 2, 3, 4], r.text
+    stop_cleanly(s)
+
+
+@pytest.mark.parametrize("value, words", [
+    ("cpu,gpu-count=1", "Unsupported host policy setting 'gpu-count' is specified, supported "
+                        "settings are 'numa-node', 'cpu-cores'"),
+    ("cpu,cpu-cores=3", "host policy setting 'cpu-cores' format is "
+                        "'<lower_cpu_core_id>-<upper_cpu_core_id>'. Got 3"),
+    ("cpu,cpu-cores=0-4096", "is not a range of this machine's CPUs"),
+    ("cpu,numa-node=x", "Parsing 'numa-node' value: Can't parse 'x' to integer"),
+    ("cpu,numa-node=63", "NUMA node 63 does not exist on this machine"),
+    ("cpu", "--host-policy expects <policy_name>,<setting>=<value>"),
+])
+def test_host_policy_refusals(ptserve_bin, model_repo, value, words):
+    rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("identity"),
+                      "--host-policy=" + value)
+    assert rc != 0, out
+    assert words in out, out
+
+
 def test_tritonserver_flags_without_effect_and_id(start_server, model_repo):
     """A tritonserver command line with flags for parts ptserve lacks starts,
     and the log names each flag that has no effect; --id is the name the
