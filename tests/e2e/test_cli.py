@@ -91,7 +91,7 @@ def test_flag_value_not_a_number(ptserve_bin, model_repo):
 @pytest.mark.parametrize("flag,why", [
     ("--model-load-retry-count=1", "load it again with POST /v2/repository/models/<name>/load"),
     ("--model-namespacing=true", "give models unique names"),
-    ("--grpc-use-ssl=true", "terminate TLS in a proxy in front of it"),
+    ("--grpc-header-forward-pattern=x-.*", "request metadata is not forwarded to models"),
     ("--allow-sagemaker=true", "KServe v2 over HTTP and gRPC only")])
 def test_unsupported_tritonserver_flag(ptserve_bin, model_repo, flag, why):
     """Refused by name, with the reason and what to use instead."""
