@@ -31,6 +31,7 @@ DEB_BUILD_PACKAGES=(
   # nghttp2. protoc and its gRPC plugin: the tests' Python stubs.
   libgrpc-dev protobuf-compiler protobuf-compiler-grpc
   libnghttp2-dev        # HTTP/2 of the gRPC frontend (src/frontend/grpc/h2.c)
+  libssl-dev            # TLS on the gRPC port (src/net/tls.c, --grpc-use-ssl)
   python3 python3-venv  # the project venv; LibTorch comes from its pip torch
   busybox-static binutils  # scripts/rootfs.sh: the image's busybox, strip
 )
@@ -40,6 +41,7 @@ DEB_TEST_PACKAGES=(
   libb64-0d             # the one shared library of perf_analyzer not in the venv
   curl
   gdb                   # the e2e tests' report of a hang: every thread's stack
+  openssl               # tests/e2e/test_grpc_tls.py makes its CA and certificates
   clang libclang-rt-dev  # the fuzz drivers: clang and its libFuzzer runtime
   # tests/deploy: the rolling restart behind HAProxy in network namespaces
   # (iproute2), the systemd unit check (systemd-analyze), and the container
@@ -53,7 +55,7 @@ else
   DEB_PACKAGES=("${DEB_BUILD_PACKAGES[@]}" "${DEB_TEST_PACKAGES[@]}")
 fi
 
-BREW_PACKAGES=(cmake pkg-config libevent http-parser jansson protobuf-c grpc libnghttp2 jemalloc cmocka python@3.11)
+BREW_PACKAGES=(cmake pkg-config libevent http-parser jansson protobuf-c grpc libnghttp2 openssl@3 jemalloc cmocka python@3.11)
 
 # A package counts as present only when dpkg says "installed" (a removed
 # package whose config files remain is listed by dpkg-query -W too).

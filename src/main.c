@@ -28,7 +28,9 @@
 #include "core/alloc.h"
 #include "core/host_policy.h"
 #include "core/log.h"
+#include "frontend/grpc/grpc.h"
 #include "frontend/http/restrict.h"
+#include "net/tls.h"
 #include "server/server.h"
 #include "trace/trace.h"
 
@@ -76,6 +78,11 @@ enum {
   OPT_GRPC_MAX_PING_STRIKES,
   OPT_GRPC_MAX_CONNECTION_AGE,
   OPT_GRPC_MAX_CONNECTION_AGE_GRACE,
+  OPT_GRPC_USE_SSL,
+  OPT_GRPC_USE_SSL_MUTUAL,
+  OPT_GRPC_SERVER_CERT,
+  OPT_GRPC_SERVER_KEY,
+  OPT_GRPC_ROOT_CERT,
   OPT_TRACE_CONFIG,
   OPT_TRACE_FILE, /* tritonserver's deprecated --trace-<key> spellings */
   OPT_TRACE_LEVEL,
@@ -166,11 +173,11 @@ static const struct option long_options[] = {
     {"grpc-infer-thread-count", required_argument, NULL, OPT_GRPC_INFER_THREAD_COUNT},
     {"grpc-infer-allocation-pool-size", required_argument, NULL, OPT_NO_EFFECT},
     {"grpc-max-response-pool-size", required_argument, NULL, OPT_NO_EFFECT},
-    {"grpc-use-ssl", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-use-ssl-mutual", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-server-cert", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-server-key", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"grpc-root-cert", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-use-ssl", required_argument, NULL, OPT_GRPC_USE_SSL},
+    {"grpc-use-ssl-mutual", required_argument, NULL, OPT_GRPC_USE_SSL_MUTUAL},
+    {"grpc-server-cert", required_argument, NULL, OPT_GRPC_SERVER_CERT},
+    {"grpc-server-key", required_argument, NULL, OPT_GRPC_SERVER_KEY},
+    {"grpc-root-cert", required_argument, NULL, OPT_GRPC_ROOT_CERT},
     {"grpc-infer-response-compression-level", required_argument, NULL,
      OPT_GRPC_COMPRESSION_LEVEL},
     {"grpc-keepalive-time", required_argument, NULL, OPT_GRPC_KEEPALIVE_TIME},
@@ -309,6 +316,15 @@ static const char usage_text[] =
     "                               Fail the rpcs of the API groups listed (same groups as\n"
     "                               --http-restricted-api) with UNAVAILABLE unless the call\n"
     "                               has the metadata key with the value. Repeatable.\n"
+    "  --grpc-use-ssl <bool>        Serve gRPC over TLS (1.2 or 1.3, ALPN h2) with\n"
+    "                               --grpc-server-cert and --grpc-server-key (default false).\n"
+    "  --grpc-use-ssl-mutual <bool> Serve gRPC over TLS whatever the value, as tritonserver\n"
+    "                               does, and when true require a client certificate signed\n"
+    "                               by --grpc-root-cert (default false). Not with\n"
+    "                               --grpc-use-ssl false.\n"
+    "  --grpc-server-cert <file>    PEM: the gRPC server's certificate, then its chain.\n"
+    "  --grpc-server-key <file>     PEM: its private key (without a pass phrase).\n"
+    "  --grpc-root-cert <file>      PEM: the roots that sign the clients' certificates.\n"
     "  --allow-metrics <bool>       Serve Prometheus metrics on GET /metrics (default true).\n"
     "  --metrics-address <addr>     Address of the metrics listener (default: --http-address).\n"
     "  --metrics-port <int>         Metrics port (default 8002; 0 = any free port).\n"
@@ -403,6 +419,14 @@ struct cli {
    * it overrides (tritonserver's rule, check_autofill) */
   bool no_autofill;
   bool strict_given, strict;
+  /* --grpc-use-ssl and --grpc-use-ssl-mutual as given (check_grpc_tls settles them) */
+  bool use_ssl_given, use_ssl, mutual_given, mutual;
+  /* TLS flags that this command line leaves without effect, and why (static
+   * strings): a warning each once the log is set up */
+  struct {
+    const char *flag, *why;
+  } tls_unused[3];
+  size_t n_tls_unused;
 };
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -554,6 +578,49 @@ static int check_restricted(struct cli *c) {
   return 0;
 }
 
+static void tls_unused(struct cli *c, const char *flag, const char *why) {
+  c->tls_unused[c->n_tls_unused].flag = flag;
+  c->tls_unused[c->n_tls_unused++].why = why;
+}
+
+/* tritonserver's TLS flags, as its parser and gRPC core read them:
+ * --grpc-use-ssl-mutual turns TLS on whatever its value (and requires
+ * client certificates when true); --grpc-server-cert, -key and
+ * --grpc-root-cert are ignored without TLS, and --grpc-root-cert without
+ * client certificates (each a warning here). Its help says
+ * --grpc-use-ssl-mutual preempts --grpc-use-ssl, but its parser lets the
+ * later of the two win, so --grpc-use-ssl false beside it means TLS or
+ * not by their order: refused. What tritonserver hands on to gRPC core
+ * unchecked (a file missing or unreadable reads as empty there; a
+ * certificate and key that do not match) fails start-up here, before any
+ * model loads; the frontend reads the files again when it starts. */
+static int check_grpc_tls(struct cli *c) {
+  struct pts_server_options *o = &c->opts;
+  if (c->mutual_given && c->use_ssl_given && !c->use_ssl)
+    return fail("--grpc-use-ssl false contradicts --grpc-use-ssl-mutual, which turns TLS on "
+                "whatever its value (tritonserver lets the later of the two win); give "
+                "--grpc-use-ssl-mutual alone for TLS, or neither for plaintext gRPC");
+  o->grpc_use_ssl = c->mutual_given || c->use_ssl;
+  o->grpc_use_ssl_mutual = c->mutual_given && c->mutual;
+  if (!o->allow_grpc) return 0;
+  if (!o->grpc_use_ssl) {
+    static const char off[] = "gRPC is served without TLS unless --grpc-use-ssl or "
+                              "--grpc-use-ssl-mutual is given (tritonserver ignores it too)";
+    if (o->grpc_server_cert) tls_unused(c, "grpc-server-cert", off);
+    if (o->grpc_server_key) tls_unused(c, "grpc-server-key", off);
+    if (o->grpc_root_cert) tls_unused(c, "grpc-root-cert", off);
+    return 0;
+  }
+  if (o->grpc_root_cert && !o->grpc_use_ssl_mutual)
+    tls_unused(c, "grpc-root-cert", "client certificates are asked for only with "
+                                    "--grpc-use-ssl-mutual true (tritonserver ignores it too)");
+  struct pts_tls_ctx *ctx;
+  struct pts_error err;
+  if (pts_grpc_tls_new(o, &ctx, &err) != PTS_OK) return fail("%s", err.msg);
+  pts_tls_ctx_free(ctx);
+  return 0;
+}
+
 /* The gRPC frontend's flags (tritonserver's names, ranges and defaults). */
 static int handle_grpc(struct pts_server_options *o, int opt, const char *flag, const char *v) {
   static const char *const levels[] = {"none", "low", "medium", "high"};
@@ -579,6 +646,14 @@ static int handle_grpc(struct pts_server_options *o, int opt, const char *flag, 
       return fail("invalid value '%s' for --%s: expected none, low, medium or high", v, flag);
     case OPT_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS:
       return parse_bool(flag, v, &o->grpc_keepalive_permit_without_calls);
+    case OPT_GRPC_SERVER_CERT:
+    case OPT_GRPC_SERVER_KEY:
+    case OPT_GRPC_ROOT_CERT:
+      if (!*v) return fail("--%s needs a file, got an empty value", flag);
+      *(opt == OPT_GRPC_SERVER_CERT  ? &o->grpc_server_cert
+        : opt == OPT_GRPC_SERVER_KEY ? &o->grpc_server_key
+                                     : &o->grpc_root_cert) = v;
+      return 0;
   }
   if (parse_long(flag, v, 0, INT_MAX, &n) != 0) return -1;
   int *fields[] = {&o->grpc_keepalive_time_ms,       &o->grpc_keepalive_timeout_ms,
@@ -708,7 +783,16 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
     case OPT_GRPC_MAX_PING_STRIKES:
     case OPT_GRPC_MAX_CONNECTION_AGE:
     case OPT_GRPC_MAX_CONNECTION_AGE_GRACE:
+    case OPT_GRPC_SERVER_CERT:
+    case OPT_GRPC_SERVER_KEY:
+    case OPT_GRPC_ROOT_CERT:
       return handle_grpc(o, opt, flag, v);
+    case OPT_GRPC_USE_SSL:
+      c->use_ssl_given = true;
+      return parse_bool(flag, v, &c->use_ssl);
+    case OPT_GRPC_USE_SSL_MUTUAL:
+      c->mutual_given = true;
+      return parse_bool(flag, v, &c->mutual);
     case OPT_ALLOW_METRICS:
       return parse_bool(flag, v, &o->allow_metrics);
     case OPT_ALLOW_CPU_METRICS:
@@ -904,13 +988,6 @@ static const struct {
                           "unique names"},
     {"http-header-forward-pattern", "request headers are not forwarded to models"},
     {"grpc-header-forward-pattern", "request metadata is not forwarded to models"},
-    {"grpc-use-ssl", "gRPC is served without TLS; terminate TLS in a proxy in front of it "
-                     "(Envoy, nginx, HAProxy)"},
-    {"grpc-use-ssl-mutual", "gRPC is served without TLS; terminate (mutual) TLS in a proxy "
-                            "in front of it (Envoy, nginx, HAProxy)"},
-    {"grpc-server-cert", "gRPC is served without TLS; terminate TLS in a proxy in front of it"},
-    {"grpc-server-key", "gRPC is served without TLS; terminate TLS in a proxy in front of it"},
-    {"grpc-root-cert", "gRPC is served without TLS; terminate TLS in a proxy in front of it"},
     {"metrics-config", "the metrics' names and kinds are fixed (docs/metrics.md)"},
     {"backend-config", "set a model's backend options as parameters in its config.pbtxt "
                        "(docs/pytorch-backend.md)"},
@@ -1008,7 +1085,8 @@ static int parse_args(int argc, char **argv, struct cli *c) {
   c->opts.n_model_repositories = c->n_repos;
   check_autofill(c);
   return check_restricted(c) == 0 && check_trace(c) == 0 && check_cache(c) == 0 &&
-                 check_load_models(c) == 0 && check_ports(&c->opts) == 0
+                 check_load_models(c) == 0 && check_ports(&c->opts) == 0 &&
+                 check_grpc_tls(c) == 0
              ? 0
              : 1;
 }
@@ -1118,6 +1196,8 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < c.n_no_effect; i++)
     PTS_LOG_INFO("--%s is accepted for tritonserver's command lines and has no effect: %s",
                  c.no_effect[i], reason_of(c.no_effect[i], 1));
+  for (size_t i = 0; i < c.n_tls_unused; i++)
+    PTS_LOG_WARN("--%s has no effect: %s", c.tls_unused[i].flag, c.tls_unused[i].why);
   install_signals();
   raise_fd_limit();
   log_allocator();

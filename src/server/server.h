@@ -100,6 +100,16 @@ struct pts_server_options {
   int grpc_max_connection_age_grace_ms; /* --grpc-max-connection-age-grace (-1 = unset) */
   int grpc_max_connections;         /* --grpc-max-connections (ptserve; 0 = the default of
                                        listen_grpc.c: a share of the descriptor limit) */
+  /* TLS on the gRPC port (tritonserver's flags; main.c settles how they
+   * combine, net/tls.h serves them) */
+  bool grpc_use_ssl;                /* --grpc-use-ssl, or --grpc-use-ssl-mutual given
+                                       (default false): gRPC over TLS */
+  bool grpc_use_ssl_mutual;         /* --grpc-use-ssl-mutual (default false): a client
+                                       certificate signed by grpc_root_cert is required */
+  const char *grpc_server_cert;     /* --grpc-server-cert: PEM, the certificate and chain */
+  const char *grpc_server_key;      /* --grpc-server-key: PEM, its private key */
+  const char *grpc_root_cert;       /* --grpc-root-cert: PEM, the roots of client
+                                       certificates */
   /* metrics (src/metrics); strings borrowed, they must outlive the server */
   bool allow_metrics;               /* --allow-metrics (default true) */
   bool allow_cpu_metrics;           /* --allow-cpu-metrics (default true) */

@@ -90,7 +90,7 @@ def test_flag_value_not_a_number(ptserve_bin, model_repo):
 
 @pytest.mark.parametrize("flag,why", [
     ("--model-namespacing=true", "give models unique names"),
-    ("--grpc-use-ssl=true", "terminate TLS in a proxy in front of it"),
+    ("--grpc-header-forward-pattern=x-.*", "request metadata is not forwarded to models"),
     ("--rate-limit=execution_count", "bound each model's queue")])
 def test_unsupported_tritonserver_flag(ptserve_bin, model_repo, flag, why):
     """Refused by name, with the reason and what to use instead."""

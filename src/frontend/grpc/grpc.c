@@ -16,6 +16,7 @@
 #include "frontend/grpc/listen_grpc.h"
 #include "frontend/grpc/restrict_grpc.h"
 #include "net/libevent.h"
+#include "net/tls.h"
 
 /* At shutdown, how long running calls (open streams, mostly) may go on
  * after every connection got its GOAWAY. */
@@ -36,6 +37,7 @@ struct pts_grpc {
   /* --grpc-restricted-protocol; read-only while the loops run */
   struct pts_restrictions restrictions;
   struct pts_grpc_listen *listen; /* owned: accepts the connections */
+  struct pts_tls_ctx *tls;        /* owned, freed after the loops; NULL: plaintext */
   struct h2_loop *loops;          /* owned, n_loops of them; loop 0 is the listener's */
   size_t n_loops;
   size_t next_loop; /* listener thread: round robin of new connections */
@@ -83,6 +85,7 @@ static bool stop_loops(struct pts_grpc *g) {
   }
   pts_grpc_listen_stop(g->listen);
   pts_restrictions_clear(&g->restrictions);
+  pts_tls_ctx_free(g->tls);
   pts_free(g->loops);
   pts_free(g);
   return true;
@@ -103,6 +106,7 @@ static enum pts_status start_loops(struct pts_grpc *g, const struct pts_server_o
       st = pts_error_set(err, PTS_NOMEM, "out of memory starting gRPC");
     else
       st = pts_grpc_h2_new(g->server, o, &g->restrictions, lp->base, &lp->h2, err);
+    if (st == PTS_OK && g->tls) pts_grpc_h2_set_tls(lp->h2, g->tls);
     if (st == PTS_OK && i > 0) {
       int rc = pthread_create(&lp->thread, NULL, loop_main, lp->base);
       if (rc != 0)
@@ -117,12 +121,16 @@ static enum pts_status start_loops(struct pts_grpc *g, const struct pts_server_o
     } else {
       pts_grpc_listen_stop(g->listen);
       pts_restrictions_clear(&g->restrictions);
+      pts_tls_ctx_free(g->tls);
       pts_free(g);
     }
     return st;
   }
-  PTS_LOG_INFO("gRPC: serving on nghttp2, %zu loop%s", g->n_loops,
-               g->n_loops == 1 ? "" : "s");
+  PTS_LOG_INFO("gRPC: serving on nghttp2, %zu loop%s%s", g->n_loops,
+               g->n_loops == 1 ? "" : "s",
+               !g->tls                   ? ", without TLS"
+               : o->grpc_use_ssl_mutual ? ", over TLS, client certificates required"
+                                        : ", over TLS");
   *out = g;
   return PTS_OK;
 }
@@ -141,6 +149,37 @@ static void drain_and_stop(struct pts_grpc *g) {
   stop_loops(g); /* a transport left behind says so */
 }
 
+enum pts_status pts_grpc_tls_new(const struct pts_server_options *o, struct pts_tls_ctx **out,
+                                 struct pts_error *err) {
+  *out = NULL;
+  if (!o->grpc_use_ssl) return PTS_OK;
+  /* tritonserver hands gRPC core an empty string for a flag not given (or
+   * a file it can not read), which no handshake can use; here start-up
+   * fails instead, naming the flag. */
+  if (!o->grpc_server_cert || !o->grpc_server_key)
+    return pts_error_set(err, PTS_INVALID_ARG, "gRPC over TLS (%s) needs %s",
+                         o->grpc_use_ssl_mutual ? "--grpc-use-ssl-mutual" : "--grpc-use-ssl",
+                         !o->grpc_server_cert && !o->grpc_server_key
+                             ? "--grpc-server-cert and --grpc-server-key"
+                         : !o->grpc_server_cert ? "--grpc-server-cert"
+                                                : "--grpc-server-key");
+  if (o->grpc_use_ssl_mutual && !o->grpc_root_cert)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "--grpc-use-ssl-mutual needs --grpc-root-cert: the roots that sign the "
+                         "clients' certificates");
+  struct pts_tls_config c = {
+      .cert_file = o->grpc_server_cert,
+      .key_file = o->grpc_server_key,
+      .ca_file = o->grpc_root_cert,
+      .verify_client = o->grpc_use_ssl_mutual,
+      .alpn = "h2",
+      .cert_flag = "--grpc-server-cert",
+      .key_flag = "--grpc-server-key",
+      .ca_flag = "--grpc-root-cert",
+  };
+  return pts_tls_ctx_new(&c, out, err);
+}
+
 enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_options *o,
                                struct pts_grpc **out, struct pts_error *err) {
   struct pts_grpc *g = pts_calloc(1, sizeof *g);
@@ -151,10 +190,12 @@ enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_opt
                                             : (size_t)pts_server_default_loops();
   enum pts_status st = pts_grpc_restrictions_parse(
       o->grpc_restricted_protocol, o->n_grpc_restricted_protocol, &g->restrictions, err);
+  if (st == PTS_OK) st = pts_grpc_tls_new(o, &g->tls, err);
   /* The port is ours, not nghttp2's: listen_grpc.h says why. */
   if (st == PTS_OK) st = pts_grpc_listen_open(o, &g->listen, &g->port, err);
   if (st != PTS_OK) {
     pts_restrictions_clear(&g->restrictions);
+    pts_tls_ctx_free(g->tls);
     pts_free(g);
     return st;
   }

@@ -6,7 +6,8 @@
  * it. (gRPC core's C API served it until issue 50 removed it: one
  * transport, measured in docs/internals/grpc.md.)
  *
- * Threading: pts_grpc_start and pts_grpc_stop run on the main thread.
+ * Threading: pts_grpc_tls_new, pts_grpc_start and pts_grpc_stop run on
+ * the main thread.
  */
 #ifndef PTS_FRONTEND_GRPC_GRPC_H
 #define PTS_FRONTEND_GRPC_GRPC_H
@@ -15,9 +16,19 @@
 #include "server/server.h"
 
 struct pts_grpc;
+struct pts_tls_ctx;
 
-/* Binds o->grpc_address:o->grpc_port with o's keepalive, reuse-port and
- * compression settings, and starts the loops. The server is borrowed
+/* The TLS context of o's --grpc-use-ssl flags, their files read and
+ * checked (net/tls.h), in *out; NULL there when gRPC is served without
+ * TLS. INVALID_ARG, naming the flag and the file, when a file is missing,
+ * unreadable or not what its flag says. main.c calls it to refuse a bad
+ * command line before any model loads; pts_grpc_start, to serve. Free
+ * with pts_tls_ctx_free. */
+enum pts_status pts_grpc_tls_new(const struct pts_server_options *o, struct pts_tls_ctx **out,
+                                 struct pts_error *err);
+
+/* Binds o->grpc_address:o->grpc_port with o's keepalive, reuse-port,
+ * compression and TLS settings, and starts the loops. The server is borrowed
  * and must outlive the frontend. A port that can not be bound is
  * UNAVAILABLE (tritonserver fails start-up the same way). */
 enum pts_status pts_grpc_start(struct pts_server *s, const struct pts_server_options *o,

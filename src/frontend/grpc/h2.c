@@ -5,6 +5,7 @@
  * halves share are in h2_priv.h. */
 #include "frontend/grpc/h2.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -12,6 +13,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include "core/log.h"
 #include "core/overload.h"
 #include "frontend/grpc/h2_priv.h"
+#include "net/tls.h"
 #include "scheduler/request.h"
 
 /* Bytes one recv() takes at most: a loop's read buffer (struct
@@ -60,6 +63,7 @@ static void conn_free(struct conn *cn) {
   if (cn->age_ev) event_free(cn->age_ev);
   if (cn->out) evbuffer_free(cn->out);
   nghttp2_session_del(cn->s);
+  pts_tls_free(cn->tls); /* close_notify, when the session is whole */
   if (cn->fd >= 0) close(cn->fd);
   atomic_fetch_sub(&h->live, 1);
   pts_free(cn);
@@ -87,6 +91,83 @@ static void session_failed(struct conn *cn, int rv, const char *where) {
                  where, nghttp2_strerror(rv), dropped);
 }
 
+/* The connection's reads and writes: the socket's own, or TLS's
+ * (net/tls.h), with the same contracts. A plaintext connection pays one
+ * test of cn->tls and nothing else. */
+static ssize_t conn_recv(struct conn *cn, uint8_t *buf, size_t want) {
+  return cn->tls ? pts_tls_read(cn->tls, buf, want) : recv(cn->fd, buf, want, 0);
+}
+
+static int conn_write(struct conn *cn) {
+  return cn->tls ? pts_tls_write(cn->tls, cn->out) : evbuffer_write(cn->out, cn->fd);
+}
+
+/* The client's address, "1.2.3.4:5678" or "[::1]:5678", for a log line. */
+static void peer_name(int fd, char *out, size_t size) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0) {
+    if (ss.ss_family == AF_INET) {
+      struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+      inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+      port = ntohs(a->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+      struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+      inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+      port = ntohs(a->sin6_port);
+      snprintf(out, size, "[%s]:%d", host, port);
+      return;
+    }
+  }
+  snprintf(out, size, "%s:%d", host, port);
+}
+
+/* A TLS session failed (a read or write returned EPROTO): most often the
+ * client's doing (it speaks no TLS, sends no certificate or one the roots
+ * did not sign, or distrusts the server's), so only its connection is
+ * closed. The reason is a warning, at most once a second (a client that
+ * retries must not flood the log), as gRPC core logs its handshake
+ * failures: an operator must be able to tell a client with the wrong CA
+ * from a network fault. Those beyond go to verbosity 1. A client that
+ * merely goes away mid-handshake (a port probe) is no TLS failure and says
+ * nothing. */
+static void tls_failed(struct conn *cn) {
+  const char *why = pts_tls_failure(cn->tls);
+  if (!why) return;
+  static struct pts_log_limit limit;
+  unsigned long dropped;
+  char peer[INET6_ADDRSTRLEN + 16];
+  peer_name(cn->fd, peer, sizeof peer);
+  if (pts_log_limit_allow(&limit, 1000000000u, &dropped))
+    PTS_LOG_WARN("gRPC: closing the connection from %s: %s (%lu more since the last such line)",
+                 peer, why, dropped);
+  else
+    PTS_LOG_VERBOSE(1, "gRPC: closing the connection from %s: %s", peer, why);
+}
+
+/* A TLS connection's events. A read that waits to write (the handshake's
+ * answer did not fit in the socket) waits for the socket to be writable,
+ * with reading off meanwhile: the read would only wait again, and a
+ * readable socket would call it at every turn. A write that waits for the
+ * client's bytes waits for reading, which is always on, with the write
+ * event off: a writable socket would call it at every turn. */
+static void tls_events(struct conn *cn) {
+  bool rd_waits = pts_tls_read_wants_write(cn->tls);
+  if (rd_waits || (evbuffer_get_length(cn->out) && !pts_tls_write_wants_read(cn->tls)))
+    event_add(cn->wr, NULL);
+  else
+    event_del(cn->wr);
+  if (rd_waits != cn->rd_paused) {
+    cn->rd_paused = rd_waits;
+    if (rd_waits)
+      event_del(cn->rd);
+    else
+      event_add(cn->rd, NULL);
+  }
+}
+
 /* What nghttp2 has to send, to the socket, as far as it takes it now;
  * `dead` when the session or the socket failed. */
 static void send_out(struct conn *cn) {
@@ -98,9 +179,12 @@ static void send_out(struct conn *cn) {
     if (evbuffer_add(cn->out, data, (size_t)n) != 0) cn->dead = true;
   }
   while (!cn->dead && evbuffer_get_length(cn->out)) {
-    int w = evbuffer_write(cn->out, cn->fd);
+    int w = conn_write(cn);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) cn->dead = true;
+    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      if (cn->tls && errno == EPROTO) tls_failed(cn);
+      cn->dead = true;
+    }
     break;
   }
 }
@@ -115,7 +199,9 @@ static void flush(struct conn *cn) {
     conn_free(cn);
     return;
   }
-  if (evbuffer_get_length(cn->out))
+  if (cn->tls)
+    tls_events(cn);
+  else if (evbuffer_get_length(cn->out))
     event_add(cn->wr, NULL);
   else
     event_del(cn->wr);
@@ -215,8 +301,15 @@ static uint8_t *direct_room(struct conn *cn, size_t *want) {
  * other worked (4 calls on one connection: 1.4-1.6x the throughput with
  * the first answer early, bench/cpu/ab/grpc-first-answer). Every answer
  * early cost more than it gave from 16 calls up, where reads hold many
- * requests and one write for all is what keeps the cost per request low. */
+ * requests and one write for all is what keeps the cost per request low.
+ *
+ * Over TLS a read returns one record or a few (16 KiB each at most), so
+ * "the read filled the buffer" says little: reads go on while the session
+ * holds bytes it took from the socket (pts_tls_pending), and a read that
+ * found nothing still flushes, since the handshake it advanced may have
+ * released a write that waited on it. */
 static void on_read(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
   (void)what;
   struct conn *cn = arg;
   ssize_t rv = 0, n;
@@ -226,11 +319,12 @@ static void on_read(evutil_socket_t fd, short what, void *arg) {
     want = READ_CHUNK;
     uint8_t *buf = direct_room(cn, &want);
     if (!buf) buf = cn->h->rbuf;
-    n = recv(fd, buf, want, 0);
+    n = conn_recv(cn, buf, want);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      if (taken) break; /* what came is parsed; nothing more for now */
+      if (taken || cn->tls) break; /* what came is parsed; nothing more for now */
       return;
     }
+    if (n < 0 && cn->tls && errno == EPROTO) tls_failed(cn);
     for (size_t off = 0; n > 0 && off < (size_t)n && rv >= 0 && !cn->dead;) {
       size_t left = (size_t)n - off;
       size_t piece = answered ? frame_walk(cn, buf + off, left) : frame_piece(cn, buf + off, left);
@@ -250,16 +344,23 @@ static void on_read(evutil_socket_t fd, short what, void *arg) {
     if (n > 0) taken += (size_t)n;
     /* A short read took all there was: no second recv to learn EAGAIN
      * (small calls, the common case, cost one recv as before). */
-  } while (!cn->dead && (size_t)n == want && taken < READ_PASS_MAX);
+  } while (!cn->dead && ((size_t)n == want || (cn->tls && pts_tls_pending(cn->tls))) &&
+           taken < READ_PASS_MAX);
+  /* The turn's share is read, and the session holds more: the socket may
+   * not become readable for it again, so the loop is told to come back. */
+  if (cn->tls && !cn->dead && n > 0 && taken >= READ_PASS_MAX && pts_tls_pending(cn->tls))
+    event_active(cn->rd, EV_READ, 0);
   pts_grpc_h2_mark_dirty(cn);
   pts_grpc_h2_take_ready(cn->h);
   flush_dirty(cn->h);
 }
 
 static void on_write(evutil_socket_t fd, short what, void *arg) {
-  (void)fd;
-  (void)what;
   struct conn *cn = arg;
+  if (cn->tls && pts_tls_read_wants_write(cn->tls)) {
+    on_read(fd, what, cn); /* the read that waited goes on; it flushes too */
+    return;
+  }
   pts_grpc_h2_mark_dirty(cn);
   flush_dirty(cn->h);
 }
@@ -431,6 +532,9 @@ void pts_grpc_h2_accept(struct pts_grpc_h2 *h, int fd) {
   cn->h = h;
   cn->fd = fd;
   cn->preface_left = NGHTTP2_CLIENT_MAGIC_LEN;
+  /* The handshake runs inside the first reads and writes (the server's
+   * SETTINGS, below, wait for it). */
+  bool tls_ok = !h->tls || (cn->tls = pts_tls_new(h->tls, fd)) != NULL;
   atomic_fetch_add(&h->live, 1);
   cn->next = h->conns;
   if (h->conns) h->conns->prev = cn;
@@ -447,7 +551,7 @@ void pts_grpc_h2_accept(struct pts_grpc_h2 *h, int fd) {
   nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
                                  {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
                                  {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, H2_MAX_FRAME}};
-  if (!cn->out || !cn->rd || !cn->wr || !cn->ka_ev || (h->age_ms >= 0 && !cn->age_ev) ||
+  if (!tls_ok || !cn->out || !cn->rd || !cn->wr || !cn->ka_ev || (h->age_ms >= 0 && !cn->age_ev) ||
       nghttp2_session_server_new2(&cn->s, h->cbs, cn, h->opt) != 0 ||
       nghttp2_submit_settings(cn->s, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0 ||
       nghttp2_session_set_local_window_size(cn->s, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW) != 0 ||
@@ -552,6 +656,8 @@ enum pts_status pts_grpc_h2_new(struct pts_server *s, const struct pts_server_op
   *out = h;
   return PTS_OK;
 }
+
+void pts_grpc_h2_set_tls(struct pts_grpc_h2 *h, struct pts_tls_ctx *tls) { h->tls = tls; }
 
 void pts_grpc_h2_drain(struct pts_grpc_h2 *h) { event_active(h->drain_ev, EV_READ, 0); }
 

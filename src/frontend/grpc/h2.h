@@ -17,6 +17,10 @@
  * ModelStreamInfer streams use HTTP/2 flow control as their backpressure
  * (a stream's window is held while it has too many requests pending).
  *
+ * With --grpc-use-ssl every connection is TLS (net/tls.h) under the same
+ * HTTP/2: only the socket's reads and writes change, and a plaintext
+ * connection takes none of TLS's branches but one test of a pointer.
+ *
  * Deadlines (`grpc-timeout`) end a call with DEADLINE_EXCEEDED; inference
  * responses are compressed (gzip or deflate, whichever the client accepts)
  * at --grpc-infer-response-compression-level. Keepalive pings, the policing of the client's pings and connection age
@@ -41,6 +45,7 @@
 
 struct event_base;
 struct pts_grpc_h2;
+struct pts_tls_ctx;
 
 /* A transport serving on `base` (the listener's loop; borrowed until free)
  * with o's compression, keepalive and connection-age flags (read here).
@@ -48,6 +53,12 @@ struct pts_grpc_h2;
 enum pts_status pts_grpc_h2_new(struct pts_server *s, const struct pts_server_options *o,
                                 const struct pts_restrictions *r, struct event_base *base,
                                 struct pts_grpc_h2 **out, struct pts_error *err);
+/* Serves TLS on every connection accepted from now on, with `tls`
+ * (borrowed until free; see net/tls.h): the handshake, ALPN "h2", and
+ * client certificates when the context requires them. A connection whose
+ * handshake fails is closed alone, with a warning. Main thread, before
+ * the loop serves a connection. */
+void pts_grpc_h2_set_tls(struct pts_grpc_h2 *h, struct pts_tls_ctx *tls);
 /* Serves the accepted, non-blocking socket `fd` (taken: closed on every
  * path). Loop thread. */
 void pts_grpc_h2_accept(struct pts_grpc_h2 *h, int fd);

@@ -22,6 +22,7 @@
 #include "frontend/grpc/h2.h"
 #include "frontend/grpc/rpc.h"
 #include "frontend/http/compress.h"
+#include "net/tls.h"
 
 /* The gRPC message prefix: a compressed flag and a 32-bit length. */
 #define PREFIX 5
@@ -122,6 +123,10 @@ struct call {
 struct conn {
   struct pts_grpc_h2 *h;
   int fd;
+  /* Owned; NULL: plaintext. The socket's bytes go through it both ways
+   * (conn_recv, conn_write in h2.c). */
+  struct pts_tls *tls;
+  bool rd_paused; /* TLS: rd is off while a read waits to write (tls_events) */
   nghttp2_session *s;
   struct event *rd, *wr;
   struct evbuffer *out;     /* serialized frames the socket has not taken */
@@ -172,6 +177,7 @@ struct incoming {
 
 struct pts_grpc_h2 {
   struct pts_server *server;
+  struct pts_tls_ctx *tls; /* borrowed (pts_grpc_h2_set_tls); NULL: plaintext */
   const struct pts_restrictions *restrictions;
   int compression_level; /* --grpc-infer-response-compression-level, 0-3 */
   /* the keepalive and connection-age flags (server.h), in ms */

@@ -1,7 +1,10 @@
 /* tests/unit/grpc/grpc_h2_test.c — the nghttp2 transport (frontend/grpc/h2.h)
  * against a real server core (identity backend, temporary repository),
  * over a socketpair: the test is the HTTP/2 client (an nghttp2 client
- * session) and drives the transport's loop itself, on one thread.
+ * session) and drives the transport's loop itself, on one thread. Over
+ * TLS too (pts_grpc_h2_set_tls): the client's TLS is OpenSSL on memory
+ * BIOs, and the server's socket has the smallest send buffer, so that its
+ * handshake (a 12 KB certificate, net/tls_pki.h) waits to write.
  * Expected values come from the request (identity) and gRPC's status
  * numbers (protocol-facts §2). */
 #include <setjmp.h>
@@ -13,6 +16,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,8 @@
 #include "frontend/grpc/h2.h"
 #include "grpc_service.pb-c.h"
 #include "net/libevent.h"
+#include "net/tls.h"
+#include "net/tls_pki.h"
 #include "server/fs_helpers.h"
 
 #define SVC "/inference.GRPCInferenceService/"
@@ -133,15 +139,53 @@ static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
   return (ssize_t)n;
 }
 
-/* One call: `framed` (gRPC-framed messages) to `path`; runs the server's
- * loop and the client until the stream closes. */
-static void call(struct fixture *f, const char *path, const uint8_t *framed, size_t n,
-                 struct seen *r) {
+/* The client's TLS: OpenSSL on memory BIOs between the nghttp2 client and
+ * the socket, trusting tls_pki.h's CA. */
+struct tls_client {
+  SSL *ssl;
+  BIO *in, *out;            /* for OpenSSL, from the socket; from OpenSSL, to it */
+  uint8_t pending[16384];   /* nghttp2's bytes, until the handshake is done */
+  size_t n_pending;
+};
+
+static void tls_client_start(struct tls_client *tc, SSL_CTX *ctx) {
+  memset(tc, 0, sizeof *tc);
+  tc->ssl = SSL_new(ctx);
+  tc->in = BIO_new(BIO_s_mem());
+  tc->out = BIO_new(BIO_s_mem());
+  SSL_set_bio(tc->ssl, tc->in, tc->out);
+  SSL_set_connect_state(tc->ssl);
+  SSL_set1_host(tc->ssl, "localhost");
+}
+
+/* The handshake as far as it goes, nghttp2's bytes once it is done, and
+ * what OpenSSL has to send, to the socket. */
+static void tls_client_send(struct tls_client *tc, int fd) {
+  if (!SSL_is_init_finished(tc->ssl)) SSL_do_handshake(tc->ssl);
+  if (SSL_is_init_finished(tc->ssl) && tc->n_pending) {
+    assert_int_equal(SSL_write(tc->ssl, tc->pending, (int)tc->n_pending), (int)tc->n_pending);
+    tc->n_pending = 0;
+  }
+  uint8_t buf[65536];
+  int k;
+  while ((k = BIO_read(tc->out, buf, sizeof buf)) > 0)
+    assert_int_equal(write(fd, buf, (size_t)k), k);
+}
+
+/* One call: `framed` (gRPC-framed messages) to `path`, over TLS when tc
+ * is given; runs the server's loop and the client until the stream
+ * closes. */
+static void call_over(struct fixture *f, struct tls_client *tc, const char *path,
+                      const uint8_t *framed, size_t n, struct seen *r) {
   memset(r, 0, sizeof *r);
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   fcntl(sv[0], F_SETFL, O_NONBLOCK);
   fcntl(sv[1], F_SETFL, O_NONBLOCK);
+  if (tc) {
+    int one = 1;
+    assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof one), 0);
+  }
   pts_grpc_h2_accept(f->h, sv[0]);
   nghttp2_session_callbacks *cbs;
   nghttp2_session_callbacks_new(&cbs);
@@ -165,12 +209,25 @@ static void call(struct fixture *f, const char *path, const uint8_t *framed, siz
   for (int round = 0; round < 20000 && !r->closed; round++) {
     const uint8_t *out;
     ssize_t k;
-    while ((k = nghttp2_session_mem_send(cs, &out)) > 0)
-      assert_int_equal(write(sv[1], out, (size_t)k), k);
+    while ((k = nghttp2_session_mem_send(cs, &out)) > 0) {
+      if (!tc) {
+        assert_int_equal(write(sv[1], out, (size_t)k), k);
+        continue;
+      }
+      assert_true(tc->n_pending + (size_t)k <= sizeof tc->pending);
+      memcpy(tc->pending + tc->n_pending, out, (size_t)k);
+      tc->n_pending += (size_t)k;
+    }
+    if (tc) tls_client_send(tc, sv[1]);
     event_base_loop(f->base, EVLOOP_NONBLOCK);
     uint8_t buf[8192];
     ssize_t got = read(sv[1], buf, sizeof buf);
-    if (got > 0)
+    if (got > 0 && tc) {
+      assert_int_equal(BIO_write(tc->in, buf, (int)got), (int)got);
+      int m;
+      while ((m = SSL_read(tc->ssl, buf, sizeof buf)) > 0)
+        assert_int_equal(nghttp2_session_mem_recv(cs, buf, (size_t)m), m);
+    } else if (got > 0)
       assert_int_equal(nghttp2_session_mem_recv(cs, buf, (size_t)got), got);
     else if (got < 0 && errno == EAGAIN)
       usleep(100); /* an instance thread may be answering */
@@ -187,6 +244,11 @@ static void call(struct fixture *f, const char *path, const uint8_t *framed, siz
     usleep(100);
   }
   assert_int_equal(pts_grpc_h2_live(f->h), 0);
+}
+
+static void call(struct fixture *f, const char *path, const uint8_t *framed, size_t n,
+                 struct seen *r) {
+  call_over(f, NULL, path, framed, n, r);
 }
 
 /* gRPC framing around a packed message. */
@@ -333,11 +395,87 @@ static void errors_are_statuses(void **state) {
   free(r);
 }
 
+/* Over TLS: a unary call and a stream, each on a connection whose
+ * handshake does not fit in the server's socket at once (the read that
+ * made it waits to write, and the loop resumes it when the socket drains);
+ * then a client without TLS, whose connection alone is closed. */
+static void over_tls(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(pki_make(NULL), 0);
+  struct pts_tls_config c = {
+      .cert_file = pki_file("server.pem"),
+      .key_file = pki_file("server.key"),
+      .alpn = "h2",
+      .cert_flag = "--grpc-server-cert",
+      .key_flag = "--grpc-server-key",
+      .ca_flag = "--grpc-root-cert",
+  };
+  struct pts_tls_ctx *tls;
+  struct pts_error err;
+  assert_int_equal(pts_tls_ctx_new(&c, &tls, &err), PTS_OK);
+  pts_grpc_h2_set_tls(f->h, tls);
+  SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+  assert_int_equal(SSL_CTX_load_verify_locations(cctx, pki_file("ca.pem"), NULL), 1);
+  SSL_CTX_set_verify(cctx, SSL_VERIFY_PEER, NULL);
+  assert_int_equal(SSL_CTX_set_alpn_protos(cctx, (const unsigned char *)"\x02h2", 3), 0);
+  struct tls_client *tc = malloc(sizeof *tc);
+  struct seen *r = malloc(sizeof *r);
+
+  uint8_t msg[768];
+  size_t n = infer_message(11, -12, "t1", msg);
+  tls_client_start(tc, cctx);
+  call_over(f, tc, SVC "ModelInfer", msg, n, r);
+  assert_string_equal(r->status, "0");
+  Inference__ModelInferResponse *resp[4];
+  assert_int_equal(responses(r, false, resp, 4), 1);
+  assert_string_equal(resp[0]->id, "t1");
+  assert_identity(resp[0], 11, -12);
+  inference__model_infer_response__free_unpacked(resp[0], NULL);
+  SSL_free(tc->ssl);
+
+  n = infer_message(1, 2, "s0", msg);
+  n += infer_message(3, 4, "s1", msg + n);
+  tls_client_start(tc, cctx);
+  call_over(f, tc, SVC "ModelStreamInfer", msg, n, r);
+  assert_string_equal(r->status, "0");
+  assert_int_equal(responses(r, true, resp, 4), 2);
+  for (int i = 0; i < 2; i++) {
+    int k = resp[i]->id[1] - '0';
+    assert_identity(resp[i], 2 * k + 1, 2 * k + 2);
+    inference__model_infer_response__free_unpacked(resp[i], NULL);
+  }
+  SSL_free(tc->ssl);
+
+  /* HTTP/2 without TLS: the server closes the socket (after an alert). */
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+  pts_grpc_h2_accept(f->h, sv[0]);
+  static const char preface[] = NGHTTP2_CLIENT_MAGIC;
+  assert_int_equal(write(sv[1], preface, sizeof preface - 1), (ssize_t)sizeof preface - 1);
+  bool ended = false;
+  for (int round = 0; round < 1000 && !ended; round++) {
+    event_base_loop(f->base, EVLOOP_NONBLOCK);
+    uint8_t buf[256];
+    ended = read(sv[1], buf, sizeof buf) == 0;
+  }
+  assert_true(ended);
+  assert_int_equal(pts_grpc_h2_live(f->h), 0);
+  close(sv[1]);
+
+  pts_grpc_h2_set_tls(f->h, NULL);
+  pts_tls_ctx_free(tls);
+  SSL_CTX_free(cctx);
+  free(tc);
+  free(r);
+  pki_remove(NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(unary_infer),
       cmocka_unit_test(stream_of_three),
       cmocka_unit_test(errors_are_statuses),
+      cmocka_unit_test(over_tls),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
