@@ -4,15 +4,19 @@
 # the same TorchScript twins of the models the tests name.
 #
 #   MIRROR=/work/.mirror scripts/triton-qa.sh        (SERVERS, default "ptserve
-#                                                     tritonserver"; ONLY, a
-#                                                     test-name filter; OUT;
-#                                                     PTSERVE, a built binary)
+#                                                     tritonserver"; SUITES, the
+#                                                     suites to run, default all;
+#                                                     ONLY, a test-name filter;
+#                                                     OUT; PTSERVE, a built binary)
 #
 # The tests come from a fetched copy of NVIDIA's server repository (bare git
 # dir $MIRROR/triton-inference-server+server/repo, tag QA_TAG, default
 # r25.07): qa/L0_http (http_test.py, python_http_aio_test.py),
-# qa/L0_shared_memory, qa/L0_grpc (python_unit_test.py and the aio test) and
-# qa/L0_infer_zero, with qa/common beside them as in Triton's CI. Nothing of
+# qa/L0_shared_memory, qa/L0_grpc (python_unit_test.py and the aio test),
+# qa/L0_infer_zero and qa/L0_lifecycle (lifecycle_test.py, each test with the
+# repository, repository changes and flags its test.sh gives it; the tests
+# that need a GPU, the Python backend or a custom C++ backend are listed as
+# not run, with why), with qa/common beside them as in Triton's CI. Nothing of
 # them is committed here. scripts/triton_qa/twins.py makes the models (NVIDIA's
 # own config generators, TorchScript model files); scripts/triton_qa/run.py
 # runs each test with a fresh server, as their test.sh does, and writes
@@ -43,7 +47,8 @@ rm -rf "$WORK/src" "$WORK/models" "$WORK/out"
 mkdir -p "$WORK/src" "$OUT"
 log "extracting qa/ of $QA_TAG"
 $GIT archive "$QA_TAG" qa/common qa/python_models qa/L0_http qa/L0_shared_memory qa/L0_grpc \
-  qa/L0_infer_zero docs/examples/model_repository | tar -x -C "$WORK/src"
+  qa/L0_infer_zero qa/L0_lifecycle qa/custom_models/custom_zero_1_float32 \
+  docs/examples/model_repository | tar -x -C "$WORK/src"
 
 PTSERVE=${PTSERVE:-}
 if [ -z "$PTSERVE" ]; then
@@ -73,7 +78,7 @@ done
 
 log "running (one server per test; logs in $WORK/out/logs)"
 "$PY" "$ROOT/scripts/triton_qa/run.py" --qa "$WORK/src/qa" --models "$WORK/models" \
-  --out "$WORK/out" --only "${ONLY:-}" "${args[@]}"
+  --out "$WORK/out" --only "${ONLY:-}" --suites "${SUITES:-}" "${args[@]}"
 {
   echo "# tritonserver's QA suites ($QA_TAG) on ptserve and tritonserver"
   echo
