@@ -200,6 +200,7 @@ static void set_text(char **slot, const char *text) {
  * r->mu held. */
 static enum pts_status place_locked(struct entry *e, const struct pts_scan_candidate *c,
                                     size_t same, struct pts_error *err) {
+  bool was_dup = e->dup != NULL;
   e->on_disk = same > 0;
   pts_free(e->dir);
   e->dir = NULL;
@@ -208,13 +209,15 @@ static enum pts_status place_locked(struct entry *e, const struct pts_scan_candi
   if (same == 1 && !(e->dir = pts_strdup(c[0].dir)))
     return pts_error_set(err, PTS_NOMEM, "out of memory scanning for model '%s'", e->name);
   if (same > 1) {
-    char msg[PTS_ERROR_MSG_MAX];
-    snprintf(msg, sizeof msg,
-             "model '%s' appears in more than one model repository ('%s' and '%s'); model "
-             "names must be unique",
-             c[0].name, c[0].repo, c[1].repo);
-    if (!(e->dup = pts_strdup(msg)))
+    /* The reason clients read is Triton's exact text (its QA compares the
+     * index's reason for equality); which repositories is said once, in
+     * the log, when the name stops being unique. */
+    if (!(e->dup = pts_strdup("model appears in two or more repositories")))
       return pts_error_set(err, PTS_NOMEM, "out of memory scanning for model '%s'", e->name);
+    if (!was_dup)
+      PTS_LOG_WARN("model '%s' appears in two or more repositories ('%s' and '%s'); it is not "
+                   "served until its name is unique",
+                   c[0].name, c[0].repo, c[1].repo);
   }
   return PTS_OK;
 }
@@ -530,11 +533,15 @@ static enum pts_status load_failed(const char *name, const struct pts_model *m,
 /* The load could not even build its versions (config, policy, duplicate):
  * what serves stays; with nothing serving, one UNAVAILABLE record at
  * `version` (the one the default policy would have served, or -1) says
- * why, as Triton's index does. */
+ * why, as Triton's index does; `bare`: why->msg is the reason as it is
+ * (pts_model_fail_bare). */
 static enum pts_status fail_whole(struct pts_repository *r, struct entry *e, int64_t version,
-                                  const struct pts_error *why, struct pts_error *err) {
+                                  const struct pts_error *why, bool bare, struct pts_error *err) {
   struct pts_model *m = pts_model_new(e->name, version);
-  if (m) pts_model_fail(m, why);
+  if (m && bare)
+    pts_model_fail_bare(m, why->msg);
+  else if (m)
+    pts_model_fail(m, why);
   struct pts_model **old = NULL;
   size_t n_old = 0;
   pthread_mutex_lock(&r->mu);
@@ -566,7 +573,7 @@ static int64_t highest_version(const char *dir) {
   int64_t *disk = NULL;
   size_t n = 0;
   int64_t v = -1;
-  if (dir && pts_scan_versions(dir, &disk, &n, NULL) == PTS_OK && n) v = disk[n - 1];
+  if (dir && pts_scan_versions(dir, false, &disk, &n, NULL) == PTS_OK && n) v = disk[n - 1];
   pts_free(disk);
   return v;
 }
@@ -579,11 +586,11 @@ static enum pts_status build_versions(struct pts_repository *r, struct entry *e,
   size_t n_disk = 0, n_sel = 0, n_missing = 0;
   Inference__ModelConfig *cfg = NULL;
   enum pts_status st = read_config(src, &cfg, why);
-  if (st == PTS_OK) st = pts_scan_versions(src->dir, &disk, &n_disk, why);
+  if (st == PTS_OK) st = pts_scan_versions(src->dir, true, &disk, &n_disk, why);
   if (st != PTS_OK) {
     pts_model_config_free(cfg);
     pts_free(disk);
-    return fail_whole(r, e, highest_version(src->dir), why, err);
+    return fail_whole(r, e, highest_version(src->dir), why, false, err);
   }
   size_t cap = n_disk + (cfg->version_policy &&
                                  cfg->version_policy->policy_choice_case ==
@@ -597,12 +604,20 @@ static enum pts_status build_versions(struct pts_repository *r, struct entry *e,
     goto out;
   }
   select_versions(cfg, disk, n_disk, sel, &n_sel, missing, &n_missing);
-  if (n_sel == 0 && n_missing == 0) {
+  if (n_sel == 0) {
+    /* Also when the policy names versions whose directories are all
+     * missing: the model has nothing to serve, and fails (Triton's rule;
+     * strict readiness then says not ready). */
+    char listed[96] = "";
+    for (size_t i = 0, at = 0; i < n_missing && at < sizeof listed - 24; i++)
+      at += (size_t)snprintf(listed + at, sizeof listed - at, "%s%lld", i ? ", " : "",
+                             (long long)missing[i]);
     pts_error_set(why, PTS_INVALID_ARG,
                   "at least one version must be available under the version policy of model "
-                  "'%s'",
-                  e->name);
-    st = fail_whole(r, e, -1, why, err);
+                  "'%s'%s%s%s",
+                  e->name, n_missing ? " (it names versions " : "", listed,
+                  n_missing ? ", and none of their directories is present)" : "");
+    st = fail_whole(r, e, -1, why, false, err);
     goto out;
   }
   pthread_mutex_lock(&r->mu);
@@ -700,6 +715,16 @@ static void publish_success(struct pts_repository *r, struct entry *e, struct pl
     bool nomem;
     displaced(p, rec_put(e, p->missing[i], &nomem));
   }
+  /* The record of a whole-model failure (version -1, fail_whole) said why
+   * nothing served; now something does. */
+  long stale = rec_find(e, -1);
+  if (stale >= 0) {
+    struct pts_model *old = e->recs[stale];
+    memmove(&e->recs[stale], &e->recs[stale + 1],
+            (e->n_recs - (size_t)stale - 1) * sizeof *e->recs);
+    e->n_recs--;
+    displaced(p, old);
+  }
   set_text(&e->failure, NULL);
   pthread_mutex_unlock(&r->mu);
   for (size_t i = 0; i < p->n_created; i++)
@@ -758,7 +783,7 @@ static enum pts_status load_locked(struct pts_repository *r, struct entry *e,
     e->fp = 1; /* nothing to compare until it is unique again */
     e->have_fp = true;
     pthread_mutex_unlock(&r->mu);
-    st = fail_whole(r, e, -1, &why, err);
+    st = fail_whole(r, e, -1, &why, true, err); /* Triton's bare reason */
   } else if (!on_disk || !src.dir_copy) {
     st = pts_error_set(err, PTS_NOT_FOUND,
                        "failed to load '%s': no model repository holds a model named '%s'",
@@ -988,7 +1013,11 @@ enum pts_status pts_repository_poll(struct pts_repository *r,
     bool live = false;
     for (size_t v = 0; v < e->n_recs; v++) live = live || is_live(e->recs[v]);
     enum pts_repository_action_kind kind;
-    if (e->on_disk && (e->dup || probes[i].dir)) {
+    if (e->on_disk && e->dup && live) {
+      /* Which copy is the model is unknown: what serves goes (Triton's
+       * poll treats the name as gone, then loads it again once unique). */
+      kind = PTS_REPOSITORY_UNLOAD;
+    } else if (e->on_disk && (e->dup || probes[i].dir)) {
       if (e->have_fp && e->fp == probes[i].fp) continue;
       kind = PTS_REPOSITORY_LOAD;
     } else if (!e->on_disk && live) {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "core/alloc.h"
+#include "core/log.h"
 
 /* How deep the poll fingerprint looks below a model directory. */
 #define FINGERPRINT_DEPTH 8
@@ -53,7 +54,28 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-enum pts_status pts_scan_versions(const char *dir, int64_t **out, size_t *n,
+/* Says why directory `name` of a model is not a version, as Triton does
+ * when it lists the versions. */
+static void warn_not_version(const char *dir, const char *name) {
+  static const char *const own[] = {"warmup", "initial_state", "configs"};
+  if (name[0] == '.') return;
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+    if (strcmp(name, own[i]) == 0) return;
+  char *p = pts_scan_path_join(dir, name);
+  bool is_dir = p && pts_scan_is_dir(p);
+  pts_free(p);
+  if (!is_dir) return;
+  if (name[0] == '0' && name[1])
+    PTS_LOG_WARN("ignore version directory '%s' which contains leading zeros in its directory "
+                 "name (model directory '%s')",
+                 name, dir);
+  else if (name[0] < '0' || name[0] > '9' || name[strspn(name, "0123456789")])
+    PTS_LOG_WARN("ignore version directory '%s' which fails to convert to integral number "
+                 "(model directory '%s')",
+                 name, dir);
+}
+
+enum pts_status pts_scan_versions(const char *dir, bool warn, int64_t **out, size_t *n,
                                   struct pts_error *err) {
   *out = NULL;
   *n = 0;
@@ -66,7 +88,10 @@ enum pts_status pts_scan_versions(const char *dir, int64_t **out, size_t *n,
   enum pts_status st = PTS_OK;
   while ((e = readdir(d)) != NULL) {
     int64_t v;
-    if (!parse_version(e->d_name, &v)) continue;
+    if (!parse_version(e->d_name, &v)) {
+      if (warn) warn_not_version(dir, e->d_name);
+      continue;
+    }
     char *p = pts_scan_path_join(dir, e->d_name);
     bool dir_ok = p && pts_scan_is_dir(p);
     pts_free(p);
@@ -101,7 +126,7 @@ bool pts_scan_is_model(const char *dir) {
   if (yes) return true;
   int64_t *versions = NULL;
   size_t n = 0;
-  if (pts_scan_versions(dir, &versions, &n, NULL) != PTS_OK) return false;
+  if (pts_scan_versions(dir, false, &versions, &n, NULL) != PTS_OK) return false;
   pts_free(versions);
   return n > 0;
 }

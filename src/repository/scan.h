@@ -22,8 +22,11 @@ bool pts_scan_is_dir(const char *path);
 
 /* The version directories of a model, ascending, into a new array
  * (pts_free). Triton's rule: a positive decimal number without a leading
- * zero; anything else is ignored. err may be NULL. */
-enum pts_status pts_scan_versions(const char *dir, int64_t **out, size_t *n,
+ * zero; anything else is ignored, and with `warn` a directory ignored for
+ * a leading zero or for not being a number is a warning in Triton's words
+ * (warmup, initial_state and configs are the model's own folders, not
+ * versions). err may be NULL. */
+enum pts_status pts_scan_versions(const char *dir, bool warn, int64_t **out, size_t *n,
                                   struct pts_error *err);
 
 /* A model directory holds config.pbtxt or at least one version directory. */

@@ -173,9 +173,12 @@ def test_model_ready(stub, pb):
     assert stub.ModelReady(pb.svc.ModelReadyRequest(name="id_fp32"), timeout=TIMEOUT).ready
     assert stub.ModelReady(pb.svc.ModelReadyRequest(name="id_all_versions", version="2"),
                            timeout=TIMEOUT).ready
-    expect_code(lambda: stub.ModelReady(pb.svc.ModelReadyRequest(name="no_such_model"),
-                                        timeout=TIMEOUT),
-                grpc.StatusCode.NOT_FOUND, ["no_such_model"])
+    # An unknown model or version: ready=false with status OK, as
+    # tritonserver r25.07's core answers (InferenceServer::ModelIsReady).
+    assert not stub.ModelReady(pb.svc.ModelReadyRequest(name="no_such_model"),
+                               timeout=TIMEOUT).ready
+    assert not stub.ModelReady(pb.svc.ModelReadyRequest(name="id_fp32", version="7"),
+                               timeout=TIMEOUT).ready
     expect_code(lambda: stub.ModelReady(pb.svc.ModelReadyRequest(name="id_fp32", version="x1"),
                                         timeout=TIMEOUT),
                 grpc.StatusCode.INVALID_ARGUMENT, ["version"])

@@ -90,6 +90,13 @@ static enum pts_status model_ready(struct pts_server *s, const struct pts_buf *i
   enum pts_status st = pts_grpc_parse_version(rq->version, rq->name, &version, err);
   if (st == PTS_OK) st = pts_server_model_ready(s, rq->name, version, &ready, err);
   unpacked_free(rq);
+  /* tritonserver r25.07's core answers an unknown model or version with
+   * ready=false and OK (InferenceServer::ModelIsReady), so tritonclient's
+   * is_model_ready returns False instead of raising. */
+  if (st == PTS_NOT_FOUND) {
+    st = PTS_OK;
+    ready = false;
+  }
   if (st != PTS_OK) return st;
   Inference__ModelReadyResponse r;
   inference__model_ready_response__init(&r);

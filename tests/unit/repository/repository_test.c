@@ -243,6 +243,24 @@ static void no_version_under_policy(void **state) {
   assert_contains(reason_of(f, "empty", 0), "at least one version must be available");
 }
 
+/* Triton's rule: a specific policy none of whose versions exists leaves
+ * the model nothing to serve, so it fails (and readiness says so), with
+ * the versions it named. */
+static void specific_policy_with_no_version_present_fails(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(
+      fs_identity_model(f->root, "none", 8, "version_policy { specific { versions: [ 1, 3 ] } }"),
+      0);
+  assert_int_equal(fs_mkdirs(f->root, "none/2"), 0);
+  create(f);
+  struct pts_error err;
+  assert_int_equal(load(f, "none", &err), PTS_INVALID_ARG);
+  assert_versions(f, "none", "-1:UNAVAILABLE");
+  assert_contains(reason_of(f, "none", 0), "at least one version must be available");
+  assert_contains(reason_of(f, "none", 0), "versions 1, 3");
+  assert_false(pts_repository_all_ready(f->repo));
+}
+
 static void same_model_in_two_repositories(void **state) {
   struct fixture *f = *state;
   char other[64];
@@ -257,10 +275,11 @@ static void same_model_in_two_repositories(void **state) {
   const char *paths[] = {f->root, other};
   assert_int_equal(pts_repository_create(paths, 2, &f->repo, &err), PTS_OK);
   assert_int_equal(load(f, "dup", &err), PTS_INVALID_ARG);
-  assert_contains(err.msg, "more than one model repository");
+  assert_contains(err.msg, "model appears in two or more repositories");
   load_ok(f, "solo");
   assert_versions(f, "dup", "-1:UNAVAILABLE");
-  assert_contains(reason_of(f, "dup", 0), "more than one model repository");
+  /* Triton's exact reason: its QA compares it for equality. */
+  assert_string_equal(reason_of(f, "dup", 0), "model appears in two or more repositories");
   assert_versions(f, "solo", "1:READY");
   fs_rmtree(other);
 }
@@ -930,6 +949,48 @@ static void an_unload_waits_for_the_load_in_progress(void **state) {
 
 /* ---------------------------------------------------------------- poll */
 
+/* Triton's poll: a serving model that appears in a second repository is
+ * unloaded (which copy is meant is unknown), its reason Triton's bare
+ * text; once one copy goes, the other loads. */
+static void poll_unloads_a_model_that_becomes_duplicated(void **state) {
+  struct fixture *f = *state;
+  char other[64];
+  assert_non_null(fs_tempdir(other, sizeof other));
+  assert_int_equal(fs_identity_model(f->root, "d", 8, NULL), 0);
+  assert_int_equal(fs_mkdirs(f->root, "d/1"), 0);
+  struct pts_error err;
+  const char *paths[] = {f->root, other};
+  assert_int_equal(pts_repository_create(paths, 2, &f->repo, &err), PTS_OK);
+  load_ok(f, "d");
+  assert_int_equal(fs_identity_model(other, "d", 8, NULL), 0);
+  assert_int_equal(fs_mkdirs(other, "d/3"), 0);
+  struct pts_repository_action *acts = NULL;
+  size_t n = 0;
+  assert_int_equal(pts_repository_poll(f->repo, &acts, &n, &err), PTS_OK);
+  assert_int_equal(n, 1);
+  assert_string_equal(acts[0].name, "d");
+  assert_int_equal(acts[0].kind, PTS_REPOSITORY_UNLOAD);
+  pts_repository_actions_free(acts, n);
+  assert_int_equal(pts_repository_unload(f->repo, "d", &err), PTS_OK);
+  /* Not served now: the next poll tries it, and it fails as a duplicate. */
+  assert_int_equal(pts_repository_poll(f->repo, &acts, &n, &err), PTS_OK);
+  assert_int_equal(n, 1);
+  assert_int_equal(acts[0].kind, PTS_REPOSITORY_LOAD);
+  pts_repository_actions_free(acts, n);
+  assert_int_equal(load(f, "d", &err), PTS_INVALID_ARG);
+  assert_string_equal(reason_of(f, "d", 0), "model appears in two or more repositories");
+  char first[128];
+  snprintf(first, sizeof first, "%s/d", f->root);
+  fs_rmtree(first);
+  assert_int_equal(pts_repository_poll(f->repo, &acts, &n, &err), PTS_OK);
+  assert_int_equal(n, 1);
+  assert_int_equal(acts[0].kind, PTS_REPOSITORY_LOAD);
+  pts_repository_actions_free(acts, n);
+  load_ok(f, "d");
+  assert_versions(f, "d", "3:READY");
+  fs_rmtree(other);
+}
+
 static void poll_sees_changes(void **state) {
   struct fixture *f = *state;
   assert_int_equal(fs_identity_model(f->root, "a", 8, NULL), 0);
@@ -1057,6 +1118,10 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(policy_all_and_latest_n, setup, teardown),
       cmocka_unit_test_setup_teardown(specific_policy_missing_version_is_unavailable, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(specific_policy_with_no_version_present_fails, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(poll_unloads_a_model_that_becomes_duplicated, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(only_model_directories_are_models, setup, teardown),
       cmocka_unit_test_setup_teardown(broken_models_do_not_stop_the_others, setup, teardown),
