@@ -1,4 +1,4 @@
-"""Writes the model repository of the CPU benchmark (bench/cpu/run.sh).
+"""Writes the model repository of the CPU benchmark (bench/cpu/run.py).
 
     .venv/bin/python bench/cpu/gen_models.py OUTDIR
 
