@@ -10,7 +10,7 @@
 #   make fuzz   every libFuzzer driver for FUZZ_SECONDS each (default 60)
 #   make image  the container image (deploy/Containerfile, built by buildah:
 #               scripts/image.sh), tagged localhost/ptserve:latest
-#   make bench  the CPU benchmark (bench/cpu/run.sh → bench/cpu/results/)
+#   make bench  the CPU benchmark (bench/cpu/run.py → bench/cpu/results/)
 #
 # Smaller steps: build, unit, e2e, deploy-test, image, asan, models, clean.
 # Every step installs what it needs first (scripts/setup.sh is quiet and quick
@@ -120,7 +120,7 @@ models: setup
 	fi
 
 bench: setup
-	bench/cpu/run.sh
+	$(PYTHON) bench/cpu/run.py
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) tests/e2e/.cache  # the venv stays: rm -rf .venv

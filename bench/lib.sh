@@ -1,4 +1,5 @@
-# bench/lib.sh — shell helpers every benchmark script shares. Sourced, not
+# bench/lib.sh — shell helpers of the scenarios still written in shell
+# (gpu, triton, aoti); the Python ones use bench/harness.py. Sourced, not
 # run: `source "$ROOT/bench/lib.sh"` after the script has set PY (the
 # interpreter free_port uses) and SERVER_PID (empty, or the server it runs).
 # The caller sets its own EXIT trap (most use `trap stop_server EXIT`).

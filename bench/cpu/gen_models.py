@@ -1,4 +1,4 @@
-"""Writes the model repository of the CPU benchmark (bench/cpu/run.sh).
+"""Writes the model repository of the CPU benchmark (bench/cpu/run.py).
 
     .venv/bin/python bench/cpu/gen_models.py OUTDIR
 
@@ -15,13 +15,6 @@ so the LibTorch ptserve links can load them):
                ops), nearly the same for 8 rows as for 1, so batching pays;
                max_batch_size 8, one CPU instance
   deep_dyn     the same model.pt as deep, with dynamic_batching {}
-  image_mean   a large request for little work: the mean of each channel of an
-               image, FP32 [3, 224, 224] (588 KiB) -> FP32 [3]; it measures
-               what the transport spends moving a request's bytes (ab.sh
-               MODEL=image_mean); max_batch_size 8, one CPU instance
-  image_half   a large request and a large answer: the image times 0.5, FP32
-               [3, 224, 224] -> FP32 [3, 224, 224]; max_batch_size 8, one CPU
-               instance
 
 Weights come from torch.manual_seed(0), so every run serves the same models.
 """
@@ -65,16 +58,6 @@ class AddSub(torch.nn.Module):
         return a + b, a - b
 
 
-class ImageMean(torch.nn.Module):
-    def forward(self, x):
-        return x.mean(dim=(2, 3))
-
-
-class ImageHalf(torch.nn.Module):
-    def forward(self, x):
-        return x * 0.5
-
-
 class Deep(torch.nn.Module):
     def __init__(self, layers=24):
         super().__init__()
@@ -101,8 +84,6 @@ def write(repo, name, module_path, inputs, outputs, dim, extra=""):
 
 
 def dim_out(name, dim):
-    if name == "image_mean":
-        return 3
     return 4 if name.startswith("mlp") else dim
 
 
@@ -126,16 +107,12 @@ def generate(repo, scratch):
     mlp = script(Mlp16to4(), os.path.join(scratch, "mlp.pt"))
     add_sub = script(AddSub(), os.path.join(scratch, "add_sub.pt"))
     deep = script(Deep(), os.path.join(scratch, "deep.pt"))
-    image_mean = script(ImageMean(), os.path.join(scratch, "image_mean.pt"))
-    image_half = script(ImageHalf(), os.path.join(scratch, "image_half.pt"))
     dyn = "dynamic_batching { }\n"
     write(repo, "mlp", mlp, ["INPUT0"], ["OUTPUT0"], 16)
     write(repo, "mlp_dyn", mlp, ["INPUT0"], ["OUTPUT0"], 16, dyn)
     write(repo, "add_sub", add_sub, ["INPUT0", "INPUT1"], ["OUTPUT0", "OUTPUT1"], 16)
     write(repo, "deep", deep, ["INPUT0"], ["OUTPUT0"], 16)
     write(repo, "deep_dyn", deep, ["INPUT0"], ["OUTPUT0"], 16, dyn)
-    write(repo, "image_mean", image_mean, ["INPUT0"], ["OUTPUT0"], "3, 224, 224")
-    write(repo, "image_half", image_half, ["INPUT0"], ["OUTPUT0"], "3, 224, 224")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""Turns one bench/cpu/run.sh run into the committed results.
+"""Turns one bench/cpu/run.py run into the committed results.
 
     .venv/bin/python bench/cpu/report.py RAW_DIR RESULTS_DIR
 
-RAW_DIR holds what run.sh measured: meta.txt (machine, load, versions),
+RAW_DIR holds what run.py measured: meta.txt (machine, load, versions),
 inproc.csv (bench_inproc), ptperf_<protocol>_<model>.csv (ptperf over HTTP,
 gRPC ModelInfer and gRPC ModelStreamInfer; the protocol is also a column of
 the CSV), perf_analyzer_<protocol>_<model>_c<N>.csv (NVIDIA's perf_analyzer
@@ -16,6 +16,9 @@ import math
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import harness as h  # noqa: E402
 
 SWEEP_MODELS = ["mlp", "add_sub"]
 BATCHING_PAIRS = [("mlp", "mlp_dyn"), ("deep", "deep_dyn")]
@@ -32,21 +35,6 @@ COLUMNS = ["model", "protocol", "dynamic_batching", "concurrency", "infer_per_se
 PA_FILE = re.compile(r"^perf_analyzer_(grpc_stream|grpc|http)_(.+)_c(\d+)\.csv$")
 
 
-def read_meta(raw):
-    meta = {}
-    with open(os.path.join(raw, "meta.txt")) as f:
-        for line in f:
-            if "=" in line:
-                k, v = line.rstrip("\n").split("=", 1)
-                meta[k] = v
-    return meta
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def num(row, key):
     v = row.get(key, "")
     return float(v) if v not in ("", None) else None
@@ -57,7 +45,7 @@ def rows_for(raw, inproc, prefix="ptperf_"):
     for name in sorted(os.listdir(raw)):
         if not (name.startswith(prefix) and name.endswith(".csv")):
             continue
-        for r in read_csv(os.path.join(raw, name)):
+        for r in h.read_csv(os.path.join(raw, name)):
             model = r["model"]
             base = model[:-4] if model.endswith("_dyn") else model
             ip = inproc.get(base)
@@ -99,7 +87,7 @@ def perf_analyzer_rows(raw):
         m = PA_FILE.match(name)
         if not m:
             continue
-        for r in read_csv(os.path.join(raw, name)):
+        for r in h.read_csv(os.path.join(raw, name)):
             row = {k: None for k in COLUMNS}
             row.update({
                 "model": m.group(2), "protocol": m.group(1), "dynamic_batching": "no",
@@ -117,7 +105,7 @@ def perf_analyzer_rows(raw):
 
 def perf_analyzer_failures(raw):
     """(protocol, model, concurrency) of the perf_analyzer runs that failed
-    or never settled (run.sh lists them in perf_analyzer_failed.txt)."""
+    or never settled (run.py lists them in perf_analyzer_failed.txt)."""
     path = os.path.join(raw, "perf_analyzer_failed.txt")
     if not os.path.exists(path):
         return []
@@ -304,15 +292,15 @@ def protocol_lines(rows):
 
 
 def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
-    cores = int(meta.get("cores", "0") or 0)
+    cores = int(meta.get("cpus", "0") or 0)
     L = []
     L.append("# CPU benchmark: ptserve over HTTP and gRPC vs LibTorch in process")
     L.append("")
-    L.append(f"Produced by `{meta.get('command', 'bench/cpu/run.sh')}` (`make bench`) on "
-             f"{meta.get('date', '?')}, ptserve `{meta.get('git', '?')}`, "
+    L.append(f"Produced by `{meta.get('command', 'bench/cpu/run.py')}` (`make bench`) on "
+             f"{meta.get('date', '?')}, ptserve `{meta.get('commit', '?')}`, "
              f"LibTorch {meta.get('libtorch', '?')}.")
     L.append("")
-    L.append(f"- Machine: {meta.get('cpu', '?')}, **{meta.get('cores', '?')} cores shared by "
+    L.append(f"- Machine: {meta.get('cpu_model', '?')}, **{meta.get('cpus', '?')} cores shared by "
              "the client (ptperf), the server (ptserve) and LibTorch** — and by anything "
              "else running: the machine was "
              f"{meta.get('busy_before', '?')}% busy just before the run (waited for <= 15%), "
@@ -423,13 +411,8 @@ def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
 
 
 def write_plot(rows, inproc, path, pinned=(), pa_rows=()):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("report.py: matplotlib is missing (scripts/setup.sh installs it); no plot",
-              file=sys.stderr)
+    plt = h.pyplot()
+    if plt is None:
         return
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.6))
     styles = {"http": ("o", "-"), "grpc": ("s", "--"), "grpc_stream": ("v", ":")}
@@ -505,9 +488,9 @@ def main(argv):
         return 2
     raw, out = argv[1], argv[2]
     os.makedirs(out, exist_ok=True)
-    meta = read_meta(raw)
+    meta = h.read_meta(os.path.join(raw, "meta.txt"))
     inproc = {r["label"]: {"per_sec": float(r["per_sec"]), "p50_us": float(r["p50_us"])}
-              for r in read_csv(os.path.join(raw, "inproc.csv"))}
+              for r in h.read_csv(os.path.join(raw, "inproc.csv"))}
     order = lambda r: (r["model"], r["dynamic_batching"], PROTOCOLS.index(r["protocol"]),
                        r["concurrency"])
     rows = sorted(rows_for(raw, inproc), key=order)

@@ -3,31 +3,30 @@
 the same two models called one after the other by the client, and against
 one call, all in the same run on the same server.
 
-    .venv/bin/python bench/ensemble/run.py [--bin build/ptserve] [--seconds 5]
+    .venv/bin/python bench/ensemble/run.py [--bin PTSERVE] [--seconds 5]
 
 (run it with the project venv, whose tritonclient it needs)
 
 Writes a repository of identity-backend models (no torch: the model time is
 zero, so the table shows the serving overhead alone) to a temporary
-directory, starts ptserve on free ports, and measures each case with
+directory, starts ptserve (built in build-bench/ unless --bin names one)
+on free ports, and measures each case with
 tritonclient over gRPC, first one request at a time, then 8 client threads.
 Prints a markdown table and writes it to bench/ensemble/results/results.md.
 """
 import argparse
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 import numpy as np
-import requests
 import tritonclient.grpc as grpcclient
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+import harness as h  # noqa: E402
 
 IDENTITY = """name: "{name}"
 backend: "identity"
@@ -47,12 +46,6 @@ ensemble_scheduling { step [
   { model_name: "id_b" input_map { key: "INPUT0" value: "mid" }
     output_map { key: "OUTPUT0" value: "OUT" } } ] }
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_repo(d):
@@ -104,45 +97,29 @@ def measure(url, case, threads, seconds):
     return len(a) / seconds, np.percentile(a, 50), np.percentile(a, 99)
 
 
+CASES = ("one call (id_a)", "two calls (id_a, then id_b)", "ensemble of id_a, id_b (two)")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--bin", default=os.path.join(ROOT, "build", "ptserve"))
+    p.add_argument("--bin", help="a ptserve to measure (default: built in build-bench/)")
     p.add_argument("--seconds", type=float, default=5.0)
     args = p.parse_args()
+    binary = args.bin or os.path.join(h.build(os.path.join(h.ROOT, "build-bench"),
+                                              ["ptserve"]), "ptserve")
+    rows = []
     with tempfile.TemporaryDirectory() as d:
         write_repo(d)
-        http, grpc = free_port(), free_port()
-        log = open(os.path.join(d, "server.log"), "w")
-        proc = subprocess.Popen([args.bin, "--model-repository", d, "--http-port", str(http),
-                                 "--http-address", "127.0.0.1", "--grpc-port", str(grpc),
-                                 "--grpc-address", "127.0.0.1", "--metrics-port", "0"],
-                                stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.time() + 60
-            while time.time() < deadline:
-                try:
-                    if requests.get("http://127.0.0.1:%d/v2/health/ready" % http,
-                                    timeout=2).status_code == 200:
-                        break
-                except requests.RequestException:
-                    pass
-                time.sleep(0.05)
-            else:
-                sys.exit("ptserve did not become ready")
-            url = "127.0.0.1:%d" % grpc
-            rows = []
-            for threads in (1, 8):
-                for case in ("one call (id_a)", "two calls (id_a, then id_b)",
-                             "ensemble of id_a, id_b (two)"):
-                    rate, p50, p99 = measure(url, case, threads, args.seconds)
-                    rows.append((threads, case, rate, p50, p99))
-        finally:
-            proc.terminate()
-            proc.wait(30)
-    lines = ["| clients | case | requests/s | p50 µs | p99 µs |", "|---:|---|---:|---:|---:|"]
-    for threads, case, rate, p50, p99 in rows:
-        lines.append("| %d | %s | %.0f | %.0f | %.0f |" % (threads, case, rate, p50, p99))
-    table = "\n".join(lines)
+        with h.Server(binary, ["--model-repository", d], os.path.join(d, "server.log"),
+                      grpc=True) as s:
+            for threads, case in ((t, c) for t in (1, 8) for c in CASES):
+                h.log("%d clients, %s" % (threads, case))
+                rows.append((threads, case, *measure("127.0.0.1:%d" % s.grpc_port, case,
+                                                     threads, args.seconds)))
+    table = "\n".join(h.table([("clients", lambda r: str(r[0])), ("case", lambda r: r[1]),
+                               ("requests/s", lambda r: "%.0f" % r[2]),
+                               ("p50 µs", lambda r: "%.0f" % r[3]),
+                               ("p99 µs", lambda r: "%.0f" % r[4])], rows, left=(1,)))
     print(table)
     out = os.path.join(HERE, "results")
     os.makedirs(out, exist_ok=True)

@@ -13,7 +13,7 @@ host's torch and torchvision:
 - mlp: 64 -> 256 -> 8, dynamic batching;
 - mlp_b1: the same MLP on one instance without a queue: batches of one
   that take the device tens of microseconds (how the instance waits for
-  such a batch is what bench/gpu/wait_ab.sh measures on it).
+  such a batch is what docs/experiments/gpu-wait-ab measured on it).
 
 With --aoti, only resnet50_fp16_aoti: the same FP16 ResNet-50 (same seed,
 same weights) exported with torch.export and compiled by AOTInductor for

@@ -4,7 +4,7 @@
  * jansson allocates every value, key and string of a parsed document
  * separately: a KServe inference header of a few hundred bytes costs about
  * 150 malloc/free pairs, which on the CPU hot path was the largest single
- * cost after the JSON parse itself (bench/cpu/hotpath, issue #13). Between
+ * cost after the JSON parse itself (docs/experiments/hotpath, issue #13). Between
  * pts_json_arena_begin and pts_json_arena_end, this thread's jansson
  * allocations are carved from a per-thread buffer instead (bumped, never
  * freed one by one); what does not fit goes to malloc as usual. end resets

@@ -93,7 +93,7 @@ void pts_overload_snapshot(struct pts_overload_stats *out) {
 }
 
 /* PTSERVE_MALLOC_TRIM=0 turns the trim off: the A/B switch with which
- * bench/overload/allocators.py measures the alternatives (capped arenas,
+ * docs/experiments/allocators measured the alternatives (capped arenas,
  * jemalloc, mimalloc) against it. Read once; the tick has one caller. */
 static bool trim_wanted(void) {
   static int wanted = -1;

@@ -1579,7 +1579,7 @@ static size_t delay_hook(const char *model) {
  * on average (0 turns it off); unset or not a number keeps INLINE_MAX_NS.
  * For measuring under valgrind, where everything runs some 50 times slower
  * and a small model would otherwise leave the inline path it takes
- * natively (bench/cpu/hotpath.sh), and for tuning a loop's stall limit. */
+ * natively (docs/experiments/hotpath), and for tuning a loop's stall limit. */
 static uint64_t inline_max_from_env(void) {
   const char *v = getenv("PTSERVE_INLINE_MAX_US");
   if (!v || !*v) return INLINE_MAX_NS;

@@ -34,7 +34,7 @@ input. One client runs through both phases:
 
 With PTS_ROLLING_REPORT=<file.md> the figures (requests, failures, p50/p99
 overall and during the restarts; the crash's failures, bound and HAProxy's
-retry counters) are written there; bench/rolling/ holds the committed one.
+retry counters) are written there; tests/deploy/results/rolling-restart.md is the committed one.
 """
 import json
 import os
@@ -391,7 +391,7 @@ def summarize(rolling, windows, crash, kill):
             d["wretr"], d["wredis"], d["econ"], kill["victim_econ"], d["eresp"], kill["5xx"],
             (" Errors seen: " + "; ".join(e[:120] for e in errors) + ".") if errors else ""),
         "",
-        "Regenerate (as root): `PTS_ROLLING_REPORT=bench/rolling/report.md make deploy-test "
+        "Regenerate (as root): `PTS_ROLLING_REPORT=tests/deploy/results/rolling-restart.md make deploy-test "
         "PYTEST_ARGS=\"-k rolling\"`.",
         ""])
 

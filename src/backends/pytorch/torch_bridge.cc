@@ -825,7 +825,7 @@ uint64_t spin_below_ns() {
 // sleeps instead: on a small model each sleep's wake-up (a timer, the
 // scheduler, on a VM an exit) is longer than the whole batch on the device,
 // so polling with sleeps added most of the instance's time per batch
-// (bench/gpu/wait_ab.sh, the mlp rows). The instance thread's timer slack
+// (docs/experiments/gpu-wait-ab, the mlp rows). The instance thread's timer slack
 // is cut to 1 us first: the kernel's default of 50 us would stretch every
 // poll's sleep by that much.
 void wait_end(pts_torch_module *m, ForwardSet &fs) {

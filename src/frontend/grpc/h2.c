@@ -299,7 +299,7 @@ static uint8_t *direct_room(struct conn *cn, size_t *want) {
  * gRPC clients send the messages of several calls in one write: answered
  * all together, the client and the server took turns, each idle while the
  * other worked (4 calls on one connection: 1.4-1.6x the throughput with
- * the first answer early, bench/cpu/ab/grpc-first-answer). Every answer
+ * the first answer early, docs/experiments/grpc-first-answer). Every answer
  * early cost more than it gave from 16 calls up, where reads hold many
  * requests and one write for all is what keeps the cost per request low.
  *

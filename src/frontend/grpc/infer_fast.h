@@ -6,7 +6,7 @@
  * passes over the message, three buffers of its own and about seven
  * allocations of protobuf-c's, freed again once the request is filled. On
  * a small request that is a few thousand instructions of a unary call
- * (issue #13, bench/cpu/hotpath). Most requests are one shape, as
+ * (issue #13, docs/experiments/hotpath). Most requests are one shape, as
  * tritonclient, perf_analyzer and ptperf send them: a model name, maybe a
  * version and an id, inputs with a name, a datatype and a shape whose data
  * is in raw_input_contents, outputs asked for by name.

@@ -2,8 +2,8 @@
  *
  * Why not evhttp: libevent's HTTP server cost about 32k instructions per
  * small request, this transport (with http-parser doing the parsing) about
- * a third of that; bench/http_transport measures both. The socket is read
- * into a fixed buffer per connection and written through an evbuffer
+ * a third of that; docs/experiments/http-transport measured both. The socket
+ * is read into a fixed buffer per connection and written through an evbuffer
  * (binary outputs go in by reference); the loop, events and evbuffers are
  * libevent's.
  *
@@ -700,7 +700,7 @@ static void conn_flush(struct conn *cn) {
  * leave back to back. A client waiting on several connections is then
  * woken once for them, not once per answer; on a VM a wake-up of a thread
  * on a halted virtual CPU is the dearest part of a small request
- * (docs/benchmarks.md, bench/cpu/floor), and the writer pays for it. With
+ * (docs/benchmarks.md, docs/experiments/floor), and the writer pays for it. With
  * nothing else ready (one connection, c=1) it writes at once. The write
  * event, activated by hand, runs conn_flush through on_write. */
 static void conn_flush_soon(struct conn *cn) {

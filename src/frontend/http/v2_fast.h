@@ -3,7 +3,7 @@
  *
  * Why: decoding the header through jansson (build the tree, look keys up,
  * free it) was about a quarter of the instructions ptserve spends on a
- * small HTTP request (issue #13, bench/cpu/hotpath). Most requests are the
+ * small HTTP request (issue #13, docs/experiments/hotpath). Most requests are the
  * same few shapes, as tritonclient and perf_analyzer send them: binary
  * inputs named with a datatype and a shape, outputs asking for binary data.
  *
