@@ -129,7 +129,7 @@ enum pts_status pts_model_config_load(const char *model_dir, const char *model_n
   size_t len;
   enum pts_status s = read_config_file(path, shown, &text, &len, err);
   if (!s && !text && !autofill)
-    s = pts_error_set(err, PTS_INVALID_ARG,
+    s = pts_error_set(err, PTS_NOT_FOUND,
                       "failed to open text file for read %s: No such file or directory (with "
                       "--disable-auto-complete-config every model needs its config file)",
                       shown);

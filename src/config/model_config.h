@@ -35,8 +35,8 @@ enum pts_status pts_model_config_load(const char *model_dir, const char *model_n
 void pts_model_config_set_custom_name(const char *name);
 
 /* --disable-auto-complete-config (and the deprecated --strict-model-config
- * =true): off, every model must have its config file (an absent one is an
- * error, in Triton's words), and backends complete nothing from the model
+ * =true): off, every model must have its config file (an absent one is
+ * NOT_FOUND, in Triton's words), and backends complete nothing from the model
  * file (aoti.h); the core's defaults (name, platform, instance groups, ...)
  * still apply, as in Triton. On by default. Set once at start-up, before
  * any model loads (read without a lock). */

@@ -333,12 +333,13 @@ void pts_model_fail(struct pts_model *m, const struct pts_error *why) {
     PTS_LOG_ERROR("failed to load '%s': %s", m->name, reason);
 }
 
-void pts_model_fail_bare(struct pts_model *m, const char *reason) {
+void pts_model_poll_failed(struct pts_model *m, const char *reason) {
   struct pts_error why = {.code = PTS_INVALID_ARG};
   snprintf(why.msg, sizeof why.msg, "%s", reason);
   pts_model_fail(m, &why);
   pthread_mutex_lock(&m->mu);
   snprintf(m->reason, sizeof m->reason, "%s", reason);
+  m->failed = false;
   pthread_mutex_unlock(&m->mu);
 }
 

@@ -73,9 +73,13 @@ enum pts_status pts_model_start(struct pts_model *m, const char *model_dir,
 /* Marks the version UNAVAILABLE because its load failed, with Triton's
  * reason form "<Code>: <message>" ("Invalid argument: ..."), and logs it. */
 void pts_model_fail(struct pts_model *m, const struct pts_error *why);
-/* The same with `reason` as it is, for the few reasons Triton gives bare
- * ("model appears in two or more repositories"), which clients compare. */
-void pts_model_fail_bare(struct pts_model *m, const char *reason);
+/* UNAVAILABLE because tritonserver's poll of the repository would not
+ * even list it (a duplicated name; a missing config file when configs are
+ * not completed): `reason` as it is, as Triton gives such reasons bare
+ * ("model appears in two or more repositories", which clients compare),
+ * and, like a version that is absent, it does not make the server unready
+ * (pts_model_failed is false). */
+void pts_model_poll_failed(struct pts_model *m, const char *reason);
 
 /* A version the policy names but no directory holds: UNAVAILABLE with the
  * reason, logged as an error (as Triton logs it), but not a failure: the

@@ -533,13 +533,17 @@ static enum pts_status load_failed(const char *name, const struct pts_model *m,
 /* The load could not even build its versions (config, policy, duplicate):
  * what serves stays; with nothing serving, one UNAVAILABLE record at
  * `version` (the one the default policy would have served, or -1) says
- * why, as Triton's index does; `bare`: why->msg is the reason as it is
- * (pts_model_fail_bare). */
+ * why, as Triton's index does. `poll_failure`: what Triton finds while it
+ * polls the repository, before any load (a duplicated name, a config file
+ * that is missing when configs are not completed): its reason is why->msg
+ * as it is and it does not make the server unready (pts_model_poll_failed),
+ * and the answer is Triton's "failed to poll from model repository". */
 static enum pts_status fail_whole(struct pts_repository *r, struct entry *e, int64_t version,
-                                  const struct pts_error *why, bool bare, struct pts_error *err) {
+                                  const struct pts_error *why, bool poll_failure,
+                                  struct pts_error *err) {
   struct pts_model *m = pts_model_new(e->name, version);
-  if (m && bare)
-    pts_model_fail_bare(m, why->msg);
+  if (m && poll_failure)
+    pts_model_poll_failed(m, why->msg);
   else if (m)
     pts_model_fail(m, why);
   struct pts_model **old = NULL;
@@ -564,6 +568,10 @@ static enum pts_status fail_whole(struct pts_repository *r, struct entry *e, int
   for (size_t i = 0; i < n_old; i++) pts_model_release(old[i]);
   pts_free(old);
   pts_model_release(m);
+  if (poll_failure)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "failed to load '%s', failed to poll from model repository: %s", e->name,
+                         why->msg);
   return pts_error_set(err, why->code == PTS_NOMEM ? PTS_NOMEM : PTS_INVALID_ARG,
                        "load failed for model '%s': %s", e->name, why->msg);
 }
@@ -590,7 +598,8 @@ static enum pts_status build_versions(struct pts_repository *r, struct entry *e,
   if (st != PTS_OK) {
     pts_model_config_free(cfg);
     pts_free(disk);
-    return fail_whole(r, e, highest_version(src->dir), why, false, err);
+    /* NOT_FOUND: no config file where one is required (model_config.h) */
+    return fail_whole(r, e, highest_version(src->dir), why, st == PTS_NOT_FOUND, err);
   }
   size_t cap = n_disk + (cfg->version_policy &&
                                  cfg->version_policy->policy_choice_case ==
@@ -783,10 +792,11 @@ static enum pts_status load_locked(struct pts_repository *r, struct entry *e,
     e->fp = 1; /* nothing to compare until it is unique again */
     e->have_fp = true;
     pthread_mutex_unlock(&r->mu);
-    st = fail_whole(r, e, -1, &why, true, err); /* Triton's bare reason */
+    st = fail_whole(r, e, -1, &why, true, err);
   } else if (!on_disk || !src.dir_copy) {
     st = pts_error_set(err, PTS_NOT_FOUND,
-                       "failed to load '%s': no model repository holds a model named '%s'",
+                       "failed to load '%s', failed to poll from model repository: no model repository "
+                       "holds a model named '%s'",
                        e->name, e->name);
   } else {
     src.dir = src.dir_copy;
@@ -860,7 +870,8 @@ enum pts_status pts_repository_load(struct pts_repository *r, const char *name,
   if (st != PTS_OK) return st;
   if (!e)
     return pts_error_set(err, PTS_NOT_FOUND,
-                         "failed to load '%s': no model repository holds a model named '%s'",
+                         "failed to load '%s', failed to poll from model repository: no model repository "
+                       "holds a model named '%s'",
                          name, name);
   pthread_mutex_lock(&e->op);
   st = load_locked(r, e, params, err);
@@ -895,7 +906,8 @@ enum pts_status pts_repository_ensure_loaded(struct pts_repository *r, const cha
     return PTS_OK;
   }
   return pts_error_set(err, PTS_NOT_FOUND,
-                       "failed to load '%s': no model repository holds a model named '%s'", name,
+                       "failed to load '%s', failed to poll from model repository: no model repository "
+                       "holds a model named '%s'", name,
                        name);
 }
 

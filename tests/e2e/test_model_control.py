@@ -192,7 +192,7 @@ def test_unknown_startup_model_fails_startup(ptserve_bin, tmp_path):
                       "--grpc-port", "0", "--metrics-port", "0", "--model-control-mode=explicit",
                       "--load-model", "ghost")
     assert rc == 1, out
-    assert "failed to load 'ghost': no model repository holds a model named 'ghost'" in out
+    assert "failed to load 'ghost', failed to poll from model repository: no model repository holds a model named 'ghost'" in out
     assert "failed to load all models" in out
 
 
@@ -276,7 +276,7 @@ def test_load_unload_over_http(start_server, tmp_path):
 
 @pytest.mark.parametrize("path,body,code,words", [
     ("/v2/repository/models/ghost/load", None, 404,
-     "failed to load 'ghost': no model repository holds a model named 'ghost'"),
+     "failed to load 'ghost', failed to poll from model repository: no model repository holds a model named 'ghost'"),
     ("/v2/repository/models/ghost/unload", None, 404, "failed to unload 'ghost'"),
     ("/v2/repository/models/m/load", "{", 400, "failed to parse the load request of model 'm'"),
     ("/v2/repository/models/m/load", {"parameters": {"bogus": "x"}}, 400,

@@ -508,8 +508,8 @@ static void explicit_mode_loads_what_it_is_asked(void **state) {
   assert_int_equal(pts_server_model_load_async(f->s, "ghost", NULL, on_ctl, &b, &err), PTS_OK);
   ctl_wait(&b, 7);
   assert_int_equal(b.code, PTS_NOT_FOUND);
-  assert_string_equal(b.msg, "failed to load 'ghost': no model repository holds a model named "
-                             "'ghost'");
+  assert_string_equal(b.msg, "failed to load 'ghost', failed to poll from model repository: no "
+                             "model repository holds a model named 'ghost'");
   assert_int_equal(pts_server_model_load_async(f->s, "../x", NULL, on_ctl, &b, &err),
                    PTS_INVALID_ARG);
   struct pts_load_params p = {0};
@@ -538,7 +538,8 @@ static void explicit_startup_models(void **state) {
   assert_int_equal(create_mode(f, PTS_MODEL_CONTROL_EXPLICIT, ghost, 2, 4, true, &err),
                    PTS_UNAVAILABLE);
   assert_string_equal(err.msg, "failed to load all models");
-  assert_non_null(strstr(read_log(f), "failed to load 'ghost': no model repository holds"));
+  assert_non_null(strstr(read_log(f), "failed to load 'ghost', failed to poll from model "
+                                      "repository: no model repository holds"));
   assert_int_equal(create_mode(f, PTS_MODEL_CONTROL_EXPLICIT, ghost, 2, 4, false, &err), PTS_OK);
   assert_int_equal(pts_server_model_get(f->s, "nb", -1, false, &m, &err), PTS_OK);
   pts_model_release(m);
