@@ -134,9 +134,33 @@ static bool used_by_ensemble(struct pts_server *s, const char *name, const char 
   return used;
 }
 
+/* The READY ensembles with a step on `name` (new strings, pts_free each;
+ * at most `cap`). */
+static size_t ensembles_using(struct pts_server *s, const char *name, char **out, size_t cap) {
+  struct pts_model **models = NULL;
+  size_t n = 0, k = 0;
+  if (pts_repository_snapshot(s->repo, NULL, true, &models, &n, NULL) != PTS_OK) return 0;
+  for (size_t i = 0; i < n && k < cap; i++) {
+    const Inference__ModelConfig *cfg = pts_model_config(models[i]);
+    if (!pts_model_config_is_ensemble(cfg) || strcmp(pts_model_name(models[i]), name) == 0)
+      continue;
+    const char *deps[MAX_COMPOSING];
+    size_t nd = pts_ensemble_composing_models(cfg, deps, MAX_COMPOSING);
+    bool uses = false;
+    for (size_t j = 0; j < nd && !uses; j++) uses = strcmp(deps[j], name) == 0;
+    bool listed = false;
+    for (size_t j = 0; j < k && !listed; j++) listed = strcmp(out[j], pts_model_name(models[i])) == 0;
+    if (uses && !listed && (out[k] = pts_strdup(pts_model_name(models[i])))) k++;
+  }
+  pts_repository_snapshot_free(models, n);
+  return k;
+}
+
 /* Unloads `name`; with `dependents` (Triton's unload_dependents), an
  * ensemble's composing models too, each unless another loaded ensemble
- * still uses it. */
+ * still uses it. The ensembles that run `name` go as well, as in Triton,
+ * whose dependency graph takes an ensemble down with a model it needs:
+ * left READY, they would only fail every request at that step. */
 static enum pts_status unload_model(struct pts_server *s, const char *name, bool dependents,
                                     size_t depth, struct pts_error *err) {
   char *deps[MAX_COMPOSING]; /* copies: the names must outlive the unloaded version */
@@ -152,6 +176,17 @@ static enum pts_status unload_model(struct pts_server *s, const char *name, bool
   }
   pts_model_release(m);
   enum pts_status st = pts_repository_unload(s->repo, name, err);
+  char *users[MAX_COMPOSING];
+  size_t n_users = st == PTS_OK && depth < MAX_ENSEMBLE_DEPTH
+                       ? ensembles_using(s, name, users, MAX_COMPOSING)
+                       : 0;
+  for (size_t i = 0; i < n_users; i++) {
+    struct pts_error uerr;
+    PTS_LOG_INFO("unloading ensemble '%s': its step model '%s' was unloaded", users[i], name);
+    if (unload_model(s, users[i], false, depth + 1, &uerr) != PTS_OK)
+      PTS_LOG_WARN("unloading ensemble '%s', which runs '%s': %s", users[i], name, uerr.msg);
+    pts_free(users[i]);
+  }
   for (size_t i = 0; i < n && st == PTS_OK; i++) {
     if (strcmp(deps[i], name) == 0 || used_by_ensemble(s, deps[i], name)) continue;
     struct pts_error derr;

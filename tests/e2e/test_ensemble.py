@@ -436,16 +436,22 @@ def test_explicit_load_brings_composing_models(explicit, repo):
         assert not c.is_model_ready(name), name
 
 
-def test_unloaded_composing_model_fails_the_step(explicit):
+def test_unloading_a_composing_model_unloads_its_ensembles(explicit):
+    """As tritonserver's dependency graph does: the ensemble that runs the
+    unloaded model goes too (not ready, not served), and the log says why;
+    loading the ensemble again loads the model with it."""
     s, _ = explicit
     c = http_client(s)
     c.load_model("chain")
     c.unload_model("pass")
+    assert not c.is_model_ready("pass") and not c.is_model_ready("chain")
+    assert "unloading ensemble 'chain': its step model 'pass' was unloaded" in s.log()
     x, y = sample(1, 8)
     with pytest.raises(InferenceServerException) as info:
         c.infer("chain", inputs(httpclient, x, y))
-    assert "step 2 (model 'pass')" in info.value.message(), info.value.message()
-    c.load_model("pass")
+    assert "'chain'" in info.value.message(), info.value.message()
+    c.load_model("chain")
+    assert c.is_model_ready("pass")
     assert c.infer("chain", inputs(httpclient, x, y)).as_numpy("DIFF") is not None
 
 
