@@ -163,6 +163,15 @@ def meta(path, **extra):
     return m
 
 
+def produced_by(script, meta):
+    """The line every results.md opens with: the script, the tree, the
+    rounds and windows, the machine and how loaded it was."""
+    return ("Produced by `%s` on %s, ptserve `%s`; %s rounds, %s ms windows; machine: %s CPUs "
+            "(%s), load average before %s, after %s." % (
+                script, meta["date"], meta["commit"], meta["rounds"], meta["interval_ms"],
+                meta["cpus"], meta["cpu_model"], meta["load_before"], meta.get("load_after")))
+
+
 def add_meta(path, **kv):
     with open(path, "a") as f:
         f.writelines("%s=%s\n" % i for i in kv.items())

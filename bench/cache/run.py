@@ -130,10 +130,7 @@ def report(raw, out):
     f0, f1, f2 = ((lambda d: lambda k: lambda r: "%.*f" % (d, r[k]))(d) for d in (0, 1, 2))
     h.write_md(os.path.join(out, "results.md"), [
         "# The response cache: hits and misses against no cache (HTTP)", "",
-        "Produced by `bench/cache/run.py` on %s, ptserve `%s`; %s rounds, %s ms windows; "
-        "machine: %s CPUs (%s), load average before %s, after %s." % (
-            meta["date"], meta["commit"], meta["rounds"], meta["interval_ms"], meta["cpus"],
-            meta["cpu_model"], meta["load_before"], meta.get("load_after")), "",
+        h.produced_by("bench/cache/run.py", meta), "",
         "Models: bench/cpu's `mlp` (16 → 4, a few µs of forward) and `deep` (24 × "
         "Linear(16, 16) + ReLU, tens of µs), one CPU instance each, served as they are (no "
         "cache) and as `<name>_cached` with `response_cache { enable: true }` (the same "

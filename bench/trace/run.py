@@ -108,10 +108,7 @@ def report(raw, out):
     f1, f3 = (lambda k: lambda r: "%.1f" % r[k]), (lambda k: lambda r: "%.3f" % r[k])
     h.write_md(os.path.join(out, "results.md"), [
         "# Tracing cost: off, rate 1000, rate 1 (tiny model, HTTP)", "",
-        "Produced by `bench/trace/run.py` on %s, ptserve `%s`; %s rounds, %s ms windows; "
-        "machine: %s CPUs (%s), load average before %s, after %s." % (
-            meta["date"], meta["commit"], meta["rounds"], meta["interval_ms"], meta["cpus"],
-            meta["cpu_model"], meta["load_before"], meta.get("load_after")), "",
+        h.produced_by("bench/trace/run.py", meta), "",
         "Model: `tiny` (TorchScript, OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 on "
         "16 floats, one CPU instance). Client: ptperf, HTTP keep-alive, binary tensors. "
         "Tracing on means `--trace-config level=TIMESTAMPS rate=N log-frequency=1000`: every "
