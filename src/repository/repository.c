@@ -1082,7 +1082,15 @@ static const struct entry *known_locked(const struct pts_repository *r, const ch
 static long version_locked(const struct entry *e, const char *name, int64_t version,
                            struct pts_error *err) {
   long at = rec_find(e, version);
-  if (at < 0)
+  /* Only the record of a whole-model failure (version -1): no version of it
+   * was ever made, so the model itself is what is not there (Triton's
+   * words for a model its poll left out). */
+  if (at < 0 && e->n_recs == 1 && pts_model_version(e->recs[0]) < 0)
+    pts_error_set(err, PTS_NOT_FOUND,
+                  "Request for unknown model: '%s' is not found (asked for version %lld; no "
+                  "version of it is loaded)",
+                  name, (long long)version);
+  else if (at < 0)
     pts_error_set(err, PTS_NOT_FOUND, "Request for unknown model: '%s' version %lld is not found",
                   name, (long long)version);
   return at;

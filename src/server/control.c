@@ -9,6 +9,7 @@
  * poll, so an index request or a poll never waits behind a long load.
  * Frontends only queue work and get their answer through a callback.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -197,6 +198,16 @@ static enum pts_status unload_model(struct pts_server *s, const char *name, bool
   return st;
 }
 
+/* An unload waits for the loads under way and a load for the unload under
+ * way, as tritonserver orders them: otherwise an unload of a composing
+ * model could land between the loads of an ensemble's steps and the
+ * ensemble's own, which then fails (or comes up over a model that is
+ * gone). Loads run together (--model-load-thread-count); an unload runs
+ * alone, and waiting writers go first, so a stream of loads can not hold
+ * one off for ever. Process-wide: one server's jobs, or a test's servers
+ * one after another. */
+static pthread_rwlock_t order = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
 static void run_job(void *arg, bool cancelled) {
   struct job *j = arg;
   struct pts_error err;
@@ -207,12 +218,16 @@ static void run_job(void *arg, bool cancelled) {
                   j->kind == JOB_UNLOAD ? "unload" : j->kind == JOB_INDEX ? "index" : "load",
                   j->name ? j->name : "the repository");
   } else if (j->kind == JOB_UNLOAD) {
+    pthread_rwlock_wrlock(&order);
     unload_model(j->s, j->name, j->unload_dependents, 0, &err);
+    pthread_rwlock_unlock(&order);
   } else if (j->kind == JOB_LOAD || j->kind == JOB_STARTUP) {
     const char *chain[MAX_ENSEMBLE_DEPTH];
     bool cycle = false;
+    pthread_rwlock_rdlock(&order);
     load_model(j->s, j->name, j->params.config || j->params.n_files ? &j->params : NULL, chain,
                0, j->kind == JOB_STARTUP, &cycle, &err);
+    pthread_rwlock_unlock(&order);
   }
   switch (j->kind) {
     case JOB_STARTUP:

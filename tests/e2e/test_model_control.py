@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -903,3 +904,44 @@ def test_extensions_advertise_unload_dependents(start_server, tmp_path):
     ext = requests.get(s.url + "/v2", timeout=TIMEOUT).json()["extensions"]
     assert "model_repository" in ext and "model_repository(unload_dependents)" in ext
     assert_clean_exit(s)
+
+
+def test_unload_waits_for_the_ensemble_load_under_way(start_server, tmp_path):
+    """tritonserver's order (L0_lifecycle's test_concurrent_model_load_unload):
+    an ensemble's load loads its steps one after another, then itself; an
+    unload of the step already loaded, issued meanwhile, waits for the whole
+    load, which succeeds; then the step goes, and the ensemble with it."""
+    import concurrent.futures
+    repo = tmp_path / "repo"
+    gate = tmp_path / "gate"
+    write_model(repo, "first")
+    write_model(repo, "second", extra=gate_extra(gate))
+    (repo / "ens" / "1").mkdir(parents=True)
+    (repo / "ens" / "config.pbtxt").write_text(
+        'name: "ens"\nplatform: "ensemble"\nmax_batch_size: 8\n'
+        'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 2 ] } ]\n'
+        'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 2 ] } ]\n'
+        'ensemble_scheduling { step [\n'
+        '  { model_name: "first" model_version: -1 input_map { key: "INPUT0" value: "IN" }\n'
+        '    output_map { key: "OUTPUT0" value: "mid" } },\n'
+        '  { model_name: "second" model_version: -1 input_map { key: "INPUT0" value: "mid" }\n'
+        '    output_map { key: "OUTPUT0" value: "OUT" } } ] }\n')
+    s = start_server(repo, "--model-control-mode=explicit")
+    with concurrent.futures.ThreadPoolExecutor() as pool:
+        loading = pool.submit(load, s, "ens")
+        try:
+            wait_for("the first step loaded, the second loading",
+                     lambda: "successfully loaded 'first'" in s.log() and
+                     "loading: second:1" in s.log(), timeout=WAIT_S)
+            unloading = pool.submit(unload, s, "first")
+            time.sleep(1)
+            assert not unloading.done(), "the unload did not wait for the ensemble's load"
+        finally:
+            gate.write_text("")  # so the server can stop whatever happened
+        r = loading.result(timeout=WAIT_S)
+        assert r.status_code == 200, r.text
+        r = unloading.result(timeout=WAIT_S)
+        assert r.status_code == 200, r.text
+    states = {name: [e.get("state") for e in es] for name, es in index(s).items()}
+    assert "READY" not in states["first"] and "READY" not in states["ens"], states
+    assert "unloading ensemble 'ens': its step model 'first' was unloaded" in s.log()

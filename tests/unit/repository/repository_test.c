@@ -282,8 +282,11 @@ static void same_model_in_two_repositories(void **state) {
   /* Triton's exact reason: its QA compares it for equality. */
   assert_string_equal(reason_of(f, "dup", 0), "model appears in two or more repositories");
   /* Triton's poll leaves such a name out: it does not make the server
-   * unready. */
+   * unready, and a lookup of a version says the model is not there. */
   assert_true(pts_repository_all_ready(f->repo));
+  struct pts_model *m = NULL;
+  assert_int_equal(pts_repository_get(f->repo, "dup", 1, true, &m, &err), PTS_NOT_FOUND);
+  assert_contains(err.msg, "Request for unknown model: 'dup' is not found");
   assert_versions(f, "solo", "1:READY");
   fs_rmtree(other);
 }
