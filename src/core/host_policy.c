@@ -57,7 +57,8 @@ static enum pts_status parse_cores(const char *v, cpu_set_t *out, struct pts_err
                            "host policy setting 'cpu-cores' format is "
                            "'<lower_cpu_core_id>-<upper_cpu_core_id>'. Got %.*s",
                            (int)(end - p), p);
-    if (!parse_int(p, (size_t)(dash - p), &lo) || !parse_int(dash + 1, (size_t)(end - dash - 1), &hi))
+    if (!parse_int(p, (size_t)(dash - p), &lo) ||
+        !parse_int(dash + 1, (size_t)(end - dash - 1), &hi))
       return pts_error_set(err, PTS_INVALID_ARG,
                            "Parsing 'cpu-cores' value: Can't parse '%.*s' to integers",
                            (int)(end - p), p);

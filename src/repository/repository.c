@@ -70,6 +70,15 @@ static enum pts_status start_version(struct pts_repository *r, struct pts_model 
   }
 }
 
+/* A name no repository holds: Triton's words for what its poll did not
+ * find, then ours. NOT_FOUND. */
+static enum pts_status no_such_model(const char *name, struct pts_error *err) {
+  return pts_error_set(err, PTS_NOT_FOUND,
+                       "failed to load '%s', failed to poll from model repository: no model "
+                       "repository holds a model named '%s'",
+                       name, name);
+}
+
 /* ------------------------------------------------------------ the table */
 
 /* Index of `name` in r->entries, or where it would go. r->mu held. */
@@ -794,10 +803,7 @@ static enum pts_status load_locked(struct pts_repository *r, struct entry *e,
     pthread_mutex_unlock(&r->mu);
     st = fail_whole(r, e, -1, &why, true, err);
   } else if (!on_disk || !src.dir_copy) {
-    st = pts_error_set(err, PTS_NOT_FOUND,
-                       "failed to load '%s', failed to poll from model repository: no model repository "
-                       "holds a model named '%s'",
-                       e->name, e->name);
+    st = no_such_model(e->name, err);
   } else {
     src.dir = src.dir_copy;
     /* Before the files are read: a change made during the load shows at
@@ -869,10 +875,7 @@ enum pts_status pts_repository_load(struct pts_repository *r, const char *name,
   enum pts_status st = probe_one(r, name, files, &e, err);
   if (st != PTS_OK) return st;
   if (!e)
-    return pts_error_set(err, PTS_NOT_FOUND,
-                         "failed to load '%s', failed to poll from model repository: no model repository "
-                       "holds a model named '%s'",
-                         name, name);
+    return no_such_model(name, err);
   pthread_mutex_lock(&e->op);
   st = load_locked(r, e, params, err);
   pthread_mutex_unlock(&e->op);
@@ -905,10 +908,7 @@ enum pts_status pts_repository_ensure_loaded(struct pts_repository *r, const cha
     pts_model_release(m);
     return PTS_OK;
   }
-  return pts_error_set(err, PTS_NOT_FOUND,
-                       "failed to load '%s', failed to poll from model repository: no model repository "
-                       "holds a model named '%s'", name,
-                       name);
+  return no_such_model(name, err);
 }
 
 enum pts_status pts_repository_read_config(struct pts_repository *r, const char *name,

@@ -1711,11 +1711,10 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
   /* An instance bound by a host policy runs only on its own thread: the
    * enqueuing thread is not bound. */
   for (size_t i = 0; i < p->n_instances; i++)
-    if (pts_host_policy_binds(s->instances[i].policy)) s->inline_ok = false;
-  for (size_t i = 0; i < p->n_instances; i++)
-    if (p->instances[i].kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU &&
-        (s->instances[i].pipelined || !p->backend->lendable ||
-         !p->backend->lendable(s->instances[i].state)))
+    if (pts_host_policy_binds(s->instances[i].policy) ||
+        (p->instances[i].kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU &&
+         (s->instances[i].pipelined || !p->backend->lendable ||
+          !p->backend->lendable(s->instances[i].state))))
       s->inline_ok = false;
   *out = s;
   return PTS_OK;

@@ -116,42 +116,32 @@ static enum pts_status load_model(struct pts_server *s, const char *name,
   return pts_repository_load(s->repo, name, params, err);
 }
 
-/* Whether a READY version of a model other than `except` is an ensemble
- * with a step on `name`. */
-static bool used_by_ensemble(struct pts_server *s, const char *name, const char *except) {
+/* The READY ensembles other than `except` with a step on `name`, each
+ * once. With `out`, their names go there (new strings, pts_free each; at
+ * most `cap`); without, the search stops at the first (1). -1 when the
+ * table could not be read. */
+static long ensembles_using(struct pts_server *s, const char *name, const char *except,
+                            char **out, size_t cap) {
   struct pts_model **models = NULL;
   size_t n = 0;
-  bool used = false;
-  if (pts_repository_snapshot(s->repo, NULL, true, &models, &n, NULL) != PTS_OK) return true;
-  for (size_t i = 0; i < n && !used; i++) {
+  long k = 0;
+  if (pts_repository_snapshot(s->repo, NULL, true, &models, &n, NULL) != PTS_OK) return -1;
+  for (size_t i = 0; i < n && (out ? (size_t)k < cap : k == 0); i++) {
+    const char *ens = pts_model_name(models[i]);
     const Inference__ModelConfig *cfg = pts_model_config(models[i]);
-    if (strcmp(pts_model_name(models[i]), except) == 0 || !pts_model_config_is_ensemble(cfg))
-      continue;
-    const char *deps[MAX_COMPOSING];
-    size_t k = pts_ensemble_composing_models(cfg, deps, MAX_COMPOSING);
-    for (size_t j = 0; j < k && !used; j++) used = strcmp(deps[j], name) == 0;
-  }
-  pts_repository_snapshot_free(models, n);
-  return used;
-}
-
-/* The READY ensembles with a step on `name` (new strings, pts_free each;
- * at most `cap`). */
-static size_t ensembles_using(struct pts_server *s, const char *name, char **out, size_t cap) {
-  struct pts_model **models = NULL;
-  size_t n = 0, k = 0;
-  if (pts_repository_snapshot(s->repo, NULL, true, &models, &n, NULL) != PTS_OK) return 0;
-  for (size_t i = 0; i < n && k < cap; i++) {
-    const Inference__ModelConfig *cfg = pts_model_config(models[i]);
-    if (!pts_model_config_is_ensemble(cfg) || strcmp(pts_model_name(models[i]), name) == 0)
-      continue;
+    if (!pts_model_config_is_ensemble(cfg) || strcmp(ens, except) == 0) continue;
     const char *deps[MAX_COMPOSING];
     size_t nd = pts_ensemble_composing_models(cfg, deps, MAX_COMPOSING);
     bool uses = false;
     for (size_t j = 0; j < nd && !uses; j++) uses = strcmp(deps[j], name) == 0;
-    bool listed = false;
-    for (size_t j = 0; j < k && !listed; j++) listed = strcmp(out[j], pts_model_name(models[i])) == 0;
-    if (uses && !listed && (out[k] = pts_strdup(pts_model_name(models[i])))) k++;
+    if (!uses) continue;
+    if (!out) {
+      k = 1;
+      continue;
+    }
+    bool listed = false; /* a snapshot holds every READY version */
+    for (long j = 0; j < k && !listed; j++) listed = strcmp(out[j], ens) == 0;
+    if (!listed && (out[k] = pts_strdup(ens))) k++;
   }
   pts_repository_snapshot_free(models, n);
   return k;
@@ -178,10 +168,10 @@ static enum pts_status unload_model(struct pts_server *s, const char *name, bool
   pts_model_release(m);
   enum pts_status st = pts_repository_unload(s->repo, name, err);
   char *users[MAX_COMPOSING];
-  size_t n_users = st == PTS_OK && depth < MAX_ENSEMBLE_DEPTH
-                       ? ensembles_using(s, name, users, MAX_COMPOSING)
-                       : 0;
-  for (size_t i = 0; i < n_users; i++) {
+  long n_users = st == PTS_OK && depth < MAX_ENSEMBLE_DEPTH
+                     ? ensembles_using(s, name, name, users, MAX_COMPOSING)
+                     : 0;
+  for (long i = 0; i < n_users; i++) {
     struct pts_error uerr;
     PTS_LOG_INFO("unloading ensemble '%s': its step model '%s' was unloaded", users[i], name);
     if (unload_model(s, users[i], false, depth + 1, &uerr) != PTS_OK)
@@ -189,7 +179,8 @@ static enum pts_status unload_model(struct pts_server *s, const char *name, bool
     pts_free(users[i]);
   }
   for (size_t i = 0; i < n && st == PTS_OK; i++) {
-    if (strcmp(deps[i], name) == 0 || used_by_ensemble(s, deps[i], name)) continue;
+    /* kept while another loaded ensemble uses it (or that is unknown) */
+    if (strcmp(deps[i], name) == 0 || ensembles_using(s, deps[i], name, NULL, 0) != 0) continue;
     struct pts_error derr;
     if (unload_model(s, deps[i], true, depth + 1, &derr) != PTS_OK)
       PTS_LOG_WARN("unloading '%s', a composing model of '%s': %s", deps[i], name, derr.msg);

@@ -75,8 +75,8 @@ static enum pts_status fill_shape(const struct gen *g, const Inference__ModelInp
     for (size_t i = 0; i < in->n_dims; i++) cfg_shape.dims[cfg_shape.ndim++] = in->dims[i];
     pts_shape_format(&cfg_shape, dims, sizeof dims);
     return pts_error_set(g->err, PTS_INVALID_ARG,
-                         "The schema can not convert input '%s' to tensor with proper shape: %" PRId64
-                         " elements do not fill its dims %s (model '%s'%s)",
+                         "The schema can not convert input '%s' to tensor with proper shape: "
+                         "%" PRId64 " elements do not fill its dims %s (model '%s'%s)",
                          in->name, count, dims, g->cfg->name,
                          g->cfg->max_batch_size > 0 ? ", with a batch dimension first" : "");
   }
