@@ -325,12 +325,13 @@ def main(raw, out):
             md.append("| %s | %s ms | %s ms | %s ms |" % (r["warmup"], r["ready_ms"],
                                                           r["first_request_ms"], r["second_request_ms"]))
     md.append("\n## Where the bytes go\n")
-    md.append("Per request the client sends the image in the body after a JSON header. In "
-              "ptserve each input byte is copied: (1) kernel → libevent's input buffer, (2) "
-              "libevent buffer → the request's own reference-counted buffer (tensors are "
-              "views of it from then on), (3) into the GPU instance's pinned staging buffer, "
-              "where the batcher gathers every request of the batch directly (a batch of one "
-              "too), then (4) DMA to the GPU. With system shared memory (`_shm` rows) the "
+    md.append("Per request the client sends the image in the body after a JSON header. "
+              "ptserve reads the body from the socket straight into the request's own "
+              "reference-counted buffer (tensors are views of it from then on): (1) the "
+              "kernel's copy. Once a model runs on CUDA, bodies of 64 KiB and more land in "
+              "pinned memory (core/pinned.h), so a batch of one goes to the GPU by DMA from "
+              "the body itself; a larger batch is gathered (2) into the GPU instance's pinned "
+              "staging buffer, then DMA. With system shared memory (`_shm` rows) the "
               "image is in a registered region that is pinned: a batch of one goes to the GPU "
               "by DMA from it, a larger batch is gathered once into staging. With CUDA shared "
               "memory (`_cudashm` rows) the image is already on the GPU and the model reads it "
@@ -339,14 +340,14 @@ def main(raw, out):
               "input byte crosses host memory. Outputs come back "
               "by DMA into pinned memory (or into the client's region) and go to the socket by "
               "reference (no copy).\n")
-    md.append("| model | input bytes/request | at ptserve's best | host memory traffic (3 copies) |")
+    md.append("| model | input bytes/request | at ptserve's best | host memory traffic (2 copies) |")
     md.append("|---|---:|---:|---:|")
     for m in resnets:
         if served[m]:
             best = max(float(r["infer_per_sec"]) for r in served[m])
             gbs = best * INPUT_BYTES[m] / 1e9
             md.append("| %s | %d | %.2f GB/s in | ≈ %.1f GB/s copied |" % (
-                m, INPUT_BYTES[m], gbs, 3 * gbs))
+                m, INPUT_BYTES[m], gbs, 2 * gbs))
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     if rows:

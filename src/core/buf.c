@@ -24,6 +24,7 @@ struct pts_buf *pts_buf_new(size_t size) {
   b->size = size;
   b->release = NULL;
   b->ctx = NULL;
+  b->pinned = false;
   return b;
 }
 
@@ -35,6 +36,7 @@ struct pts_buf *pts_buf_wrap(void *data, size_t size, pts_buf_release_fn release
   b->size = size;
   b->release = release;
   b->ctx = ctx;
+  b->pinned = false;
   return b;
 }
 

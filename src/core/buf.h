@@ -12,6 +12,7 @@
 #define PTS_CORE_BUF_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct pts_buf;
@@ -23,6 +24,9 @@ struct pts_buf {
   size_t size;
   pts_buf_release_fn release; /* called once, when the last reference goes */
   void *ctx;
+  /* The bytes are page-locked host memory a GPU reads by DMA
+   * (core/pinned.h); false for everything pts_buf_new and pts_buf_wrap make. */
+  bool pinned;
 };
 
 /* A new buffer of `size` bytes (uninitialised) with one reference, or NULL.

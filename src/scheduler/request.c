@@ -76,6 +76,13 @@ void pts_infer_request_release_shm(struct pts_infer_request *req) {
   }
 }
 
+void pts_infer_request_note_pinned(struct pts_infer_request *req) {
+  for (size_t i = 0; req && i < req->n_inputs; i++) {
+    struct pts_tensor *t = &req->inputs[i];
+    if (t->mem == PTS_MEM_HOST && t->buf && t->buf->pinned) t->mem = PTS_MEM_PINNED;
+  }
+}
+
 size_t pts_infer_request_held_bytes(const struct pts_infer_request *req) {
   size_t total = 0;
   for (size_t i = 0; i < req->n_inputs; i++) {

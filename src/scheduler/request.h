@@ -165,6 +165,10 @@ struct pts_shm_place *pts_infer_request_input_shm(struct pts_infer_request *req,
  * client that unregisters a region right after its answer never finds it
  * still in use. Idempotent. */
 void pts_infer_request_release_shm(struct pts_infer_request *req);
+/* Marks PTS_MEM_PINNED every host input whose bytes lie in a pinned buffer
+ * (a body received into pinned memory: core/pinned.h), so that a batch of
+ * this one request goes to a GPU by DMA from it with no staging copy. */
+void pts_infer_request_note_pinned(struct pts_infer_request *req);
 struct pts_infer_response *pts_infer_response_new(void);
 /* A response whose model_name (a copy of `model_name`), id (a copy of `id`,
  * or NULL) and outputs array (`n_outputs` zeroed tensors; n_outputs left

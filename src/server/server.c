@@ -453,6 +453,7 @@ static enum pts_status infer_model(struct pts_server *s, struct pts_infer_reques
   const Inference__ModelConfig *cfg = pts_model_config(m);
   const struct pts_backend *backend = cfg ? pts_backend_find(cfg->backend) : NULL;
   st = pts_shm_resolve(s->shm, req, backend && backend->device_inputs, err);
+  pts_infer_request_note_pinned(req);
   if (st == PTS_OK) st = pts_validate_request(cfg, pts_model_name(m), req, &batch, err);
   if (st == PTS_OK) st = pts_model_enqueue(m, req, batch, err);
   if (st != PTS_OK) {

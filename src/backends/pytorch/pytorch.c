@@ -35,6 +35,7 @@
 #include "config/model_config.h"
 #include "core/alloc.h"
 #include "core/log.h"
+#include "core/pinned.h"
 #include "tensor/tensor.h"
 #include "trace/profile.h"
 
@@ -1132,6 +1133,26 @@ static void instance_free(struct pt_instance *in) {
   pts_free(in);
 }
 
+/* Large request bodies are read into pinned memory from the first CUDA
+ * instance on (core/pinned.h), so that a batch of one goes to its device
+ * with no staging copy. LibTorch's caching host allocator recycles the
+ * blocks; a body holds its block until its request is answered, after the
+ * device finished reading it. */
+static const struct pts_pinned_allocator pinned_bodies = {
+    .alloc = pts_torch_pinned_alloc,
+    .release = pts_torch_pinned_release,
+};
+
+static bool pt_pipelined(void *state);
+
+static void install_pinned_bodies(void) {
+  if (pts_pinned_enabled()) return;
+  pts_pinned_install(&pinned_bodies);
+  PTS_LOG_INFO("Request bodies of %zu KiB and more are read into pinned host memory (a model "
+               "runs on a CUDA device)",
+               PTS_PINNED_MIN_BYTES / 1024);
+}
+
 static enum pts_status pt_instance_create(void *model_state,
                                           const struct pts_backend_instance_desc *desc,
                                           void **state, struct pts_error *err) {
@@ -1224,6 +1245,7 @@ static enum pts_status pt_instance_create(void *model_state,
                  in->name, m->intra.threads, m->intra.cores, m->intra.instances,
                  m->intra.libtorch_default);
   PTS_LOG_INFO("PyTorch instance initialized on device: %s", dev);
+  if (pt_pipelined(in)) install_pinned_bodies();
   *state = in;
   return PTS_OK;
 

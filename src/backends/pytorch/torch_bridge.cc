@@ -1779,6 +1779,34 @@ enum pts_status pts_torch_staging(struct pts_torch_module *m, unsigned set, size
   });
 }
 
+void *pts_torch_pinned_alloc(size_t n, void **ctx) {
+  *ctx = nullptr;
+#ifdef PTS_WITH_CUDA
+  try {
+    // The tensor owns the block; deleting it hands the block back to the
+    // caching host allocator, which hands it to the next body of its size.
+    auto *t = new at::Tensor(at::empty({static_cast<int64_t>(n)},
+                                       at::TensorOptions().dtype(at::kByte).pinned_memory(true)));
+    *ctx = t;
+    return t->data_ptr();
+  } catch (...) {
+    return nullptr;
+  }
+#else
+  (void)n;
+  return nullptr;
+#endif
+}
+
+void pts_torch_pinned_release(void *ctx, void *data) {
+  (void)data;
+#ifdef PTS_WITH_CUDA
+  delete static_cast<at::Tensor *>(ctx);
+#else
+  (void)ctx;
+#endif
+}
+
 enum pts_status pts_torch_gather_device(struct pts_torch_module *m, unsigned set, size_t slot,
                                         const struct pts_torch_part *parts, size_t n,
                                         size_t total, void **out, struct pts_error *err) {

@@ -273,6 +273,13 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
 enum pts_status pts_torch_staging(struct pts_torch_module *m, unsigned set, size_t slot,
                                   size_t bytes, void **out, struct pts_error *err);
 
+/* Pinned host memory for a request body (core/pinned.h's allocator):
+ * `n` bytes from LibTorch's caching host allocator, or NULL (a build
+ * without CUDA, or no memory). *ctx goes back to pts_torch_pinned_release
+ * with the pointer. Any thread. */
+void *pts_torch_pinned_alloc(size_t n, void **ctx);
+void pts_torch_pinned_release(void *ctx, void *data);
+
 /* One request's bytes of a batch input in CUDA device memory (a CUDA
  * shared-memory region), for pts_torch_gather_device. */
 struct pts_torch_part {

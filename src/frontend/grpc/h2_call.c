@@ -15,6 +15,7 @@
 #include "core/alloc.h"
 #include "core/log.h"
 #include "core/overload.h"
+#include "core/pinned.h"
 #include "frontend/grpc/admit.h"
 #include "frontend/grpc/h2_priv.h"
 #include "frontend/grpc/restrict_grpc.h"
@@ -743,7 +744,7 @@ static void take_data(struct call *c, const uint8_t *data, size_t len) {
       }
       c->charged = n;
       c->msg_len = n;
-      c->msg = pts_buf_new(n ? n : 1);
+      c->msg = pts_buf_new_io(n ? n : 1); /* pinned when large and a GPU reads it */
       if (!c->msg) {
         call_fail(c, PTS_NOMEM, "out of memory reading a message on %s", c->path);
         return;

@@ -30,6 +30,7 @@
 #include "core/fmt.h"
 #include "core/log.h"
 #include "core/overload.h"
+#include "core/pinned.h"
 #include "frontend/http/v2_json.h"
 #include "net/listen.h"
 
@@ -402,7 +403,7 @@ static int on_headers_complete(http_parser *p) {
     recharge(cn, want);
   }
   if (len > 0) {
-    cn->body = pts_buf_new((size_t)len);
+    cn->body = pts_buf_new_io((size_t)len); /* pinned when large and a GPU reads it */
     if (!cn->body) return refuse_memory_later(cn, "request refused (out of memory)");
     /* RFC 9110 §10.1.1: a client that waits for this before sending the
      * body (curl does, for bodies above 1 MB) gets it once admitted. */

@@ -1,0 +1,148 @@
+/* tests/unit/scheduler/pinned_body_test.c — request bodies in pinned memory
+ * (core/pinned.h): with no allocator installed every buffer is ordinary;
+ * once one is, buffers of PTS_PINNED_MIN_BYTES and more come from it,
+ * marked pinned, and go back to it (with their context) on the last
+ * release; smaller ones, and any the allocator can not serve, are
+ * ordinary; the first allocator installed stays. The request side:
+ * pts_infer_request_note_pinned marks exactly the host inputs that lie in
+ * a pinned buffer. A fake allocator stands in for LibTorch's, counting. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/pinned.h"
+#include "scheduler/request.h"
+
+static int allocs, releases, fail_next;
+static size_t last_n;
+static void *last_ctx_seen;
+
+static void *fake_alloc(size_t n, void **ctx) {
+  if (fail_next) {
+    fail_next = 0;
+    return NULL;
+  }
+  allocs++;
+  last_n = n;
+  *ctx = &allocs; /* any pointer: checked on release */
+  return pts_malloc(n);
+}
+
+static void fake_release(void *ctx, void *data) {
+  releases++;
+  last_ctx_seen = ctx;
+  pts_free(data);
+}
+
+static const struct pts_pinned_allocator fake = {.alloc = fake_alloc, .release = fake_release};
+static void *other_alloc(size_t n, void **ctx) {
+  (void)n;
+  (void)ctx;
+  fail(); /* never installed: the first allocator stays */
+  return NULL;
+}
+static const struct pts_pinned_allocator other = {.alloc = other_alloc, .release = fake_release};
+
+static int reset(void **state) {
+  (void)state;
+  pts_pinned_reset_for_tests();
+  allocs = releases = fail_next = 0;
+  last_n = 0;
+  last_ctx_seen = NULL;
+  return 0;
+}
+
+static void ordinary_without_allocator(void **state) {
+  (void)state;
+  assert_false(pts_pinned_enabled());
+  struct pts_buf *b = pts_buf_new_io(PTS_PINNED_MIN_BYTES * 4);
+  assert_non_null(b);
+  assert_false(b->pinned);
+  assert_int_equal(b->size, PTS_PINNED_MIN_BYTES * 4);
+  memset(b->data, 1, b->size);
+  pts_buf_release(b);
+  assert_int_equal(allocs, 0);
+}
+
+static void large_bodies_pinned(void **state) {
+  (void)state;
+  pts_pinned_install(&fake);
+  pts_pinned_install(&other);
+  assert_true(pts_pinned_enabled());
+  struct pts_buf *b = pts_buf_new_io(PTS_PINNED_MIN_BYTES);
+  assert_non_null(b);
+  assert_true(b->pinned);
+  assert_int_equal(allocs, 1);
+  assert_int_equal(last_n, PTS_PINNED_MIN_BYTES);
+  assert_int_equal(b->size, PTS_PINNED_MIN_BYTES);
+  memset(b->data, 2, b->size);
+  pts_buf_retain(b);
+  pts_buf_release(b);
+  assert_int_equal(releases, 0); /* a reference is left */
+  pts_buf_release(b);
+  assert_int_equal(releases, 1);
+  assert_ptr_equal(last_ctx_seen, &allocs);
+}
+
+static void small_or_refused_stay_ordinary(void **state) {
+  (void)state;
+  pts_pinned_install(&fake);
+  struct pts_buf *small = pts_buf_new_io(PTS_PINNED_MIN_BYTES - 1);
+  assert_non_null(small);
+  assert_false(small->pinned);
+  pts_buf_release(small);
+  fail_next = 1;
+  struct pts_buf *refused = pts_buf_new_io(PTS_PINNED_MIN_BYTES * 2);
+  assert_non_null(refused);
+  assert_false(refused->pinned);
+  pts_buf_release(refused);
+  assert_int_equal(allocs, 0);
+  assert_int_equal(releases, 0);
+}
+
+/* Two inputs viewing one pinned body, one viewing an ordinary buffer, one
+ * already in device memory (CUDA shared memory) and one with no data. */
+static void request_inputs_marked(void **state) {
+  (void)state;
+  pts_pinned_install(&fake);
+  struct pts_buf *body = pts_buf_new_io(PTS_PINNED_MIN_BYTES);
+  struct pts_buf *plain = pts_buf_new(16);
+  struct pts_infer_request *r = pts_infer_request_new();
+  assert_non_null(body);
+  assert_non_null(plain);
+  assert_non_null(r);
+  r->n_inputs = 5;
+  r->inputs = pts_calloc(5, sizeof *r->inputs);
+  assert_non_null(r->inputs);
+  r->inputs[0].buf = pts_buf_retain(body);
+  r->inputs[1].buf = pts_buf_retain(body);
+  r->inputs[2].buf = pts_buf_retain(plain);
+  r->inputs[3].buf = pts_buf_retain(body);
+  r->inputs[3].mem = PTS_MEM_DEVICE;
+  pts_infer_request_note_pinned(r);
+  assert_int_equal(r->inputs[0].mem, PTS_MEM_PINNED);
+  assert_int_equal(r->inputs[1].mem, PTS_MEM_PINNED);
+  assert_int_equal(r->inputs[2].mem, PTS_MEM_HOST);
+  assert_int_equal(r->inputs[3].mem, PTS_MEM_DEVICE);
+  assert_int_equal(r->inputs[4].mem, PTS_MEM_HOST);
+  pts_infer_request_free(r);
+  pts_buf_release(plain);
+  pts_buf_release(body);
+  assert_int_equal(releases, 1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(ordinary_without_allocator, reset),
+      cmocka_unit_test_setup(large_bodies_pinned, reset),
+      cmocka_unit_test_setup(small_or_refused_stay_ordinary, reset),
+      cmocka_unit_test_setup(request_inputs_marked, reset),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
