@@ -28,6 +28,7 @@
 #include "core/alloc.h"
 #include "core/host_policy.h"
 #include "core/log.h"
+#include "core/metrics_config.h"
 #include "frontend/grpc/grpc.h"
 #include "frontend/http/restrict.h"
 #include "net/tls.h"
@@ -65,6 +66,7 @@ enum {
   OPT_METRICS_ADDRESS,
   OPT_METRICS_PORT,
   OPT_METRICS_INTERVAL_MS,
+  OPT_METRICS_CONFIG,
   OPT_GRPC_PORT,
   OPT_GRPC_ADDRESS,
   OPT_REUSE_GRPC_PORT,
@@ -197,7 +199,7 @@ static const struct option long_options[] = {
     {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
     {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
     {"metrics-interval-ms", required_argument, NULL, OPT_METRICS_INTERVAL_MS},
-    {"metrics-config", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"metrics-config", required_argument, NULL, OPT_METRICS_CONFIG},
     {"backend-directory", required_argument, NULL, OPT_NO_EFFECT},
     {"backend-config", optional_argument, NULL, OPT_UNSUPPORTED},
     {"repoagent-directory", required_argument, NULL, OPT_NO_EFFECT},
@@ -330,6 +332,13 @@ static const char usage_text[] =
     "  --metrics-port <int>         Metrics port (default 8002; 0 = any free port).\n"
     "  --metrics-interval-ms <int>  CPU and GPU sampling interval (default 2000).\n"
     "  --allow-cpu-metrics <bool>   CPU and memory gauges (default true).\n"
+    "  --metrics-config <setting>=<value>\n"
+    "                               Kinds of the latency metrics (repeatable):\n"
+    "                               counter_latencies=<bool> (default true),\n"
+    "                               summary_latencies=<bool> (default false),\n"
+    "                               summary_quantiles=<q>:<err>,... (default\n"
+    "                               0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001,0.999:0.001),\n"
+    "                               histogram_latencies=<bool> (decoupled models only).\n"
     "  --allow-gpu-metrics <bool>   GPU gauges through NVML (default true; none without\n"
     "                               an NVIDIA driver).\n"
     "  --host-policy <name>,<setting>=<value>\n"
@@ -811,6 +820,11 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (parse_long(flag, v, 1, 3600000, &n) != 0) return -1;
       o->metrics_interval_ms = (int)n;
       return 0;
+    case OPT_METRICS_CONFIG: {
+      struct pts_error err;
+      if (pts_metrics_config_add(v, &err) != PTS_OK) return fail("%s", err.msg);
+      return 0;
+    }
     case OPT_CACHE_CONFIG:
       if (c->n_cache == sizeof c->cache / sizeof c->cache[0])
         return fail("--cache-config given more than %zu times", c->n_cache);
@@ -988,7 +1002,6 @@ static const struct {
                           "unique names"},
     {"http-header-forward-pattern", "request headers are not forwarded to models"},
     {"grpc-header-forward-pattern", "request metadata is not forwarded to models"},
-    {"metrics-config", "the metrics' names and kinds are fixed (docs/metrics.md)"},
     {"backend-config", "set a model's backend options as parameters in its config.pbtxt "
                        "(docs/pytorch-backend.md)"},
     {"rate-limit", "there is no rate limiter; bound each model's queue with "

@@ -910,9 +910,13 @@ static uint64_t flight_land(struct pts_scheduler *s, struct instance *inst, stru
   trace_compute(r, n, &f->t);
   if (st == PTS_OK) {
     uint64_t queue_ns = 0;
-    for (size_t i = 0; i < n; i++)
-      if (!r->items[i]->padding && f->t.start_ns > r->items[i]->enqueue_ns)
-        queue_ns += f->t.start_ns - r->items[i]->enqueue_ns;
+    for (size_t i = 0; i < n; i++) {
+      if (r->items[i]->padding) continue;
+      uint64_t enq = r->items[i]->enqueue_ns;
+      uint64_t q = f->t.start_ns > enq ? f->t.start_ns - enq : 0;
+      queue_ns += q;
+      pts_stats_observe(&s->stats, PTS_SUMMARY_QUEUE, q);
+    }
     /* Padding rows ran, but nobody asked for them: not inferences. */
     pts_stats_batch_done(&s->stats, s->batching ? r->total - (int64_t)f->pad : 1, n - f->pad,
                          queue_ns, &f->t);
@@ -1683,6 +1687,11 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
       PTS_LOG_WARN("model '%s' version %lld enables response_cache, but the server has no "
                    "response cache (--cache-config local,size=<bytes>): its answers are not cached",
                    p->model_name, (long long)p->version);
+  }
+  st = pts_stats_enable_summaries(&s->stats, s->cache != NULL, err);
+  if (st != PTS_OK) {
+    free_scheduler(s);
+    return st;
   }
   s->hold = delay_hook(p->model_name);
   s->pipeline_on = pipeline_switch();
