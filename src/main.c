@@ -26,6 +26,7 @@
 #include "config/json_arena.h"
 #include "config/model_config.h"
 #include "core/alloc.h"
+#include "core/header_forward.h"
 #include "core/host_policy.h"
 #include "core/log.h"
 #include "core/metrics_config.h"
@@ -67,6 +68,8 @@ enum {
   OPT_METRICS_PORT,
   OPT_METRICS_INTERVAL_MS,
   OPT_METRICS_CONFIG,
+  OPT_HTTP_HEADER_FORWARD_PATTERN,
+  OPT_GRPC_HEADER_FORWARD_PATTERN,
   OPT_GRPC_PORT,
   OPT_GRPC_ADDRESS,
   OPT_REUSE_GRPC_PORT,
@@ -168,7 +171,7 @@ static const struct option long_options[] = {
     {"model-namespacing", optional_argument, NULL, OPT_UNSUPPORTED},
     {"enable-peer-access", required_argument, NULL, OPT_NO_EFFECT},
     {"reuse-http-port", required_argument, NULL, OPT_REUSE_HTTP_PORT},
-    {"http-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"http-header-forward-pattern", required_argument, NULL, OPT_HTTP_HEADER_FORWARD_PATTERN},
     {"grpc-address", required_argument, NULL, OPT_GRPC_ADDRESS},
     {"grpc-port", required_argument, NULL, OPT_GRPC_PORT},
     {"reuse-grpc-port", required_argument, NULL, OPT_REUSE_GRPC_PORT},
@@ -195,7 +198,7 @@ static const struct option long_options[] = {
     {"grpc-max-connection-age-grace", required_argument, NULL,
      OPT_GRPC_MAX_CONNECTION_AGE_GRACE},
     {"grpc-restricted-protocol", required_argument, NULL, OPT_GRPC_RESTRICTED_PROTOCOL},
-    {"grpc-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-header-forward-pattern", required_argument, NULL, OPT_GRPC_HEADER_FORWARD_PATTERN},
     {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
     {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
     {"metrics-interval-ms", required_argument, NULL, OPT_METRICS_INTERVAL_MS},
@@ -286,6 +289,10 @@ static const char usage_text[] =
     "                               inference, shared-memory, model-config, model-repository,\n"
     "                               statistics, trace, logging) unless the request has the\n"
     "                               header with the value. Repeatable.\n"
+    "  --http-header-forward-pattern <regex>\n"
+    "                               Inference request headers whose name the pattern matches\n"
+    "                               (any part, any case; POSIX extended) become string\n"
+    "                               request parameters for the model.\n"
     "  --exit-timeout-secs <int>    On SIGTERM/SIGINT, wait this long for accepted requests\n"
     "                               (default 30).\n"
     "  --exit-drain-secs <int>      On SIGTERM/SIGINT, first fail readiness and go on serving\n"
@@ -318,6 +325,9 @@ static const char usage_text[] =
     "                               Fail the rpcs of the API groups listed (same groups as\n"
     "                               --http-restricted-api) with UNAVAILABLE unless the call\n"
     "                               has the metadata key with the value. Repeatable.\n"
+    "  --grpc-header-forward-pattern <regex>\n"
+    "                               The same for the metadata of ModelInfer and\n"
+    "                               ModelStreamInfer calls.\n"
     "  --grpc-use-ssl <bool>        Serve gRPC over TLS (1.2 or 1.3, ALPN h2) with\n"
     "                               --grpc-server-cert and --grpc-server-key (default false).\n"
     "  --grpc-use-ssl-mutual <bool> Serve gRPC over TLS whatever the value, as tritonserver\n"
@@ -820,6 +830,14 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (parse_long(flag, v, 1, 3600000, &n) != 0) return -1;
       o->metrics_interval_ms = (int)n;
       return 0;
+    case OPT_HTTP_HEADER_FORWARD_PATTERN:
+    case OPT_GRPC_HEADER_FORWARD_PATTERN: {
+      struct pts_error err;
+      enum pts_forward_proto proto =
+          opt == OPT_HTTP_HEADER_FORWARD_PATTERN ? PTS_FORWARD_HTTP : PTS_FORWARD_GRPC;
+      if (pts_header_forward_set(proto, v, &err) != PTS_OK) return fail("%s", err.msg);
+      return 0;
+    }
     case OPT_METRICS_CONFIG: {
       struct pts_error err;
       if (pts_metrics_config_add(v, &err) != PTS_OK) return fail("%s", err.msg);
@@ -1000,8 +1018,6 @@ static const struct {
 } REFUSED[] = {
     {"model-namespacing", "model names are one namespace across repositories; give models "
                           "unique names"},
-    {"http-header-forward-pattern", "request headers are not forwarded to models"},
-    {"grpc-header-forward-pattern", "request metadata is not forwarded to models"},
     {"backend-config", "set a model's backend options as parameters in its config.pbtxt "
                        "(docs/pytorch-backend.md)"},
     {"rate-limit", "there is no rate limiter; bound each model's queue with "
@@ -1218,6 +1234,7 @@ int main(int argc, char **argv) {
   pts_free(c.repos);
   pts_free(c.load_models);
   free_trace(&c);
+  pts_header_forward_reset();
   pts_log_set_file(NULL);
   return rc;
 }

@@ -851,6 +851,8 @@ static void flight_prepare(struct pts_scheduler *s, struct instance *inst, struc
     f->batch.sequence_id_str = one->sequence_id_str;
     f->batch.sequence_start = one->sequence_start;
     f->batch.sequence_end = one->sequence_end;
+    f->batch.params = one->params;
+    f->batch.n_params = one->n_params;
   }
   f->batch.profile = pts_profile_take(s->model_name, s->version, inst->name, r->total);
 }

@@ -90,7 +90,7 @@ def test_flag_value_not_a_number(ptserve_bin, model_repo):
 
 @pytest.mark.parametrize("flag,why", [
     ("--model-namespacing=true", "give models unique names"),
-    ("--grpc-header-forward-pattern=x-.*", "request metadata is not forwarded to models"),
+    ("--backend-config=pytorch,x=y", "set a model's backend options as parameters"),
     ("--rate-limit=execution_count", "bound each model's queue")])
 def test_unsupported_tritonserver_flag(ptserve_bin, model_repo, flag, why):
     """Refused by name, with the reason and what to use instead."""
