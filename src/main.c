@@ -33,6 +33,7 @@
 #include "frontend/grpc/grpc.h"
 #include "frontend/http/restrict.h"
 #include "net/tls.h"
+#include "scheduler/rate_limit.h"
 #include "server/server.h"
 #include "trace/trace.h"
 
@@ -69,6 +70,8 @@ enum {
   OPT_METRICS_INTERVAL_MS,
   OPT_METRICS_CONFIG,
   OPT_HTTP_HEADER_FORWARD_PATTERN,
+  OPT_RATE_LIMIT,
+  OPT_RATE_LIMIT_RESOURCE,
   OPT_GRPC_HEADER_FORWARD_PATTERN,
   OPT_GRPC_PORT,
   OPT_GRPC_ADDRESS,
@@ -209,8 +212,8 @@ static const struct option long_options[] = {
     {"cache-config", required_argument, NULL, OPT_CACHE_CONFIG},
     {"response-cache-byte-size", required_argument, NULL, OPT_RESPONSE_CACHE_BYTE_SIZE},
     {"cache-directory", required_argument, NULL, OPT_NO_EFFECT},
-    {"rate-limit", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"rate-limit-resource", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"rate-limit", required_argument, NULL, OPT_RATE_LIMIT},
+    {"rate-limit-resource", required_argument, NULL, OPT_RATE_LIMIT_RESOURCE},
     {"pinned-memory-pool-byte-size", required_argument, NULL, OPT_NO_EFFECT},
     {"cuda-memory-pool-byte-size", required_argument, NULL, OPT_NO_EFFECT},
     {"cuda-virtual-address-size", required_argument, NULL, OPT_NO_EFFECT},
@@ -351,6 +354,12 @@ static const char usage_text[] =
     "                               histogram_latencies=<bool> (decoupled models only).\n"
     "  --allow-gpu-metrics <bool>   GPU gauges through NVML (default true; none without\n"
     "                               an NVIDIA driver).\n"
+    "  --rate-limit <mode>           execution_count: each model instance executes when the\n"
+    "                               rate limiter allots its group's rate_limiter resources,\n"
+    "                               least executions x priority first; off (default).\n"
+    "  --rate-limit-resource <name>:<count>[:<device>]\n"
+    "                               How many of a resource there are (repeatable; default:\n"
+    "                               the most one instance needs).\n"
     "  --host-policy <name>,<setting>=<value>\n"
     "                               Bind the instances of policy <name> (an instance\n"
     "                               group's host_policy, else cpu, gpu_<id>, model):\n"
@@ -838,6 +847,14 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (pts_header_forward_set(proto, v, &err) != PTS_OK) return fail("%s", err.msg);
       return 0;
     }
+    case OPT_RATE_LIMIT:
+    case OPT_RATE_LIMIT_RESOURCE: {
+      struct pts_error err;
+      enum pts_status st = opt == OPT_RATE_LIMIT ? pts_rate_limit_set_mode(v, &err)
+                                                 : pts_rate_limit_add_resource(v, &err);
+      if (st != PTS_OK) return fail("%s", err.msg);
+      return 0;
+    }
     case OPT_METRICS_CONFIG: {
       struct pts_error err;
       if (pts_metrics_config_add(v, &err) != PTS_OK) return fail("%s", err.msg);
@@ -1020,10 +1037,6 @@ static const struct {
                           "unique names"},
     {"backend-config", "set a model's backend options as parameters in its config.pbtxt "
                        "(docs/pytorch-backend.md)"},
-    {"rate-limit", "there is no rate limiter; bound each model's queue with "
-                   "dynamic_batching { default_queue_policy { max_queue_size } }"},
-    {"rate-limit-resource", "there is no rate limiter; bound each model's queue with "
-                            "dynamic_batching { default_queue_policy { max_queue_size } }"},
     {"min-supported-compute-capability", "every GPU the LibTorch build supports is used; "
                                          "hide others with CUDA_VISIBLE_DEVICES"},
     {"model-load-gpu-limit", "loads are not limited by GPU memory; cap a model's allocator "
@@ -1235,6 +1248,7 @@ int main(int argc, char **argv) {
   pts_free(c.load_models);
   free_trace(&c);
   pts_header_forward_reset();
+  pts_rate_limit_reset();
   pts_log_set_file(NULL);
   return rc;
 }

@@ -62,6 +62,9 @@ struct pts_backend_instance_desc {
   int index;            /* 0-based index over all instances of the model */
   const char *host_policy; /* the host policy it runs under (core/host_policy.h): its
                               group's, else "cpu", "gpu_<id>" or "model"; borrowed */
+  /* Its group's rate_limiter, or NULL: the scheduler's (scheduler/rate_limit.h);
+   * backends ignore it. Borrowed from the model config. */
+  const Inference__ModelRateLimiter *rate_limiter;
 };
 
 /* Where the request of a batch of one wants an output: its shared-memory
