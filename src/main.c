@@ -26,11 +26,14 @@
 #include "config/json_arena.h"
 #include "config/model_config.h"
 #include "core/alloc.h"
+#include "core/header_forward.h"
 #include "core/host_policy.h"
 #include "core/log.h"
+#include "core/metrics_config.h"
 #include "frontend/grpc/grpc.h"
 #include "frontend/http/restrict.h"
 #include "net/tls.h"
+#include "scheduler/rate_limit.h"
 #include "server/server.h"
 #include "trace/trace.h"
 
@@ -65,6 +68,11 @@ enum {
   OPT_METRICS_ADDRESS,
   OPT_METRICS_PORT,
   OPT_METRICS_INTERVAL_MS,
+  OPT_METRICS_CONFIG,
+  OPT_HTTP_HEADER_FORWARD_PATTERN,
+  OPT_RATE_LIMIT,
+  OPT_RATE_LIMIT_RESOURCE,
+  OPT_GRPC_HEADER_FORWARD_PATTERN,
   OPT_GRPC_PORT,
   OPT_GRPC_ADDRESS,
   OPT_REUSE_GRPC_PORT,
@@ -166,7 +174,7 @@ static const struct option long_options[] = {
     {"model-namespacing", optional_argument, NULL, OPT_UNSUPPORTED},
     {"enable-peer-access", required_argument, NULL, OPT_NO_EFFECT},
     {"reuse-http-port", required_argument, NULL, OPT_REUSE_HTTP_PORT},
-    {"http-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"http-header-forward-pattern", required_argument, NULL, OPT_HTTP_HEADER_FORWARD_PATTERN},
     {"grpc-address", required_argument, NULL, OPT_GRPC_ADDRESS},
     {"grpc-port", required_argument, NULL, OPT_GRPC_PORT},
     {"reuse-grpc-port", required_argument, NULL, OPT_REUSE_GRPC_PORT},
@@ -193,19 +201,19 @@ static const struct option long_options[] = {
     {"grpc-max-connection-age-grace", required_argument, NULL,
      OPT_GRPC_MAX_CONNECTION_AGE_GRACE},
     {"grpc-restricted-protocol", required_argument, NULL, OPT_GRPC_RESTRICTED_PROTOCOL},
-    {"grpc-header-forward-pattern", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"grpc-header-forward-pattern", required_argument, NULL, OPT_GRPC_HEADER_FORWARD_PATTERN},
     {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
     {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
     {"metrics-interval-ms", required_argument, NULL, OPT_METRICS_INTERVAL_MS},
-    {"metrics-config", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"metrics-config", required_argument, NULL, OPT_METRICS_CONFIG},
     {"backend-directory", required_argument, NULL, OPT_NO_EFFECT},
     {"backend-config", optional_argument, NULL, OPT_UNSUPPORTED},
     {"repoagent-directory", required_argument, NULL, OPT_NO_EFFECT},
     {"cache-config", required_argument, NULL, OPT_CACHE_CONFIG},
     {"response-cache-byte-size", required_argument, NULL, OPT_RESPONSE_CACHE_BYTE_SIZE},
     {"cache-directory", required_argument, NULL, OPT_NO_EFFECT},
-    {"rate-limit", optional_argument, NULL, OPT_UNSUPPORTED},
-    {"rate-limit-resource", optional_argument, NULL, OPT_UNSUPPORTED},
+    {"rate-limit", required_argument, NULL, OPT_RATE_LIMIT},
+    {"rate-limit-resource", required_argument, NULL, OPT_RATE_LIMIT_RESOURCE},
     {"pinned-memory-pool-byte-size", required_argument, NULL, OPT_NO_EFFECT},
     {"cuda-memory-pool-byte-size", required_argument, NULL, OPT_NO_EFFECT},
     {"cuda-virtual-address-size", required_argument, NULL, OPT_NO_EFFECT},
@@ -284,6 +292,10 @@ static const char usage_text[] =
     "                               inference, shared-memory, model-config, model-repository,\n"
     "                               statistics, trace, logging) unless the request has the\n"
     "                               header with the value. Repeatable.\n"
+    "  --http-header-forward-pattern <regex>\n"
+    "                               Inference request headers whose name the pattern matches\n"
+    "                               (any part, any case; POSIX extended) become string\n"
+    "                               request parameters for the model.\n"
     "  --exit-timeout-secs <int>    On SIGTERM/SIGINT, wait this long for accepted requests\n"
     "                               (default 30).\n"
     "  --exit-drain-secs <int>      On SIGTERM/SIGINT, first fail readiness and go on serving\n"
@@ -316,6 +328,9 @@ static const char usage_text[] =
     "                               Fail the rpcs of the API groups listed (same groups as\n"
     "                               --http-restricted-api) with UNAVAILABLE unless the call\n"
     "                               has the metadata key with the value. Repeatable.\n"
+    "  --grpc-header-forward-pattern <regex>\n"
+    "                               The same for the metadata of ModelInfer and\n"
+    "                               ModelStreamInfer calls.\n"
     "  --grpc-use-ssl <bool>        Serve gRPC over TLS (1.2 or 1.3, ALPN h2) with\n"
     "                               --grpc-server-cert and --grpc-server-key (default false).\n"
     "  --grpc-use-ssl-mutual <bool> Serve gRPC over TLS whatever the value, as tritonserver\n"
@@ -330,8 +345,21 @@ static const char usage_text[] =
     "  --metrics-port <int>         Metrics port (default 8002; 0 = any free port).\n"
     "  --metrics-interval-ms <int>  CPU and GPU sampling interval (default 2000).\n"
     "  --allow-cpu-metrics <bool>   CPU and memory gauges (default true).\n"
+    "  --metrics-config <setting>=<value>\n"
+    "                               Kinds of the latency metrics (repeatable):\n"
+    "                               counter_latencies=<bool> (default true),\n"
+    "                               summary_latencies=<bool> (default false),\n"
+    "                               summary_quantiles=<q>:<err>,... (default\n"
+    "                               0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001,0.999:0.001),\n"
+    "                               histogram_latencies=<bool> (decoupled models only).\n"
     "  --allow-gpu-metrics <bool>   GPU gauges through NVML (default true; none without\n"
     "                               an NVIDIA driver).\n"
+    "  --rate-limit <mode>           execution_count: each model instance executes when the\n"
+    "                               rate limiter allots its group's rate_limiter resources,\n"
+    "                               least executions x priority first; off (default).\n"
+    "  --rate-limit-resource <name>:<count>[:<device>]\n"
+    "                               How many of a resource there are (repeatable; default:\n"
+    "                               the most one instance needs).\n"
     "  --host-policy <name>,<setting>=<value>\n"
     "                               Bind the instances of policy <name> (an instance\n"
     "                               group's host_policy, else cpu, gpu_<id>, model):\n"
@@ -811,6 +839,27 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (parse_long(flag, v, 1, 3600000, &n) != 0) return -1;
       o->metrics_interval_ms = (int)n;
       return 0;
+    case OPT_HTTP_HEADER_FORWARD_PATTERN:
+    case OPT_GRPC_HEADER_FORWARD_PATTERN: {
+      struct pts_error err;
+      enum pts_forward_proto proto =
+          opt == OPT_HTTP_HEADER_FORWARD_PATTERN ? PTS_FORWARD_HTTP : PTS_FORWARD_GRPC;
+      if (pts_header_forward_set(proto, v, &err) != PTS_OK) return fail("%s", err.msg);
+      return 0;
+    }
+    case OPT_RATE_LIMIT:
+    case OPT_RATE_LIMIT_RESOURCE: {
+      struct pts_error err;
+      enum pts_status st = opt == OPT_RATE_LIMIT ? pts_rate_limit_set_mode(v, &err)
+                                                 : pts_rate_limit_add_resource(v, &err);
+      if (st != PTS_OK) return fail("%s", err.msg);
+      return 0;
+    }
+    case OPT_METRICS_CONFIG: {
+      struct pts_error err;
+      if (pts_metrics_config_add(v, &err) != PTS_OK) return fail("%s", err.msg);
+      return 0;
+    }
     case OPT_CACHE_CONFIG:
       if (c->n_cache == sizeof c->cache / sizeof c->cache[0])
         return fail("--cache-config given more than %zu times", c->n_cache);
@@ -986,15 +1035,8 @@ static const struct {
 } REFUSED[] = {
     {"model-namespacing", "model names are one namespace across repositories; give models "
                           "unique names"},
-    {"http-header-forward-pattern", "request headers are not forwarded to models"},
-    {"grpc-header-forward-pattern", "request metadata is not forwarded to models"},
-    {"metrics-config", "the metrics' names and kinds are fixed (docs/metrics.md)"},
     {"backend-config", "set a model's backend options as parameters in its config.pbtxt "
                        "(docs/pytorch-backend.md)"},
-    {"rate-limit", "there is no rate limiter; bound each model's queue with "
-                   "dynamic_batching { default_queue_policy { max_queue_size } }"},
-    {"rate-limit-resource", "there is no rate limiter; bound each model's queue with "
-                            "dynamic_batching { default_queue_policy { max_queue_size } }"},
     {"min-supported-compute-capability", "every GPU the LibTorch build supports is used; "
                                          "hide others with CUDA_VISIBLE_DEVICES"},
     {"model-load-gpu-limit", "loads are not limited by GPU memory; cap a model's allocator "
@@ -1205,6 +1247,8 @@ int main(int argc, char **argv) {
   pts_free(c.repos);
   pts_free(c.load_models);
   free_trace(&c);
+  pts_header_forward_reset();
+  pts_rate_limit_reset();
   pts_log_set_file(NULL);
   return rc;
 }

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/request_param.h"
 #include "core/status.h"
 #include "model_config.pb-c.h"
 #include "tensor/tensor.h"
@@ -61,6 +62,9 @@ struct pts_backend_instance_desc {
   int index;            /* 0-based index over all instances of the model */
   const char *host_policy; /* the host policy it runs under (core/host_policy.h): its
                               group's, else "cpu", "gpu_<id>" or "model"; borrowed */
+  /* Its group's rate_limiter, or NULL: the scheduler's (scheduler/rate_limit.h);
+   * backends ignore it. Borrowed from the model config. */
+  const Inference__ModelRateLimiter *rate_limiter;
 };
 
 /* Where the request of a batch of one wants an output: its shared-memory
@@ -113,6 +117,13 @@ struct pts_batch {
   uint64_t sequence_id;
   const char *sequence_id_str;
   bool sequence_start, sequence_end;
+  /* Likewise the request parameters of a batch of one request
+   * (core/request_param.h: its custom parameters, then the headers
+   * --*-header-forward-pattern forwards), which the ensemble hands to its
+   * steps, as Triton's does. Borrowed for the call; none for a batch of
+   * several. */
+  const struct pts_request_param *params;
+  size_t n_params;
   /* The staging set (0 or 1) the scheduler gathered the inputs into
    * (input_staging's `set`): a pipelined instance keeps a second batch in
    * that set while this one runs. Always 0 for an instance that does not

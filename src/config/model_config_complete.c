@@ -271,7 +271,6 @@ static enum pts_status reject_instance_groups(const Inference__ModelConfig *cfg,
     const Inference__ModelInstanceGroup *g = cfg->instance_group[i];
     const char *field = g->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_MODEL
                             ? "kind: KIND_MODEL"
-                        : g->rate_limiter        ? "rate_limiter"
                         : g->n_secondary_devices ? "secondary_devices"
                         : g->passive             ? "passive: true"
                                                  : NULL;

@@ -691,6 +691,10 @@ static enum pts_status step_request(struct run *r, size_t s, const Inference__Mo
   if (rc == PTS_OK && b->sequence_id_str &&
       !(req->sequence_id_str = pts_strdup(b->sequence_id_str)))
     rc = pts_error_set(err, PTS_NOMEM, "out of memory");
+  /* and carries its parameters, as Triton's ensembles give each step the
+   * ensemble request's */
+  for (size_t k = 0; rc == PTS_OK && k < b->n_params; k++)
+    rc = pts_infer_request_add_param(req, &b->params[k], err);
   req->binary_data_output = true;
   req->receive_ns = pts_now_ns();
   req->done = step_done;

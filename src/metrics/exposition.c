@@ -1,12 +1,14 @@
 /* metrics/exposition.c — the Prometheus text (pts_metrics_render) and the
  * /proc parsers; pure functions, unit-tested without a socket. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/metrics_config.h"
 #include "metrics/metrics.h"
 
 struct text {
@@ -107,31 +109,33 @@ static uint64_t value_of(const struct pts_model_stats *st, enum field f) {
 static const struct {
   const char *name, *type, *help;
   enum field field;
+  bool latency; /* one of the counters --metrics-config counter_latencies=false leaves out */
 } FAMILIES[] = {
     {"nv_inference_request_success", "counter",
-     "Number of successful inference requests, all batch sizes", F_SUCCESS},
+     "Number of successful inference requests, all batch sizes", F_SUCCESS, false},
     {"nv_inference_count", "counter",
-     "Number of inferences performed (does not include cached requests)", F_INFER_COUNT},
+     "Number of inferences performed (does not include cached requests)", F_INFER_COUNT, false},
     {"nv_inference_exec_count", "counter",
-     "Number of model executions performed (does not include cached requests)", F_EXEC_COUNT},
+     "Number of model executions performed (does not include cached requests)", F_EXEC_COUNT,
+     false},
     {"nv_inference_request_duration_us", "counter",
      "Cumulative inference request duration in microseconds (includes cached requests)",
-     F_REQUEST_US},
+     F_REQUEST_US, true},
     {"nv_inference_queue_duration_us", "counter",
      "Cumulative inference queuing duration in microseconds (includes cached requests)",
-     F_QUEUE_US},
+     F_QUEUE_US, true},
     {"nv_inference_compute_input_duration_us", "counter",
      "Cumulative compute input duration in microseconds (does not include cached requests)",
-     F_INPUT_US},
+     F_INPUT_US, true},
     {"nv_inference_compute_infer_duration_us", "counter",
      "Cumulative compute inference duration in microseconds (does not include cached requests)",
-     F_INFER_US},
+     F_INFER_US, true},
     {"nv_inference_compute_output_duration_us", "counter",
      "Cumulative inference compute output duration in microseconds (does not include cached "
      "requests)",
-     F_OUTPUT_US},
+     F_OUTPUT_US, true},
     {"nv_inference_pending_request_count", "gauge",
-     "Instantaneous number of pending requests awaiting execution per-model.", F_PENDING},
+     "Instantaneous number of pending requests awaiting execution per-model.", F_PENDING, false},
 };
 
 static void failures(struct text *t, const struct pts_model_stats *stats, size_t n) {
@@ -268,7 +272,9 @@ static void cache_families(struct text *t, const struct pts_model_stats *stats, 
       {"nv_cache_miss_duration_per_model",
        "Total cache miss (insert+lookup) duration per model, in microseconds", false, true},
   };
-  for (size_t f = 0; f < sizeof PER_MODEL / sizeof PER_MODEL[0]; f++) {
+  /* Triton makes these with the latency counters (metric_model_reporter.cc) */
+  bool per_model = pts_metrics_config_get()->counter_latencies;
+  for (size_t f = 0; per_model && f < sizeof PER_MODEL / sizeof PER_MODEL[0]; f++) {
     family(t, PER_MODEL[f].name, "counter", PER_MODEL[f].help);
     for (size_t i = 0; i < n; i++) {
       const struct pts_stat_duration *d = PER_MODEL[f].hits ? &stats[i].cache_hit
@@ -286,20 +292,93 @@ static void cache_families(struct text *t, const struct pts_model_stats *stats, 
          "Answers dropped from the response cache to make room", c->evictions);
 }
 
+/* A sample value as prometheus-cpp writes one: 16 significant digits, and
+ * Nan, +Inf, -Inf. */
+static void put_double(struct text *t, double v) {
+  if (isnan(v))
+    put(t, "Nan");
+  else if (isinf(v))
+    put(t, "%s", v < 0 ? "-Inf" : "+Inf");
+  else
+    put(t, "%.16g", v);
+}
+
+/* The summaries of --metrics-config summary_latencies=true, with Triton's
+ * names and help texts (core/src/metrics.cc); a family no model has is left
+ * out, as prometheus-cpp leaves out an empty one. */
+static void summary_families(struct text *t, const struct pts_model_stats *stats, size_t n) {
+  static const struct {
+    const char *name, *help;
+  } SUMMARIES[PTS_SUMMARY_COUNT] = {
+      [PTS_SUMMARY_REQUEST] = {"nv_inference_request_summary_us",
+                               "Summary of inference request duration in microseconds "
+                               "(includes cached requests)"},
+      [PTS_SUMMARY_QUEUE] = {"nv_inference_queue_summary_us",
+                             "Summary of inference queuing duration in microseconds "
+                             "(includes cached requests)"},
+      [PTS_SUMMARY_COMPUTE_INPUT] = {"nv_inference_compute_input_summary_us",
+                                     "Cumulative compute input duration in microseconds "
+                                     "(does not include cached requests)"},
+      [PTS_SUMMARY_COMPUTE_INFER] = {"nv_inference_compute_infer_summary_us",
+                                     "Cumulative compute inference duration in microseconds "
+                                     "(does not include cached requests)"},
+      [PTS_SUMMARY_COMPUTE_OUTPUT] = {"nv_inference_compute_output_summary_us",
+                                      "Cumulative inference compute output duration in "
+                                      "microseconds (does not include cached requests)"},
+      [PTS_SUMMARY_CACHE_HIT] = {"nv_cache_hit_summary_per_model",
+                                 "Summary of cache hit counts/durations per model, in "
+                                 "microseconds."},
+      [PTS_SUMMARY_CACHE_MISS] = {"nv_cache_miss_summary_per_model",
+                                  "Summary of cache miss counts/durations per model, in "
+                                  "microseconds."},
+  };
+  const struct pts_metrics_config *c = pts_metrics_config_get();
+  for (int k = 0; k < PTS_SUMMARY_COUNT; k++) {
+    const char *name = SUMMARIES[k].name;
+    bool header = false;
+    for (size_t i = 0; i < n; i++) {
+      const struct pts_summary_stat *sm = &stats[i].summaries[k];
+      if (!sm->on) continue;
+      if (!header) family(t, name, "summary", SUMMARIES[k].help);
+      header = true;
+      put(t, "%s_count{model=\"", name);
+      put_label(t, stats[i].name ? stats[i].name : "");
+      put(t, "\",version=\"%lld\"} %" PRIu64 "\n", (long long)stats[i].version, sm->count);
+      put(t, "%s_sum{model=\"", name);
+      put_label(t, stats[i].name ? stats[i].name : "");
+      put(t, "\",version=\"%lld\"} ", (long long)stats[i].version);
+      put_double(t, sm->sum);
+      put(t, "\n");
+      for (size_t q = 0; q < c->n_quantiles; q++) {
+        put(t, "%s{model=\"", name);
+        put_label(t, stats[i].name ? stats[i].name : "");
+        put(t, "\",version=\"%lld\",quantile=\"", (long long)stats[i].version);
+        put_double(t, c->quantiles[q].quantile);
+        put(t, "\"} ");
+        put_double(t, sm->values[q]);
+        put(t, "\n");
+      }
+    }
+  }
+}
+
 char *pts_metrics_render(const struct pts_model_stats *stats, size_t n,
                          const struct pts_host_metrics *host,
                          const struct pts_overload_stats *overload,
                          const struct pts_cache_stats *cache, size_t *len) {
   struct text t = {0};
   put(&t, "%s", "");
+  bool latency_counters = pts_metrics_config_get()->counter_latencies;
   for (size_t f = 0; f < sizeof FAMILIES / sizeof FAMILIES[0]; f++) {
     /* Triton lists the failure counter right after the success counter. */
     if (f == 1) failures(&t, stats, n);
+    if (FAMILIES[f].latency && !latency_counters) continue;
     family(&t, FAMILIES[f].name, FAMILIES[f].type, FAMILIES[f].help);
     for (size_t i = 0; i < n; i++)
       sample(&t, FAMILIES[f].name, &stats[i], NULL, value_of(&stats[i], FAMILIES[f].field));
   }
   if (cache) cache_families(&t, stats, n, cache);
+  if (stats) summary_families(&t, stats, n);
   if (host && host->valid) host_gauges(&t, host);
   if (host && host->gpus) gpu_gauges(&t, host->gpus, host->n_gpus);
   if (overload) overload_families(&t, overload);

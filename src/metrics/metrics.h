@@ -25,6 +25,10 @@
  * nv_cache_num_hits_per_model, nv_cache_hit_duration_per_model,
  * nv_cache_num_misses_per_model and nv_cache_miss_duration_per_model, and
  * ptserve_response_cache_{bytes,capacity_bytes,entries,evictions_total}.
+ * --metrics-config (core/metrics_config.h) drops the latency counters
+ * (counter_latencies=false) and adds Triton's nv_inference_*_summary_us and
+ * nv_cache_*_summary_per_model (summary_latencies=true), which the models'
+ * statistics carry (scheduler/stats.h).
  *
  * Threading: start/stop on the main thread; the listener runs on its own
  * thread. The pure functions are thread-safe.

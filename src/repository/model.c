@@ -389,7 +389,9 @@ static void plan_free(struct instance_plan *p) {
  * kind ("cpu", "gpu_<id>", "model"). */
 static enum pts_status plan_add(struct instance_plan *p, size_t cap, const char *group,
                                 int index_in_group, Inference__ModelInstanceGroup__Kind kind,
-                                int device, const char *policy, struct pts_error *err) {
+                                int device, const char *policy,
+                                const Inference__ModelRateLimiter *rate_limiter,
+                                struct pts_error *err) {
   if (p->n == cap) return pts_error_set(err, PTS_INTERNAL, "instance count overflow");
   char fallback[32];
   if (!policy || !*policy) {
@@ -410,7 +412,8 @@ static enum pts_status plan_add(struct instance_plan *p, size_t cap, const char 
                                                       .kind = kind,
                                                       .device_id = device,
                                                       .index = (int)p->n,
-                                                      .host_policy = name + len};
+                                                      .host_policy = name + len,
+                                                      .rate_limiter = rate_limiter};
   p->n++;
   return PTS_OK;
 }
@@ -460,7 +463,8 @@ static enum pts_status plan_instances(const char *model, const Inference__ModelC
         Inference__ModelInstanceGroup__Kind kind;
         int device;
         instance_kind_device(ig, gi, &kind, &device);
-        st = plan_add(p, total, gname, index++, kind, device, ig->host_policy, err);
+        st = plan_add(p, total, gname, index++, kind, device, ig->host_policy, ig->rate_limiter,
+                      err);
       }
     }
   }
@@ -471,7 +475,7 @@ static enum pts_status plan_instances(const char *model, const Inference__ModelC
       st = plan_add(p, total, fallback, (int)k,
                     default_instances ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU
                                       : INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO,
-                    default_instances ? -1 : 0, NULL, err);
+                    default_instances ? -1 : 0, NULL, NULL, err);
   }
   if (st != PTS_OK) plan_free(p);
   return st;

@@ -56,6 +56,11 @@ void pts_infer_request_free(struct pts_infer_request *req) {
   pts_arena_free(a, req->id);
   pts_arena_free(a, req->sequence_id_str);
   pts_arena_free(a, req->model_name);
+  for (size_t i = 0; i < req->n_params; i++) {
+    pts_free(req->params[i].key);
+    if (req->params[i].type == PTS_PARAM_STRING) pts_free(req->params[i].v.s);
+  }
+  pts_free(req->params);
   pts_overload_release(req->budget_bytes);
   pts_arena_done(&req->arena);
   pts_free(req);
@@ -93,6 +98,45 @@ size_t pts_infer_request_held_bytes(const struct pts_infer_request *req) {
     if (!seen) total += b->size;
   }
   return total;
+}
+
+enum pts_status pts_infer_request_add_param(struct pts_infer_request *req,
+                                            const struct pts_request_param *p,
+                                            struct pts_error *err) {
+  if (req->n_params == req->cap_params) {
+    size_t cap = req->cap_params ? req->cap_params * 2 : 4;
+    struct pts_request_param *grown = pts_realloc(req->params, cap * sizeof *grown);
+    if (!grown)
+      return pts_error_set(err, PTS_NOMEM, "out of memory keeping request parameter '%.60s'",
+                           p->key);
+    req->params = grown;
+    req->cap_params = cap;
+  }
+  struct pts_request_param copy = *p;
+  copy.key = pts_strdup(p->key);
+  if (copy.key && p->type == PTS_PARAM_STRING) copy.v.s = pts_strdup(p->v.s ? p->v.s : "");
+  if (!copy.key || (p->type == PTS_PARAM_STRING && !copy.v.s)) {
+    pts_free(copy.key);
+    return pts_error_set(err, PTS_NOMEM, "out of memory keeping request parameter '%.60s'",
+                         p->key);
+  }
+  req->params[req->n_params++] = copy;
+  return PTS_OK;
+}
+
+enum pts_status pts_infer_request_add_string_param(struct pts_infer_request *req, const char *key,
+                                                   size_t key_len, const char *value,
+                                                   size_t value_len, struct pts_error *err) {
+  char *k = pts_strndup(key, key_len), *v = pts_strndup(value, value_len);
+  enum pts_status st =
+      k && v ? pts_infer_request_add_param(
+                   req, &(struct pts_request_param){.key = k, .type = PTS_PARAM_STRING, .v.s = v},
+                   err)
+             : pts_error_set(err, PTS_NOMEM, "out of memory forwarding header '%.*s'",
+                             (int)(key_len > 60 ? 60 : key_len), key);
+  pts_free(k);
+  pts_free(v);
+  return st;
 }
 
 struct pts_shm_place *pts_infer_request_input_shm(struct pts_infer_request *req, size_t i) {

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
+#include "core/request_param.h"
 #include "core/status.h"
 #include "tensor/tensor.h"
 
@@ -87,6 +88,11 @@ struct pts_infer_request {
   struct pts_requested_output *outputs; /* owned array of n_outputs */
 
   bool binary_data_output;   /* HTTP request parameter */
+  /* The parameters handed on to the model (core/request_param.h): the
+   * request's custom ones, then forwarded headers. Owned heap array, keys
+   * and strings heap too (pts_infer_request_add_param). */
+  struct pts_request_param *params;
+  size_t n_params, cap_params;
   uint64_t priority;         /* 0 = model default */
   uint64_t timeout_us;       /* 0 = none */
 
@@ -155,6 +161,17 @@ void pts_infer_request_free(struct pts_infer_request *req);  /* NULL-safe */
 /* Bytes the request's inputs hold: each distinct buffer once (binary
  * inputs share the body's). What the memory budget charges it. */
 size_t pts_infer_request_held_bytes(const struct pts_infer_request *req);
+
+/* Appends a copy of `p` (its key and string value are copied) to
+ * req->params. PTS_NOMEM naming the key when it can not. */
+enum pts_status pts_infer_request_add_param(struct pts_infer_request *req,
+                                            const struct pts_request_param *p,
+                                            struct pts_error *err);
+/* The same for a string parameter given as two byte ranges (a header's
+ * name and value, not NUL-terminated). */
+enum pts_status pts_infer_request_add_string_param(struct pts_infer_request *req, const char *key,
+                                                   size_t key_len, const char *value,
+                                                   size_t value_len, struct pts_error *err);
 /* The shared-memory place of input i (i < n_inputs), allocating
  * req->input_shm on first use; NULL when out of memory. */
 struct pts_shm_place *pts_infer_request_input_shm(struct pts_infer_request *req, size_t i);

@@ -30,6 +30,7 @@
 #include "scheduler/assemble.h"
 #include "scheduler/classify.h"
 #include "scheduler/queue.h"
+#include "scheduler/rate_limit.h"
 #include "scheduler/reshape.h"
 #include "scheduler/sequence.h"
 #include "scheduler/warmup.h"
@@ -58,6 +59,9 @@ struct instance {
    * (backend.h execute_begin; see pipeline_main). Fixed before the thread
    * starts. */
   bool pipelined;
+  /* Owned; NULL without --rate-limit=execution_count (rate_limit.h): each
+   * execution waits for the rate limiter (run_batch). */
+  struct pts_rate_limit_instance *rl;
 };
 
 struct pts_scheduler {
@@ -851,6 +855,8 @@ static void flight_prepare(struct pts_scheduler *s, struct instance *inst, struc
     f->batch.sequence_id_str = one->sequence_id_str;
     f->batch.sequence_start = one->sequence_start;
     f->batch.sequence_end = one->sequence_end;
+    f->batch.params = one->params;
+    f->batch.n_params = one->n_params;
   }
   f->batch.profile = pts_profile_take(s->model_name, s->version, inst->name, r->total);
 }
@@ -910,9 +916,13 @@ static uint64_t flight_land(struct pts_scheduler *s, struct instance *inst, stru
   trace_compute(r, n, &f->t);
   if (st == PTS_OK) {
     uint64_t queue_ns = 0;
-    for (size_t i = 0; i < n; i++)
-      if (!r->items[i]->padding && f->t.start_ns > r->items[i]->enqueue_ns)
-        queue_ns += f->t.start_ns - r->items[i]->enqueue_ns;
+    for (size_t i = 0; i < n; i++) {
+      if (r->items[i]->padding) continue;
+      uint64_t enq = r->items[i]->enqueue_ns;
+      uint64_t q = f->t.start_ns > enq ? f->t.start_ns - enq : 0;
+      queue_ns += q;
+      pts_stats_observe(&s->stats, PTS_SUMMARY_QUEUE, q);
+    }
     /* Padding rows ran, but nobody asked for them: not inferences. */
     pts_stats_batch_done(&s->stats, s->batching ? r->total - (int64_t)f->pad : 1, n - f->pad,
                          queue_ns, &f->t);
@@ -946,9 +956,21 @@ static uint64_t flight_land(struct pts_scheduler *s, struct instance *inst, stru
 static uint64_t run_batch(struct pts_scheduler *s, struct instance *inst, struct pts_pending *list,
                           size_t n, size_t rows) {
   struct flight f;
+  /* The wait for the rate limiter is queue time, as in Triton: the batch's
+   * compute starts once the instance is allotted. */
+  pts_rate_limit_acquire(inst->rl);
   flight_prepare(s, inst, &f, list, n, rows, 0);
   flight_launch(s, inst, &f, false);
-  return flight_land(s, inst, &f);
+  uint64_t took = flight_land(s, inst, &f);
+  /* After the answers, as Triton's instance is released once its execute
+   * (which sends the responses) returned. */
+  if (inst->rl) {
+    pthread_mutex_lock(&s->lock);
+    bool more = s->queue.size > 0;
+    pthread_mutex_unlock(&s->lock);
+    pts_rate_limit_release(inst->rl, more);
+  }
+  return took;
 }
 
 /* ----------------------------------------------------------------- queue */
@@ -1053,6 +1075,7 @@ static size_t next_batch(struct pts_scheduler *s, struct instance *inst,
   for (;;) {
     if (s->queue.size == 0 && s->stopping) break;
     if (inst->lent || s->forming || s->queue.size == 0 || held_back(s)) {
+      pts_rate_limit_withdraw(inst->rl); /* staged at its release, nothing came */
       wait_work(s, 0);
       continue;
     }
@@ -1076,10 +1099,12 @@ static size_t next_batch(struct pts_scheduler *s, struct instance *inst,
       return n;
     }
     s->forming = true;
+    pts_rate_limit_withdraw(inst->rl);
     wait_work(s, earlier(wake, deadline));
     s->forming = false;
   }
   inst->idle = false;
+  pts_rate_limit_withdraw(inst->rl);
   pthread_mutex_unlock(&s->lock);
   return 0;
 }
@@ -1129,6 +1154,7 @@ static size_t next_sequence_batch(struct pts_scheduler *s, const struct instance
   size_t n = 0;
   for (;;) {
     if (held_back(s)) {
+      pts_rate_limit_withdraw(inst->rl);
       wait_work(s, 0);
       continue;
     }
@@ -1136,6 +1162,7 @@ static size_t next_sequence_batch(struct pts_scheduler *s, const struct instance
     n = pts_seq_choose(s->seq, (size_t)inst->desc.index, pts_now_ns(),
                        s->stopping || s->draining, out, rows, &wake);
     if (n > 0 || (s->stopping && pts_seq_queued(s->seq) == 0)) break;
+    pts_rate_limit_withdraw(inst->rl);
     wait_work(s, wake);
   }
   pthread_mutex_unlock(&s->lock);
@@ -1452,6 +1479,7 @@ static void free_scheduler(struct pts_scheduler *s) {
     if (inst->state && s->backend->instance_destroy) s->backend->instance_destroy(inst->state);
     pts_free(inst->name);
     pts_free(inst->policy);
+    pts_rate_limit_unregister(inst->rl);
   }
   pts_free(s->instances);
   for (size_t k = 0; s->labels && k < s->config->n_output; k++) pts_labels_clear(&s->labels[k]);
@@ -1495,6 +1523,15 @@ static enum pts_status create_instance(struct pts_scheduler *s, struct instance 
       return st;
     }
   }
+  /* Every instance of a backend model, as Triton registers them; an
+   * ensemble's steps are the instances that execute. */
+  if (strcmp(s->backend->name, "ensemble") != 0) {
+    enum pts_status st = pts_rate_limit_register(d->rate_limiter, d->device_id, &inst->rl, err);
+    if (st != PTS_OK) {
+      pts_error_prefix(err, "instance '%s'", inst->name);
+      return st;
+    }
+  }
   /* Before the thread starts: a model is READY only once it is warm. */
   enum pts_status st = pts_warmup_run(s->config, s->model_name, model_dir ? model_dir : ".",
                                       s->backend, inst->state, inst->name, err);
@@ -1504,7 +1541,8 @@ static enum pts_status create_instance(struct pts_scheduler *s, struct instance 
    * next request of its sequence runs. */
   const struct pts_backend *be = s->backend;
   inst->pipelined = s->pipeline_on && !s->seq && be->pipelined && be->execute_begin &&
-                    be->execute_end && be->pipelined(inst->state);
+                    be->execute_end && be->pipelined(inst->state) &&
+                    !inst->rl; /* a second batch would wait for what the first holds */
   if (inst->pipelined)
     PTS_LOG_VERBOSE(1, "model '%s' version %lld: instance '%s' pipelines its batches (depth 2)",
                     s->model_name, (long long)s->version, inst->name);
@@ -1684,6 +1722,11 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
                    "response cache (--cache-config local,size=<bytes>): its answers are not cached",
                    p->model_name, (long long)p->version);
   }
+  st = pts_stats_enable_summaries(&s->stats, s->cache != NULL, err);
+  if (st != PTS_OK) {
+    free_scheduler(s);
+    return st;
+  }
   s->hold = delay_hook(p->model_name);
   s->pipeline_on = pipeline_switch();
   st = arm_profiler(p, err);
@@ -1710,8 +1753,10 @@ enum pts_status pts_scheduler_create(const struct pts_scheduler_params *p,
   s->inline_max_ns = inline_max_from_env();
   /* An instance bound by a host policy runs only on its own thread: the
    * enqueuing thread is not bound. */
+  /* Nor one the rate limiter gates: waiting for it would block a frontend's
+   * event loop. */
   for (size_t i = 0; i < p->n_instances; i++)
-    if (pts_host_policy_binds(s->instances[i].policy) ||
+    if (pts_host_policy_binds(s->instances[i].policy) || s->instances[i].rl ||
         (p->instances[i].kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU &&
          (s->instances[i].pipelined || !p->backend->lendable ||
           !p->backend->lendable(s->instances[i].state))))

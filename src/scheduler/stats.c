@@ -5,6 +5,8 @@
 #include <time.h>
 
 #include "core/alloc.h"
+#include "core/metrics_config.h"
+#include "scheduler/request.h"
 
 const char *pts_fail_reason_name(enum pts_fail_reason r) {
   switch (r) {
@@ -39,8 +41,44 @@ void pts_stats_init(struct pts_stats *s) {
 
 void pts_stats_destroy(struct pts_stats *s) {
   pts_free(s->v.batch_stats);
+  for (int i = 0; i < PTS_SUMMARY_COUNT; i++) pts_quantiles_free(s->estimators[i]);
   pthread_mutex_destroy(&s->lock);
   memset(s, 0, sizeof *s);
+}
+
+enum pts_status pts_stats_enable_summaries(struct pts_stats *s, bool caches,
+                                           struct pts_error *err) {
+  const struct pts_metrics_config *c = pts_metrics_config_get();
+  if (!c->summary_latencies) return PTS_OK;
+  uint64_t now = pts_now_ns();
+  for (int i = 0; i < PTS_SUMMARY_COUNT; i++) {
+    /* Triton leaves the request summary out of a caching model (a hit's
+     * duration would mislead it) and has the cache ones only there. */
+    bool cache_kind = i == PTS_SUMMARY_CACHE_HIT || i == PTS_SUMMARY_CACHE_MISS;
+    if (caches ? i == PTS_SUMMARY_REQUEST : cache_kind) continue;
+    s->estimators[i] = pts_quantiles_new(c->quantiles, c->n_quantiles, now);
+    if (!s->estimators[i])
+      return pts_error_set(err, PTS_NOMEM, "out of memory making the latency summaries");
+    s->v.summaries[i].on = true;
+  }
+  return PTS_OK;
+}
+
+/* Called with the lock held. */
+static void observe_locked(struct pts_stats *s, enum pts_summary which, uint64_t ns,
+                           uint64_t now) {
+  double us = (double)(ns / 1000u);
+  s->v.summaries[which].count++;
+  s->v.summaries[which].sum += us;
+  pts_quantiles_observe(s->estimators[which], us, now);
+}
+
+void pts_stats_observe(struct pts_stats *s, enum pts_summary which, uint64_t ns) {
+  if (!s->estimators[which]) return;
+  uint64_t now = pts_now_ns();
+  pthread_mutex_lock(&s->lock);
+  observe_locked(s, which, ns, now);
+  pthread_mutex_unlock(&s->lock);
 }
 
 static void add(struct pts_stat_duration *d, uint64_t count, uint64_t ns) {
@@ -89,6 +127,14 @@ void pts_stats_batch_done(struct pts_stats *s, int64_t batch_size, size_t n_requ
   add(&v->compute_input, n, in * n);
   add(&v->compute_infer, n, infer * n);
   add(&v->compute_output, n, out * n);
+  if (s->estimators[PTS_SUMMARY_COMPUTE_INFER]) {
+    uint64_t now = pts_now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+      observe_locked(s, PTS_SUMMARY_COMPUTE_INPUT, in, now);
+      observe_locked(s, PTS_SUMMARY_COMPUTE_INFER, infer, now);
+      observe_locked(s, PTS_SUMMARY_COMPUTE_OUTPUT, out, now);
+    }
+  }
   struct pts_batch_stat *b = batch_entry(s, size);
   if (b) {
     add(&b->compute_input, 1, in);
@@ -102,12 +148,19 @@ void pts_stats_cache_hit(struct pts_stats *s, uint64_t queue_ns, uint64_t lookup
   pthread_mutex_lock(&s->lock);
   add(&s->v.queue, 1, queue_ns);
   add(&s->v.cache_hit, 1, lookup_ns);
+  if (s->estimators[PTS_SUMMARY_CACHE_HIT]) {
+    uint64_t now = pts_now_ns();
+    observe_locked(s, PTS_SUMMARY_QUEUE, queue_ns, now);
+    observe_locked(s, PTS_SUMMARY_CACHE_HIT, lookup_ns, now);
+  }
   pthread_mutex_unlock(&s->lock);
 }
 
 void pts_stats_cache_miss(struct pts_stats *s, uint64_t ns) {
   pthread_mutex_lock(&s->lock);
   add(&s->v.cache_miss, 1, ns);
+  if (s->estimators[PTS_SUMMARY_CACHE_MISS])
+    observe_locked(s, PTS_SUMMARY_CACHE_MISS, ns, pts_now_ns());
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -116,6 +169,8 @@ void pts_stats_request_success(struct pts_stats *s, uint64_t duration_ns) {
   pthread_mutex_lock(&s->lock);
   add(&s->v.success, 1, duration_ns);
   if (now_ms > s->v.last_inference_ms) s->v.last_inference_ms = now_ms;
+  if (s->estimators[PTS_SUMMARY_REQUEST])
+    observe_locked(s, PTS_SUMMARY_REQUEST, duration_ns, pts_now_ns());
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -142,6 +197,9 @@ enum pts_status pts_stats_snapshot(struct pts_stats *s, struct pts_model_stats *
   }
   *out = s->v;
   if (n) memcpy(copy, s->v.batch_stats, n * sizeof *copy);
+  uint64_t now = pts_now_ns();
+  for (int i = 0; i < PTS_SUMMARY_COUNT; i++)
+    if (s->estimators[i]) pts_quantiles_get(s->estimators[i], now, out->summaries[i].values);
   pthread_mutex_unlock(&s->lock);
   out->name = NULL;
   out->batch_stats = copy;

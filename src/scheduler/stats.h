@@ -17,6 +17,11 @@
  *    time) but no compute and no inference_count; a miss that succeeds
  *    counts cache_miss (count, the lookup's and the insertion's time) on
  *    top of its execution.
+ *  - with --metrics-config summary_latencies=true (core/metrics_config.h),
+ *    each request's durations in µs also go into Triton's summaries
+ *    (core/quantiles.h): request (left out when the model caches, as
+ *    Triton does), queue and compute_* for each successful request, and
+ *    cache_hit, cache_miss when the model caches.
  *
  * Threading: every function is thread-safe (one mutex per pts_stats); a
  * snapshot is a plain copy owned by its caller.
@@ -25,9 +30,11 @@
 #define PTS_SCHEDULER_STATS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/quantiles.h"
 #include "core/status.h"
 
 struct pts_stat_duration {
@@ -51,6 +58,30 @@ enum pts_fail_reason {
 /* "REJECTED", "CANCELED", "BACKEND", "OTHER". */
 const char *pts_fail_reason_name(enum pts_fail_reason r);
 
+/* Triton's per-model summaries, in its order: nv_inference_request_summary_us,
+ * ..._queue_, ..._compute_input_, ..._compute_infer_, ..._compute_output_,
+ * nv_cache_hit_summary_per_model, nv_cache_miss_summary_per_model. */
+enum pts_summary {
+  PTS_SUMMARY_REQUEST,
+  PTS_SUMMARY_QUEUE,
+  PTS_SUMMARY_COMPUTE_INPUT,
+  PTS_SUMMARY_COMPUTE_INFER,
+  PTS_SUMMARY_COMPUTE_OUTPUT,
+  PTS_SUMMARY_CACHE_HIT,
+  PTS_SUMMARY_CACHE_MISS,
+  PTS_SUMMARY_COUNT
+};
+
+/* One summary at one moment: every value ever observed counts in `count`
+ * and `sum`; `values` estimate the settings' quantiles (in their order) over
+ * the recent window, NaN when it holds none. */
+struct pts_summary_stat {
+  bool on; /* false: the model has no such summary */
+  uint64_t count;
+  double sum; /* µs */
+  double values[PTS_QUANTILES_MAX];
+};
+
 /* One model version's statistics at one moment. */
 struct pts_model_stats {
   char *name; /* owned (pts_free) */
@@ -62,6 +93,7 @@ struct pts_model_stats {
       cache_hit, cache_miss;
   uint64_t fail_by_reason[PTS_FAIL_REASON_COUNT];
   uint64_t pending; /* requests queued now, not yet executing */
+  struct pts_summary_stat summaries[PTS_SUMMARY_COUNT];
   size_t n_batch_stats;
   struct pts_batch_stat *batch_stats; /* owned array, ascending batch_size */
 };
@@ -74,10 +106,24 @@ struct pts_stats {
   pthread_mutex_t lock;
   struct pts_model_stats v; /* name unused; batch_stats grows on demand */
   size_t batch_cap;
+  /* owned; NULL where the summary is off. Set by pts_stats_enable_summaries
+   * before any request, read without the lock after. */
+  struct pts_quantiles *estimators[PTS_SUMMARY_COUNT];
 };
 
 void pts_stats_init(struct pts_stats *s);
 void pts_stats_destroy(struct pts_stats *s);
+
+/* Starts the summaries the --metrics-config settings ask for (none unless
+ * summary_latencies=true), before the model takes requests; `caches`: the
+ * model answers from the response cache. PTS_NOMEM when one can not be
+ * made. */
+enum pts_status pts_stats_enable_summaries(struct pts_stats *s, bool caches,
+                                           struct pts_error *err);
+
+/* One successful request's value for summary `which` (ns; observed in
+ * whole µs, as Triton). Nothing when that summary is off. */
+void pts_stats_observe(struct pts_stats *s, enum pts_summary which, uint64_t ns);
 
 /* The timestamps of one executed batch (pts_now_ns clock). */
 struct pts_batch_times {

@@ -90,8 +90,8 @@ def test_flag_value_not_a_number(ptserve_bin, model_repo):
 
 @pytest.mark.parametrize("flag,why", [
     ("--model-namespacing=true", "give models unique names"),
-    ("--grpc-header-forward-pattern=x-.*", "request metadata is not forwarded to models"),
-    ("--rate-limit=execution_count", "bound each model's queue")])
+    ("--backend-config=pytorch,x=y", "set a model's backend options as parameters"),
+    ("--model-load-gpu-limit=0:0.5", "loads are not limited by GPU memory")])
 def test_unsupported_tritonserver_flag(ptserve_bin, model_repo, flag, why):
     """Refused by name, with the reason and what to use instead."""
     rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("identity"), flag)

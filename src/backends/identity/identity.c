@@ -14,7 +14,12 @@
  * this process fail (so --model-load-retry-count has something to retry);
  * pipelined ("true") makes instances pipelined (backend.h execute_begin:
  * begin wires the outputs, end sleeps the delay, as a device would take
- * its time), so the scheduler's pipeline runs in the real server.
+ * its time), so the scheduler's pipeline runs in the real server;
+ * parameters_output ("PARAMS") names a last, extra TYPE_STRING output with
+ * dims [ -1 ] that carries the request parameters the backend received
+ * (backend.h: a batch of one request's), one "<key>=<value>" element each
+ * in the order given, so tests see what reaches a model (header
+ * forwarding, ensembles passing them on).
  *
  * Threading: as backend.h; execute keeps no state, so instances of one model
  * may run concurrently.
@@ -30,6 +35,7 @@
 #include "backend_api/backend.h"
 #include "config/model_config.h"
 #include "core/alloc.h"
+#include "tensor/bytes.h"
 
 struct identity_model {
   char *name;
@@ -38,10 +44,32 @@ struct identity_model {
   long delay_per_item_ms; /* parameters.execute_delay_ms_per_item: × batch size, so
                              batches of different sizes finish out of order */
   bool pipelined; /* parameters.pipelined: execute_begin/execute_end (test hook) */
+  bool params_output; /* parameters.parameters_output: the last output lists the parameters */
 };
 
+/* parameters.parameters_output must name the last output, a TYPE_STRING of
+ * dims [ -1 ]; that output is then not an echo. */
+static enum pts_status check_params_output(const char *name, const Inference__ModelConfig *cfg,
+                                           bool *on, struct pts_error *err) {
+  const char *want = pts_model_config_param(cfg, "parameters_output");
+  *on = want && *want;
+  if (!*on) return PTS_OK;
+  const Inference__ModelOutput *last = cfg->n_output ? cfg->output[cfg->n_output - 1] : NULL;
+  if (!last || strcmp(last->name, want) != 0 ||
+      last->data_type != INFERENCE__DATA_TYPE__TYPE_STRING || last->n_dims != 1 ||
+      last->dims[0] != -1)
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "identity backend: model '%s': parameter parameters_output '%s' must "
+                         "name the last output, a TYPE_STRING with dims [ -1 ]",
+                         name, want);
+  return PTS_OK;
+}
+
 static enum pts_status check_pairs(const char *name, const Inference__ModelConfig *cfg,
-                                   struct pts_error *err) {
+                                   bool params_output, struct pts_error *err) {
+  Inference__ModelConfig paired = *cfg;
+  if (params_output) paired.n_output--;
+  cfg = &paired;
   if (cfg->n_input != cfg->n_output)
     return pts_error_set(err, PTS_INVALID_ARG,
                          "identity backend: model '%s' has %zu inputs and %zu outputs; output i "
@@ -139,7 +167,9 @@ static enum pts_status check_fail_attempts(const struct pts_backend_model_desc *
 
 static enum pts_status identity_model_load(const struct pts_backend_model_desc *desc,
                                            void **model_state, struct pts_error *err) {
-  enum pts_status st = check_pairs(desc->name, desc->config, err);
+  bool params_output = false;
+  enum pts_status st = check_params_output(desc->name, desc->config, &params_output, err);
+  if (st == PTS_OK) st = check_pairs(desc->name, desc->config, params_output, err);
   if (st == PTS_OK) st = wait_for_gate(desc, err);
   if (st == PTS_OK) st = check_fail_versions(desc, err);
   if (st == PTS_OK) st = check_fail_attempts(desc, err);
@@ -171,6 +201,7 @@ static enum pts_status identity_model_load(const struct pts_backend_model_desc *
   m->delay_ms = delay_ms;
   m->delay_per_item_ms = per_item_ms;
   m->pipelined = pipelined && strcmp(pipelined, "true") == 0;
+  m->params_output = params_output;
   *model_state = m;
   return PTS_OK;
 }
@@ -204,6 +235,37 @@ static void delay(const struct identity_model *m, const struct pts_batch *batch)
   }
 }
 
+/* The parameters_output hook: one BYTES element "<key>=<value>" per
+ * parameter of the batch, the same list in each row of a batching model. */
+static enum pts_status params_tensor(const struct identity_model *m, const struct pts_batch *b,
+                                     struct pts_tensor *out, struct pts_error *err) {
+  int64_t rows = b->batch_size > 0 ? b->batch_size : 1;
+  size_t row = 0;
+  for (size_t k = 0; k < b->n_params; k++)
+    row += 4 + (size_t)pts_request_param_format(&b->params[k], NULL, 0);
+  out->name = pts_strdup(m->config->output[m->config->n_output - 1]->name);
+  out->buf = pts_buf_new(row * (size_t)rows + 1);
+  if (!out->name || !out->buf)
+    return pts_error_set(err, PTS_NOMEM, "identity backend: out of memory in model '%s'",
+                         m->name);
+  size_t used = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    for (size_t k = 0; k < b->n_params; k++) {
+      char text[1024];
+      int n = pts_request_param_format(&b->params[k], text, sizeof text);
+      uint32_t len = n < (int)sizeof text ? (uint32_t)n : (uint32_t)sizeof text - 1;
+      pts_bytes_put(out->buf->data, out->buf->size, &used, text, len);
+    }
+  }
+  out->dtype = PTS_DTYPE_BYTES;
+  out->data = out->buf->data;
+  out->byte_size = used;
+  out->shape.ndim = b->batch_size > 0 ? 2 : 1;
+  out->shape.dims[0] = b->batch_size > 0 ? rows : (int64_t)b->n_params;
+  out->shape.dims[1] = (int64_t)b->n_params;
+  return PTS_OK;
+}
+
 /* Output i as a view of input i. */
 static enum pts_status echo(const struct identity_model *m, struct pts_batch *batch,
                             struct pts_error *err) {
@@ -214,6 +276,8 @@ static enum pts_status echo(const struct identity_model *m, struct pts_batch *ba
                          "output slots, expected %zu and %zu",
                          m->name, batch->n_inputs, batch->n_outputs, cfg->n_input, cfg->n_output);
   for (size_t i = 0; i < batch->n_outputs; i++) {
+    if (m->params_output && i + 1 == batch->n_outputs)
+      return params_tensor(m, batch, &batch->outputs[i], err);
     const struct pts_tensor *in = &batch->inputs[i];
     if (!in->data && in->byte_size == 0 && in->shape.ndim == 0)
       return pts_error_set(err, PTS_INVALID_ARG,

@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "core/alloc.h"
+#include "core/header_forward.h"
 #include "core/log.h"
 #include "core/overload.h"
 #include "core/pinned.h"
@@ -116,6 +117,11 @@ static void call_free(struct call *c) {
   out_free_list(c->out_head);
   out_free_list(c->done_head); /* none: nothing is in the core */
   pts_free(c->close_msg);
+  for (size_t i = 0; i < c->n_fwd; i++) {
+    pts_free(c->fwd[i].key);
+    pts_free(c->fwd[i].v.s);
+  }
+  pts_free(c->fwd);
   if (c->deadline_ev) event_free(c->deadline_ev);
   atomic_fetch_sub(&c->h->live, 1);
   pts_free(c);
@@ -607,6 +613,18 @@ static void dispatch(struct call *c, struct pts_buf *msg, bool compressed) {
   }
   if (c->rpc->kind == PTS_GRPC_INFER || c->rpc->kind == PTS_GRPC_STREAM) {
     struct pts_infer_request *req = pts_grpc_admit(msg, on_infer_done, c, &err);
+    /* Triton adds the forwarded metadata after the message's parameters. */
+    if (req && c->fwd_failed) {
+      pts_error_set(&err, PTS_NOMEM, "out of memory keeping the call's forwarded metadata");
+      pts_infer_request_free(req);
+      req = NULL;
+    }
+    for (size_t i = 0; req && i < c->n_fwd; i++) {
+      if (pts_infer_request_add_param(req, &c->fwd[i], &err) != PTS_OK) {
+        pts_infer_request_free(req);
+        req = NULL;
+      }
+    }
     if (req) {
       c->n_core++;
       if (pts_server_infer_async(h->server, req, &err) == PTS_OK) {
@@ -786,6 +804,32 @@ static bool name_is(const uint8_t *name, size_t n, const char *lit, size_t litn)
 }
 #define IS(lit) name_is(name, namelen, lit, sizeof(lit) - 1)
 
+/* The metadata gRPC's transport consumes, which grpc++'s
+ * ServerContext::client_metadata() (what Triton forwards from) never
+ * shows: pseudo-headers, content-type, te and the grpc-* transport keys.
+ * user-agent and the application's own keys are shown. */
+static bool transport_header(const uint8_t *name, size_t namelen) {
+  return namelen == 0 || name[0] == ':' || IS("content-type") || IS("te") ||
+         IS("grpc-timeout") || IS("grpc-encoding") || IS("grpc-accept-encoding");
+}
+
+/* Keeps one metadata entry for the call's requests (h2_priv.h `fwd`). */
+static void keep_forwarded(struct call *c, const uint8_t *name, size_t namelen,
+                           const uint8_t *value, size_t valuelen) {
+  if (c->fwd_failed) return;
+  struct pts_request_param *grown = pts_realloc(c->fwd, (c->n_fwd + 1) * sizeof *grown);
+  char *k = pts_strndup((const char *)name, namelen);
+  char *v = pts_strndup((const char *)value, valuelen);
+  if (grown) c->fwd = grown;
+  if (!grown || !k || !v) {
+    pts_free(k);
+    pts_free(v);
+    c->fwd_failed = true;
+    return;
+  }
+  c->fwd[c->n_fwd++] = (struct pts_request_param){.key = k, .type = PTS_PARAM_STRING, .v.s = v};
+}
+
 /* grpc-timeout: at most 8 digits and a unit (H M S m u n), in µs; -1 when
  * malformed (then no deadline, as gRPC core ignores a bad one). */
 static int64_t grpc_timeout_us(const uint8_t *v, size_t n) {
@@ -886,6 +930,11 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     c->rs_ok = pts_grpc_restriction_header(c->rs, (const char *)name, namelen,
                                            (const char *)value, valuelen);
   }
+  /* Pseudo-headers come first (RFC 9113 8.3), so the method is known. */
+  if (c->rpc && (c->rpc->kind == PTS_GRPC_INFER || c->rpc->kind == PTS_GRPC_STREAM) &&
+      !transport_header(name, namelen) &&
+      pts_header_forward_match(PTS_FORWARD_GRPC, (const char *)name, namelen))
+    keep_forwarded(c, name, namelen, value, valuelen);
   return 0;
 }
 

@@ -85,6 +85,13 @@ struct call {
   int64_t timeout_us;        /* grpc-timeout; -1: none */
   struct event *deadline_ev; /* owned; armed when timeout_us >= 0 */
   bool accept_gzip, accept_deflate; /* grpc-accept-encoding */
+  /* --grpc-header-forward-pattern: the inference call's metadata to hand
+   * on as string parameters with each of its requests. Owned array, keys
+   * and values owned too; fwd_failed: one could not be kept (the call's
+   * requests then fail, rather than go without it). */
+  struct pts_request_param *fwd;
+  size_t n_fwd;
+  bool fwd_failed;
   /* inference responses' compression (--grpc-infer-response-compression-level
    * and what the client accepts), fixed at the headers */
   enum pts_http_encoding resp_enc;

@@ -306,7 +306,27 @@ static enum pts_status request_param(const char *key, const Inference__InferPara
                          "request parameter '%s' has %s: custom parameters must be bool_param, "
                          "int64_param, string_param or double_param",
                          key, param_kind(v));
-  return PTS_OK;
+  /* and go on to the model (core/request_param.h) */
+  struct pts_request_param p = {.key = (char *)key};
+  switch (v->parameter_choice_case) {
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM:
+      p.type = PTS_PARAM_BOOL;
+      p.v.b = v->bool_param;
+      break;
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM:
+      p.type = PTS_PARAM_INT;
+      p.v.i = v->int64_param;
+      break;
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM:
+      p.type = PTS_PARAM_DOUBLE;
+      p.v.d = v->double_param;
+      break;
+    default:
+      p.type = PTS_PARAM_STRING;
+      p.v.s = v->string_param ? v->string_param : "";
+      break;
+  }
+  return pts_infer_request_add_param(req, &p, err);
 }
 
 /* ------------------------------------------------------------------ */

@@ -27,6 +27,7 @@
 #include "core/alloc.h"
 #include "core/asan.h"
 #include "core/fmt.h"
+#include "core/header_forward.h"
 #include "core/log.h"
 #include "core/name.h"
 #include "core/overload.h"
@@ -732,6 +733,22 @@ static enum pts_status decode_request(struct pts_http *h, struct conn *cn,
   return st;
 }
 
+/* --http-header-forward-pattern: the matching headers become string
+ * parameters after the body's own, in the order received, as Triton's
+ * ForwardHeaders (core/header_forward.h). */
+static enum pts_status forward_headers(struct conn *cn, struct pts_infer_request *ireq,
+                                       struct pts_error *err) {
+  const char *key, *value;
+  size_t len;
+  for (size_t i = 0; pts_conn_header_at(cn, i, &key, &len, &value); i++) {
+    if (!pts_header_forward_match(PTS_FORWARD_HTTP, key, len)) continue;
+    enum pts_status st =
+        pts_infer_request_add_string_param(ireq, key, len, value, strlen(value), err);
+    if (st != PTS_OK) return st;
+  }
+  return PTS_OK;
+}
+
 /* Budget: `carried` bytes of the memory budget come with the request
  * (conn.c charged them when its head was admitted); they become the
  * inference request's charge, adjusted to what it holds once decoded, and
@@ -769,6 +786,10 @@ static void handle_infer(struct loop *lp, struct conn *cn, struct pts_http_route
   if (decoded == PTS_OK)
     decoded = r->kind == PTS_ROUTE_MODEL_INFER ? decode_request(h, cn, &hd, ireq, &err)
                                                : decode_generate(h, cn, &hd, ireq, &err);
+  /* Triton forwards on its own inference route only (not generate, not
+   * the SageMaker and Vertex AI listeners). */
+  if (decoded == PTS_OK && r->kind == PTS_ROUTE_MODEL_INFER && !h->cloud)
+    decoded = forward_headers(cn, ireq, &err);
   pts_trace_record(ireq->trace, PTS_TRACE_HTTP_RECV_END, pts_now_ns());
   if (decoded != PTS_OK) {
     pts_infer_request_free(ireq);

@@ -228,6 +228,33 @@ static enum pts_status decode_sequence_param(const char *key, const json_t *v,
   return PTS_OK;
 }
 
+/* A custom parameter goes on to the model (core/request_param.h) with
+ * its JSON type, as Triton's SetTritonParameterFromJsonParameter does; a
+ * value of another kind (object, array, null) is accepted and not kept. */
+static enum pts_status custom_param(const char *key, const json_t *v,
+                                    struct pts_infer_request *req, struct pts_error *err) {
+  struct pts_request_param p = {.key = (char *)key};
+  if (json_is_string(v)) {
+    p.type = PTS_PARAM_STRING;
+    p.v.s = (char *)plain_string(v);
+    if (!p.v.s)
+      return pts_error_set(err, PTS_INVALID_ARG,
+                           "request parameter '%s' must not contain NUL characters", key);
+  } else if (json_is_integer(v)) {
+    p.type = PTS_PARAM_INT;
+    p.v.i = (int64_t)json_integer_value(v);
+  } else if (json_is_boolean(v)) {
+    p.type = PTS_PARAM_BOOL;
+    p.v.b = json_is_true(v);
+  } else if (json_is_real(v)) {
+    p.type = PTS_PARAM_DOUBLE;
+    p.v.d = json_real_value(v);
+  } else {
+    return PTS_OK;
+  }
+  return pts_infer_request_add_param(req, &p, err);
+}
+
 enum pts_status pts_v2_decode_params(const json_t *params, struct pts_infer_request *req,
                                      struct pts_error *err) {
   if (!params) return PTS_OK;
@@ -262,9 +289,10 @@ enum pts_status pts_v2_decode_params(const json_t *params, struct pts_infer_requ
     } else if (strncmp(key, "sequence_", 9) == 0) {
       enum pts_status st = decode_sequence_param(key, v, req, err);
       if (st != PTS_OK) return st;
+    } else {
+      enum pts_status st = custom_param(key, v, req, err);
+      if (st != PTS_OK) return st;
     }
-    /* Other keys (custom parameters) are accepted and not used, as Triton
-     * passes custom parameters on to backends that ignore them. */
   }
   return PTS_OK;
 }

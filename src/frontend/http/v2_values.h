@@ -29,7 +29,9 @@ const char *pts_v2_json_kind(const json_t *v);
 
 /* The request parameters object (protocol-facts §1.5): priority, timeout,
  * sequence_*, binary_data_output; keys starting with "triton_" refused;
- * other keys accepted and unused. `params` NULL: nothing to do. */
+ * other keys of a string, integer, boolean or number value kept in
+ * req->params for the model (others dropped). `params` NULL: nothing to
+ * do. */
 enum pts_status pts_v2_decode_params(const json_t *params, struct pts_infer_request *req,
                                      struct pts_error *err);
 

@@ -505,8 +505,6 @@ static const struct {
      "'cc_model_filenames' is not supported"},
     {"backend: 'pytorch' instance_group { kind: KIND_MODEL }",
      "'kind: KIND_MODEL' is not supported"},
-    {"backend: 'pytorch' instance_group { rate_limiter { priority: 1 } }",
-     "'rate_limiter' is not supported"},
     {"backend: 'pytorch' instance_group { secondary_devices { device_id: 0 } }",
      "'secondary_devices' is not supported"},
     {"backend: 'pytorch' instance_group { passive: true }", "'passive: true' is not supported"},

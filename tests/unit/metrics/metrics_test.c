@@ -7,9 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/metrics_config.h"
 #include "metrics/metrics.h"
 
 static void render_families_and_labels(void **state) {
@@ -214,11 +216,51 @@ static void render_cache(void **state) {
   pts_free(text);
 }
 
+/* --metrics-config: the summaries as prometheus-cpp writes them (_count,
+ * _sum, then one sample per quantile, NaN as Nan), and no latency counters
+ * with counter_latencies=false; the other counters stay. */
+static void render_summaries(void **state) {
+  (void)state;
+  struct pts_error err;
+  pts_metrics_config_reset();
+  assert_int_equal(pts_metrics_config_add("counter_latencies=false", &err), PTS_OK);
+  assert_int_equal(pts_metrics_config_add("summary_quantiles=0.5:0.05,0.9:0.01", &err), PTS_OK);
+  struct pts_model_stats st = {0};
+  st.name = "m";
+  st.version = 1;
+  st.success = (struct pts_stat_duration){3, 3000000};
+  st.summaries[PTS_SUMMARY_QUEUE] = (struct pts_summary_stat){
+      .on = true, .count = 3, .sum = 61, .values = {20, 40}};
+  st.summaries[PTS_SUMMARY_COMPUTE_INFER] = (struct pts_summary_stat){
+      .on = true, .count = 0, .sum = 0, .values = {NAN, NAN}};
+  size_t len = 0;
+  char *text = pts_metrics_render(&st, 1, NULL, NULL, NULL, &len);
+  assert_non_null(text);
+  const char *want =
+      "# HELP nv_inference_queue_summary_us Summary of inference queuing duration in "
+      "microseconds (includes cached requests)\n"
+      "# TYPE nv_inference_queue_summary_us summary\n"
+      "nv_inference_queue_summary_us_count{model=\"m\",version=\"1\"} 3\n"
+      "nv_inference_queue_summary_us_sum{model=\"m\",version=\"1\"} 61\n"
+      "nv_inference_queue_summary_us{model=\"m\",version=\"1\",quantile=\"0.5\"} 20\n"
+      "nv_inference_queue_summary_us{model=\"m\",version=\"1\",quantile=\"0.9\"} 40\n";
+  if (!strstr(text, want)) fail_msg("missing:\n%s\nin:\n%s", want, text);
+  want = "nv_inference_compute_infer_summary_us{model=\"m\",version=\"1\",quantile=\"0.9\"} "
+         "Nan\n";
+  if (!strstr(text, want)) fail_msg("missing:\n%s\nin:\n%s", want, text);
+  assert_non_null(strstr(text, "nv_inference_request_success{model=\"m\",version=\"1\"} 3\n"));
+  assert_null(strstr(text, "_duration_us"));
+  assert_null(strstr(text, "nv_inference_request_summary_us")); /* off for this model */
+  pts_free(text);
+  pts_metrics_config_reset();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(render_families_and_labels),
       cmocka_unit_test(render_overload),
       cmocka_unit_test(render_cache),
+      cmocka_unit_test(render_summaries),
       cmocka_unit_test(render_gpus),
       cmocka_unit_test(proc_parsers),
   };
