@@ -1099,6 +1099,13 @@ static int parse_args(int argc, char **argv, struct cli *c) {
       return 1;
     }
     if (opt == OPT_UNSUPPORTED) {
+      /* --model-namespacing=false is tritonserver's default, and what
+       * ptserve does: a deployment that spells it out still starts. */
+      bool on = true;
+      if (strcmp(flag, "model-namespacing") == 0 && optarg) {
+        if (parse_bool(flag, optarg, &on) != 0) return 1;
+        if (!on) continue;
+      }
       fail("--%s is a tritonserver flag that ptserve does not support: %s", flag,
            reason_of(flag, 0));
       return 1;

@@ -90,6 +90,7 @@ def test_flag_value_not_a_number(ptserve_bin, model_repo):
 
 @pytest.mark.parametrize("flag,why", [
     ("--model-namespacing=true", "give models unique names"),
+    ("--model-namespacing", "give models unique names"),
     ("--backend-config=pytorch,x=y", "set a model's backend options as parameters"),
     ("--model-load-gpu-limit=0:0.5", "loads are not limited by GPU memory")])
 def test_unsupported_tritonserver_flag(ptserve_bin, model_repo, flag, why):
@@ -98,6 +99,18 @@ def test_unsupported_tritonserver_flag(ptserve_bin, model_repo, flag, why):
     assert rc != 0, out
     assert flag.split("=")[0] + " is a tritonserver flag that ptserve does not support: " in out
     assert why in out, out
+
+
+def test_model_namespacing_false_is_the_default(start_server, ptserve_bin, model_repo):
+    """--model-namespacing=false asks for tritonserver's default, which is
+    what ptserve does (one namespace): the server starts and serves; a value
+    that is no boolean is refused by name."""
+    s = start_server(model_repo("identity"), "--model-namespacing=false")
+    assert requests.get(s.url + "/v2/health/ready", timeout=TIMEOUT).status_code == 200
+    rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("identity"),
+                      "--model-namespacing=maybe")
+    assert rc != 0, out
+    assert "invalid value 'maybe' for --model-namespacing" in out, out
 
 
 # The identity backend's test hook fails the first two loads of the version.
