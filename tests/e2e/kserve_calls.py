@@ -110,6 +110,27 @@ async def main(scenario, url, target, args):
     if scenario == "grpc_bytes":
         req = bytes_request(args, False)
         return await grpc_call(target, lambda c: caught(c.infer(req)))
+    if scenario == "grpc_metadata":
+        # The SDK's client has no metadata call; its generated stub (the
+        # package's own grpc_predict_v2 protos, on the client's channel) has.
+        from kserve.protocol.grpc import grpc_predict_v2_pb2 as pb
+
+        async def fn(c):
+            sm = await c._client_stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=TIMEOUT)
+            mm = await c._client_stub.ModelMetadata(pb.ModelMetadataRequest(name=args["model"]),
+                                                    timeout=TIMEOUT)
+            unknown = await caught(c._client_stub.ModelMetadata(
+                pb.ModelMetadataRequest(name="no_such_model"), timeout=TIMEOUT))
+            io = [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)}
+                  for t in mm.inputs]
+            oo = [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)}
+                  for t in mm.outputs]
+            return {"server": {"name": sm.name, "version": sm.version,
+                               "extensions": list(sm.extensions)},
+                    "model": {"name": mm.name, "versions": list(mm.versions),
+                              "platform": mm.platform, "inputs": io, "outputs": oo},
+                    "unknown": unknown}
+        return await grpc_call(target, fn)
     raise SystemExit("unknown scenario " + scenario)
 
 

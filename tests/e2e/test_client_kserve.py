@@ -9,7 +9,8 @@ protos and tritonclient's define the same `inference` messages, which one
 Python process can not hold twice. What the SDK offers is covered: server
 liveness and readiness, model readiness, inference with JSON and with
 binary tensors, BYTES tensors, and errors (an unknown model, a wrong
-shape). Expected values come from torch running the same model.pt in this
+shape); its clients have no metadata call, so server and model metadata go
+through the SDK's own generated gRPC stub on its client's channel. Expected values come from torch running the same model.pt in this
 process and from the identity models' echo (clients_util.py).
 """
 import base64
@@ -86,6 +87,36 @@ def test_bytes_tensors_echo(server, flavour):
     out = got["outputs"]["OUTPUT0"]
     assert out["shape"] == [1, 3]
     assert [base64.b64decode(w) for w in out["b64"]] == words
+
+
+def test_grpc_metadata_as_the_config_says(server):
+    """ServerMetadata and ModelMetadata through the SDK's own generated stub
+    (its clients have no metadata call): the model's inputs and outputs as
+    its config.pbtxt declares them (read here with a regex, not through the
+    server), its version directories, and NOT_FOUND for an unknown model."""
+    import re
+    got = sdk(server, "grpc_metadata", model="add_sub_fp32")
+    assert got["server"]["name"] == "ptserve" and got["server"]["version"], got
+    assert "binary_tensor_data" in got["server"]["extensions"], got
+    cfg = open(os.path.join(server.repo, "add_sub_fp32", "config.pbtxt")).read()
+    mbs = int(re.search(r"max_batch_size:\s*(\d+)", cfg).group(1))
+
+    def declared(section):
+        block = re.search(section + r"\s*\[(.*?)\n\]", cfg, re.S).group(1)
+        return [{"name": n, "datatype": t.replace("TYPE_", "").replace("STRING", "BYTES"),
+                 "shape": ([-1] if mbs > 0 else []) + [int(d) for d in dims.split(",")]}
+                for n, t, dims in re.findall(
+                    r'name:\s*"(\w+)"\s*data_type:\s*(\w+)\s*dims:\s*\[\s*([-\d,\s]+)\]',
+                    block)]
+    versions = sorted(d for d in os.listdir(os.path.join(server.repo, "add_sub_fp32"))
+                      if d.isdigit())
+    m = got["model"]
+    assert m["name"] == "add_sub_fp32" and m["versions"] == versions, m
+    assert m["platform"] == "pytorch_libtorch", m
+    assert m["inputs"] == declared("input"), (m, cfg)
+    assert m["outputs"] == declared("output"), (m, cfg)
+    assert got["unknown"].get("grpc") == "NOT_FOUND", got
+    assert "no_such_model" in got["unknown"]["text"], got
 
 
 def test_errors_name_what_is_wrong(server):
