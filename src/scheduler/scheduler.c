@@ -1221,10 +1221,8 @@ static void pipeline_main(struct pts_scheduler *s, struct instance *inst) {
 static void *instance_main(void *arg) {
   struct instance *inst = arg;
   struct pts_scheduler *s = inst->sched;
-  char tname[16];
-  snprintf(tname, sizeof tname, "%s", inst->name);
-  pthread_setname_np(pthread_self(), tname);
-  /* Its CPUs were set when the thread was made; memory binds per thread. */
+  /* Its name and CPUs were set when the thread was made (create_instance);
+   * memory binds per thread. */
   struct pts_error err;
   if (pts_host_policy_bind_memory(inst->policy, &err) != PTS_OK)
     PTS_LOG_ERROR("instance '%s', host policy '%s': %s", inst->name, inst->policy, err.msg);
@@ -1559,6 +1557,12 @@ static enum pts_status create_instance(struct pts_scheduler *s, struct instance 
     return pts_error_set(err, PTS_INTERNAL, "failed to start the thread of instance '%s'%s%s: %s",
                          inst->name, bound ? " under host policy " : "",
                          bound ? inst->policy : "", strerror(rc));
+  /* Named here, not by the thread itself: the name (which tools such as
+   * top and /proc show) is then in place before the model is ready, however
+   * late the new thread first runs. */
+  char tname[16];
+  snprintf(tname, sizeof tname, "%s", inst->name);
+  pthread_setname_np(inst->thread, tname);
   if (bound)
     PTS_LOG_INFO("instance '%s' of model '%s' runs under host policy '%s'", inst->name,
                  s->model_name, inst->policy);
