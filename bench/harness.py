@@ -227,6 +227,16 @@ def wait_quiet(max_s):
         log("machine %d%% busy; waiting for it to be quiet" % busy)
 
 
+def version_line(cmd):
+    """The first line a program's --version writes, on stdout or stderr
+    (perf_analyzer: stderr), or "missing"."""
+    try:
+        r = subprocess.run([cmd, "--version"], capture_output=True, text=True)
+    except OSError:
+        return "missing"
+    return next((l.strip() for l in (r.stdout + r.stderr).split("\n") if l.strip()), "?")
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])

@@ -176,8 +176,7 @@ def main():
                triton_libtorch=triton_libtorch or "as built in " + backends,
                ptserve_libtorch="the venv's LibTorch " + torch.__version__,
                ptserve=servers["ptserve"].version(), torch=torch.__version__,
-               perf_analyzer=subprocess.run([pa, "--version"], capture_output=True, text=True)
-               .stdout.split("\n")[0] if use_pa else "missing",
+               perf_analyzer=h.version_line(pa) if use_pa else "missing",
                kind=kind, rounds=n, interval_ms=interval,
                command="BENCH_ROUNDS=%d BENCH_INTERVAL_MS=%d BENCH_RATE_ROUNDS=%d%s "
                "bench/triton/run.py" % (n, interval, rate_rounds,
