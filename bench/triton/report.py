@@ -85,7 +85,9 @@ def markdown(meta, rows):
          f"`{meta.get('commit')}`.", "",
          f"- Machine: {meta.get('cpu')}, {meta.get('cores')} cores shared by the client and the "
          f"server, kernel {meta.get('kernel')}; load average before {meta.get('load_before')}, "
-         f"after {meta.get('load_after')}.",
+         f"after {meta.get('load_after')}"
+         + ("; a host shared with other work: compare the ratios of one run, not runs."
+            if meta.get("command") else "."),
          f"- tritonserver {meta.get('tritonserver')}, default flags, with "
          f"{meta.get('triton_backend')}, running {meta.get('triton_libtorch')}. "
          f"ptserve, default flags, Release build, running {meta.get('ptserve_libtorch')}.",
