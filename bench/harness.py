@@ -346,7 +346,11 @@ def main(argv):
             sys.modules.pop(mod, None)
         path = os.path.join(ROOT, "bench", n, "run.py")
         sys.argv, sys.path[0] = [path], os.path.dirname(path)
-        runpy.run_path(path, run_name="__main__")
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as e:  # sys.exit(0) ends the scenario, not the set
+            if e.code not in (0, None):
+                raise
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ build before the overload work and the current tree):
   attack_fds     the server under `prlimit --nofile=512`, idle connections
                  to its HTTP or gRPC port: CPU seconds per wall second over
                  a 3 s window once its descriptors ran out, lines written to
-                 its log in 4 s,
-                 how soon it answers again once the clients are gone;
+                 its log during the attack, how soon it answers again once
+                 the clients are gone;
   attack_memory  connections each send `sent` bytes of a declared
                  `declared`-byte body and stall: resident size while they
                  hold, answers they got;
@@ -69,15 +69,15 @@ def attack_fds(binary, work, name, args, target, conns):
     """The connections are opened at once; those beyond the listen backlog
     come in as the kernel retries them (1 s, 3 s, 7 s), so the window
     starts once the server holds 500 descriptors (or after 10 s, as for a
-    build that refuses connections beyond its limit): log lines over the
-    next 4 s, CPU over their last 3."""
+    build that refuses connections beyond its limit) and lasts 4 s: CPU
+    over its last 3, log lines from the first connection to its end."""
     s = start(binary, work, name, args, nofile=512)
     try:
+        lines0 = log_lines(s)
         socks = idle(s.port if target == "http" else s.grpc_port, conns)
         t = time.monotonic()
         while open_fds(s.pid) < 500 and time.monotonic() - t < 10:
             time.sleep(0.1)
-        lines0 = log_lines(s)
         time.sleep(1.0)
         c0, t0 = h.cpu_seconds(s.pid), time.monotonic()
         time.sleep(3.0)

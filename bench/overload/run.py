@@ -92,7 +92,7 @@ def report(res, meta, out, conns, declared, sent):
         "## Descriptors exhausted (prlimit --nofile=512, 584 idle connections)", "",
         *h.table([("build", lambda k: k),
                   ("CPU s per s", lambda k: "%.3f" % fds[k]["cpu_per_s"]),
-                  ("log lines in 4 s", lambda k: str(fds[k]["log_lines_attack"])),
+                  ("log lines during the attack", lambda k: str(fds[k]["log_lines_attack"])),
                   ("answers again after the clients go", lambda k: "no (20 s)"
                    if fds[k]["recovered_s"] is None else "yes, %.1f s" % fds[k]["recovered_s"])],
                  list(fds), left=(0, 3)), "",
