@@ -10,7 +10,9 @@
 #   make fuzz   every libFuzzer driver for FUZZ_SECONDS each (default 60)
 #   make image  the container image (deploy/Containerfile, built by buildah:
 #               scripts/image.sh), tagged localhost/ptserve:latest
-#   make bench  the CPU benchmark (bench/cpu/run.py → bench/cpu/results/)
+#   make bench  the CPU benchmarks (bench/harness.py cpu-set: cpu, cache, trace,
+#               ensemble, overload, triton, aoti → bench/<scenario>/results/;
+#               BENCH="cpu cache" runs some of them)
 #
 # Smaller steps: build, unit, e2e, deploy-test, image, asan, models, clean.
 # Every step installs what it needs first (scripts/setup.sh is quiet and quick
@@ -119,8 +121,9 @@ models: setup
 	  $(PYTHON) examples/export_aoti.py && touch $(AOTI_STAMP); \
 	fi
 
+BENCH      ?= cpu-set
 bench: setup
-	$(PYTHON) bench/cpu/run.py
+	$(PYTHON) bench/harness.py $(BENCH)
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) tests/e2e/.cache  # the venv stays: rm -rf .venv

@@ -5,9 +5,19 @@ markdown table, the CSV and the plot.
 
 A scenario (bench/<name>/run.py) imports it and declares the rest: its
 models, servers, loads and tables. Run scenarios with the project venv's
-interpreter (.venv/bin/python), which has torch, numpy and matplotlib.
+interpreter (.venv/bin/python), which has torch, numpy and matplotlib, or
+through this file:
+
+    .venv/bin/python bench/harness.py cpu-set      # what `make bench` runs
+    .venv/bin/python bench/harness.py SCENARIO...  # e.g. triton aoti
+
+(the GPU host runs `python3 bench/harness.py gpu` with its own python3,
+which has CUDA torch; bench/gpu/run.py says what it needs). Scenarios:
+cpu, cache, trace, ensemble, overload, triton, aoti (the CPU set, in that
+order) and gpu. Each writes bench/<name>/results/ (BENCH_RESULTS moves it).
 """
 import csv
+import glob
 import os
 import socket
 import statistics
@@ -55,31 +65,61 @@ def http_get(url):
 
 
 class Server:
-    """One ptserve on free ports of 127.0.0.1, ready when constructed; a
-    context manager that stops it. grpc=False turns gRPC off; prefix runs
-    it under a command (taskset). Its log goes to log_path (appended)."""
+    """One ptserve (or tritonserver: the same flags) on free ports of
+    127.0.0.1, ready (every path of `ready` answers 200) when constructed;
+    a context manager that stops it. grpc=False turns gRPC off; metrics:
+    False turns them off, True gives them a port, None passes no flag (the
+    binary's default); prefix runs it under a command (taskset, prlimit:
+    both exec it, so pid is the server's); env adds to its environment.
+    Its log goes to log_path (appended)."""
 
-    def __init__(self, binary, args, log_path, grpc=False, prefix=()):
-        self.port = free_port()
+    def __init__(self, binary, args, log_path, grpc=False, prefix=(), metrics=False, env=None,
+                 ready=("/v2/health/ready",)):
+        self.port, self.log_path = free_port(), log_path
         self.grpc_port = free_port() if grpc else None
-        self.args = ["--http-port", str(self.port), "--allow-metrics", "false"]
+        self.args = ["--http-port", str(self.port)]
+        self.args += {False: ["--allow-metrics", "false"], None: [],
+                      True: ["--metrics-port", str(free_port())]}[metrics]
         self.args += ["--grpc-port", str(self.grpc_port)] if grpc else ["--allow-grpc", "false"]
-        self.args += list(args)
-        log(" ".join([*prefix, "ptserve", *self.args]))
+        self.args += [str(a) for a in args]
+        name = os.path.basename(binary)
+        log(" ".join([*prefix, name, *self.args]))
         with open(log_path, "a") as out:
             self.proc = subprocess.Popen([*prefix, binary, *self.args], stdout=out,
-                                         stderr=subprocess.STDOUT)
+                                         stderr=subprocess.STDOUT,
+                                         env=dict(os.environ, **(env or {})))
         self.pid = self.proc.pid
-        for _ in range(600):
-            if self.proc.poll() is not None:
-                sys.exit("ptserve exited (%d); its log: %s" % (self.proc.returncode, log_path))
-            try:
-                http_get(self.url("/v2/health/ready"))
-                return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        sys.exit("ptserve did not become ready; its log: %s" % log_path)
+        for path in ready:
+            for _ in range(1200):
+                if self.proc.poll() is not None:
+                    sys.exit("%s exited (%d); its log: %s" % (name, self.proc.returncode, log_path))
+                try:
+                    http_get(self.url(path))
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            else:
+                self.stop()
+                sys.exit("%s did not become ready; its log: %s" % (name, log_path))
+
+    def answers(self, path="/v2/health/ready", timeout=2):
+        try:
+            with urllib.request.urlopen(self.url(path), timeout=timeout) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def version(self):
+        import json
+        return json.loads(http_get(self.url("/v2")))["version"]
+
+    def answered(self, model):
+        """Requests the model has answered so far (success + fail), from
+        the statistics endpoint."""
+        import json
+        s = json.loads(http_get(self.url("/v2/models/%s/stats" % model)))
+        s = s["model_stats"][0]["inference_stats"]
+        return s["success"]["count"] + s["fail"]["count"]
 
     def url(self, path):
         return "http://127.0.0.1:%d%s" % (self.port, path)
@@ -87,7 +127,11 @@ class Server:
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
     def __enter__(self):
         return self
@@ -112,6 +156,46 @@ def ptperf(build_dir, server, model, concurrency, csv_path, interval_ms, *extra,
                          concurrency, "-f", csv_path, *extra]).returncode
     if rc not in (0, 2):
         sys.exit("ptperf %s failed (%d)" % (model, rc))
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of process pid so far (proc(5))."""
+    with open("/proc/%d/stat" % pid) as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_status(pid, key):
+    """A field of /proc/PID/status as a number (VmRSS in kB, Threads)."""
+    with open("/proc/%d/status" % pid) as f:
+        return next((int(l.split()[1]) for l in f if l.startswith(key + ":")), 0)
+
+
+def rss_mb(pid):
+    return proc_status(pid, "VmRSS") / 1024
+
+
+def build_ref(ref, build_dir, targets, *cmake_args):
+    """Like build(), of commit ref (a temporary git worktree), RelWithDebInfo;
+    a build_dir that already has the targets is kept as it is."""
+    if all(os.access(os.path.join(build_dir, t), os.X_OK) for t in targets):
+        log("%s: the build in %s as it is" % (ref, build_dir))
+        return build_dir
+    src = subprocess.run(["mktemp", "-d", "/tmp/pts_bench_ref.XXXXXX"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    try:
+        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", src, ref], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log("build %s (RelWithDebInfo) in %s" % (ref, build_dir))
+        subprocess.run(["cmake", "-S", src, "-B", build_dir, "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                        "-DPTS_BUILD_TESTS=OFF", *cmake_args], check=True,
+                       stdout=subprocess.DEVNULL)
+        subprocess.run(["cmake", "--build", build_dir, "--target", *targets,
+                        "-j" + os.environ.get("JOBS", "2")], check=True, stdout=subprocess.DEVNULL)
+    finally:
+        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", src],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return build_dir
 
 
 def rounds(n, modes):
@@ -143,6 +227,16 @@ def wait_quiet(max_s):
         log("machine %d%% busy; waiting for it to be quiet" % busy)
 
 
+def version_line(cmd):
+    """The first line a program's --version writes, on stdout or stderr
+    (perf_analyzer: stderr), or "missing"."""
+    try:
+        r = subprocess.run([cmd, "--version"], capture_output=True, text=True)
+    except OSError:
+        return "missing"
+    return next((l.strip() for l in (r.stdout + r.stderr).split("\n") if l.strip()), "?")
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -151,7 +245,9 @@ def loadavg():
 def meta(path, **extra):
     """Writes the meta block (key=value lines): when, which tree, which
     machine and how loaded, and the scenario's own keys. Returns it."""
-    dirty = subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "HEAD"]).returncode
+    # (results the scenarios write do not make the tree "+changes")
+    dirty = subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "HEAD", "--", ".",
+                            ":(exclude)bench/*/results*"]).returncode
     with open("/proc/cpuinfo") as f:
         cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
     m = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -226,3 +322,36 @@ def pyplot():
     except ImportError:
         print("matplotlib is missing (scripts/setup.sh installs it); no plot", file=sys.stderr)
         return None
+
+
+# The CPU set, in the order `make bench` runs it; gpu runs on the GPU host.
+CPU_SET = ("cpu", "cache", "trace", "ensemble", "overload", "triton", "aoti")
+
+
+def main(argv):
+    """Runs each named scenario (bench/<name>/run.py) in this process, one
+    after the other; cpu-set names the CPU set. Stops at the first failure."""
+    import runpy
+    import signal
+    # A kill ends the scenario through its finally blocks: servers stop too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    names = [n for a in argv for n in (CPU_SET if a == "cpu-set" else (a,))]
+    known = sorted(os.path.basename(os.path.dirname(p))
+                   for p in glob.glob(os.path.join(ROOT, "bench", "*", "run.py")))
+    if not names or any(n not in known for n in names):
+        sys.exit("usage: bench/harness.py cpu-set | SCENARIO... (%s)" % ", ".join(known))
+    for n in names:
+        log("scenario %s" % n)
+        for mod in ("run", "report", "gen_models", "attack"):  # each scenario its own
+            sys.modules.pop(mod, None)
+        path = os.path.join(ROOT, "bench", n, "run.py")
+        sys.argv, sys.path[0] = [path], os.path.dirname(path)
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as e:  # sys.exit(0) ends the scenario, not the set
+            if e.code not in (0, None):
+                raise
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

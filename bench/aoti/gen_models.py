@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the models of the AOTInductor benchmark (bench/aoti/run.sh).
+"""Writes the models of the AOTInductor benchmark (bench/aoti/run.py).
 
     .venv/bin/python bench/aoti/gen_models.py OUTDIR [--device cpu|cuda]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns one bench/aoti/run.sh run into the committed results.
+"""Turns one bench/aoti/run.py run into the committed results.
 
     .venv/bin/python bench/aoti/report.py RAW_DIR RESULTS_DIR
 
@@ -42,9 +42,10 @@ def heading(meta):
     """The lines of results.md before its first table: the run and what the
     numbers mean."""
     return ["# AOTInductor vs TorchScript (%s)" % meta.get("device", "?"), "",
-            "Produced by `bench/aoti/run.sh%s` on %s (%s cores%s), torch %s, git %s, %s; "
+            "Produced by `%s` on %s (%s cores%s), torch %s, git %s, %s; "
             "load average %s before, %s after." % (
-                " --device cuda" if meta.get("device") == "cuda" else "", meta.get("cpu", "?"),
+                meta.get("command") or "bench/aoti/run.sh" + (
+                    " --device cuda" if meta.get("device") == "cuda" else ""), meta.get("cpu", "?"),
                 meta.get("cores", "?"), ", " + meta["gpu"] if meta.get("gpu") else "",
                 meta.get("torch", "?"), meta.get("git", "?"), meta.get("date", "?"),
                 meta.get("load_before", "?"), meta.get("load_after", "?")), "",
@@ -151,7 +152,7 @@ def main(raw, out):
     meta = read_meta(raw)
     rows = {}
     def keep_best(row, variant, p50, per_sec, compute=None):
-        """Each variant's best round: the lowest median (run.sh interleaves
+        """Each variant's best round: the lowest median (run.py interleaves
         the rounds, so load from elsewhere spoils rounds, not variants)."""
         key = "%s_p50_us" % variant
         if key in row and row[key] <= p50:

@@ -387,7 +387,7 @@ def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
     L.extend(pinned_lines(rows, pinned))
     L.append("## Against tritonserver")
     L.append("")
-    L.append("Not measured here: bench/triton/run.sh serves the same model files with "
+    L.append("Not measured here: bench/triton/run.py serves the same model files with "
              "tritonserver and ptserve side by side, with the same clients in the same run "
              "(bench/triton/results/results.md). Figures from another machine or day are "
              "not compared with this run's.")

@@ -96,9 +96,7 @@ def main():
                % (interval, quiet), server_args=" ".join(s.args[:-2]))
         h.add_meta(meta, libtorch=inproc(build, models, raw))
         has_pa = os.access(pa, os.X_OK)
-        h.add_meta(meta, perf_analyzer=subprocess.run(
-            [pa, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
-            if has_pa else "missing")
+        h.add_meta(meta, perf_analyzer=h.version_line(pa) if has_pa else "missing")
         for m, p in ((m, p) for m in ("mlp", "add_sub") for p in PROTOCOLS):
             h.log("ptperf %s over %s, concurrency 1,2,4,8" % (m, p))
             h.ptperf(build, s, m, "1,2,4,8", os.path.join(raw, "ptperf_%s_%s.csv" % (p, m)),

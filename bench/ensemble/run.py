@@ -110,6 +110,7 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as d:
         write_repo(d)
+        meta = h.meta(os.path.join(d, "meta.txt"))
         with h.Server(binary, ["--model-repository", d], os.path.join(d, "server.log"),
                       grpc=True) as s:
             for threads, case in ((t, c) for t in (1, 8) for c in CASES):
@@ -124,12 +125,14 @@ def main():
     out = os.path.join(HERE, "results")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "results.md"), "w") as f:
-        f.write("# bench/ensemble\n\n`%s`, %s, %d CPUs, %.0f s per case, gRPC, "
-                "tritonclient %s. Identity models (no model time): the serving overhead "
-                "alone. A client request is one row of 256 FP32.\n\n%s\n"
-                % (" ".join(["bench/ensemble/run.py"] + sys.argv[1:]),
-                   time.strftime("%Y-%m-%d"), os.cpu_count(), args.seconds,
-                   getattr(grpcclient, "__version__", "2.73.0"), table))
+        f.write("# bench/ensemble\n\n`%s`, %s, ptserve `%s`, %d CPUs (%s), load average "
+                "before %s, after %s (a shared host: compare the rows of one run), %.0f s "
+                "per case, gRPC, tritonclient %s. Identity models (no model time): the "
+                "serving overhead alone. A client request is one row of 256 FP32.\n\n%s\n"
+                % (" ".join(["bench/ensemble/run.py"] + sys.argv[1:]), meta["date"],
+                   meta["commit"], os.cpu_count(), meta["cpu_model"], meta["load_before"],
+                   h.loadavg(), args.seconds, getattr(grpcclient, "__version__", "2.73.0"),
+                   table))
     return 0
 
 

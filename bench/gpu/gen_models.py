@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Models of the GPU benchmark (bench/gpu/run.sh), written with the GPU
+"""Models of the GPU benchmark (bench/gpu/run.py), written with the GPU
 host's torch and torchvision:
 
     python3 bench/gpu/gen_models.py OUTDIR [--aoti]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns one bench/gpu/run.sh run into the committed results.
+"""Turns one bench/gpu/run.py run into the committed results.
 
     python3 bench/gpu/report.py RAW_DIR RESULTS_DIR
 
@@ -24,7 +24,7 @@ INPUT_BYTES = {"resnet50_fp32": 3 * 224 * 224 * 4, "resnet50_fp16": 3 * 224 * 22
 RESNETS = ("resnet50_fp32", "resnet50_fp16", "resnet50_fp16_aoti")
 
 
-# Suffixes of the ResNet-50 loads besides plain HTTP, as run.sh names them.
+# Suffixes of the ResNet-50 loads besides plain HTTP, as run.py names them.
 SERVED_KINDS = ("_shm", "_cudashm", "_grpc")
 # The served models' max_batch_size (bench/gpu/gen_models.py): the
 # reference's best batch is taken up to it.
@@ -42,7 +42,7 @@ def read_csv(path):
 
 
 def aoti_reference(meta):
-    """Which loader the AOTInductor rows of torch.csv came from (run.sh
+    """Which loader the AOTInductor rows of torch.csv came from (run.py
     writes it: Python's, or LibTorch's class from C++ where Python's crashed)."""
     ref = meta.get("aoti_reference", "python")
     if ref.startswith("cxx"):
@@ -102,11 +102,13 @@ def main(raw, out):
     md.append("# GPU benchmark%s: ptserve against PyTorch in process\n"
               % (" (AOTInductor)" if aoti else ""))
     md.append("Run on %s; %s cores (%s); torch %s; git %s; %s; ptserve build %s. Produced by "
-              "`bench/gpu/run.sh` on the GPU host, then `bench/gpu/report.py`.\n"
+              "%s on the GPU host.\n"
               % (meta.get("gpu"), meta.get("cores"), meta.get("cpu"), meta.get("torch"),
-                 meta.get("git"), meta.get("date"), meta.get("build", "Release")))
+                 meta.get("git"), meta.get("date"), meta.get("build", "Release"),
+                 "`%s`" % meta["command"] if meta.get("command") else
+                 "`bench/gpu/run.sh`, then `bench/gpu/report.py`"))
     if aoti:
-        md.append("This is the AOTInductor set (`BENCH_SET=aoti bench/gpu/run.sh`): the FP16 "
+        md.append("This is the AOTInductor set (`BENCH_SET=aoti python3 bench/harness.py gpu`): the FP16 "
                   "ResNet-50 of the TorchScript set (same seed, same weights) exported with "
                   "`torch.export` and compiled for cuda:0 by AOTInductor, batch dimension "
                   "dynamic 1..128 (`bench/gpu/gen_models.py --aoti`), served by the `torch_aoti` "
@@ -157,7 +159,7 @@ def main(raw, out):
     md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     # Device busy at saturation: nvidia-smi's utilization.gpu (the share of
     # each sample period in which a kernel ran), sampled during a run at
-    # concurrency 512 of the same load (run.sh's busy_probe).
+    # concurrency 512 of the same load (run.py's busy_probe).
     busy = {r["model"]: float(r["busy_pct"]) for r in read_csv(os.path.join(raw, "busy.csv"))
             if r.get("busy_pct")}
     ratios, tails = {}, {}

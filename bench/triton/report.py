@@ -1,4 +1,4 @@
-"""Turns one bench/triton/run.sh run into its committed table and plot.
+"""Turns one bench/triton/run.py run into its committed table and plot.
 
     .venv/bin/python bench/triton/report.py RAW_DIR OUT_DIR
     .venv/bin/python bench/triton/report.py --from-results OUT_DIR
@@ -76,14 +76,18 @@ def summary(rows, cell, metric):
 
 def markdown(meta, rows):
     L = ["# ptserve and tritonserver side by side", "",
-         f"Produced by `bench/triton/run.sh` (ROUNDS={meta.get('rounds')}, "
-         f"BENCH_INTERVAL_MS={meta.get('interval_ms')}"
-         + (", KIND=KIND_GPU" if meta.get("kind") == "KIND_GPU" else "")
-         + f") on {meta.get('date')}, ptserve "
+         (f"Produced by `{meta['command']}` on {meta.get('date')}, ptserve "
+          if meta.get("command") else
+          f"Produced by `bench/triton/run.sh` (ROUNDS={meta.get('rounds')}, "
+          f"BENCH_INTERVAL_MS={meta.get('interval_ms')}"
+          + (", KIND=KIND_GPU" if meta.get("kind") == "KIND_GPU" else "")
+          + f") on {meta.get('date')}, ptserve ") +
          f"`{meta.get('commit')}`.", "",
          f"- Machine: {meta.get('cpu')}, {meta.get('cores')} cores shared by the client and the "
          f"server, kernel {meta.get('kernel')}; load average before {meta.get('load_before')}, "
-         f"after {meta.get('load_after')}.",
+         f"after {meta.get('load_after')}"
+         + ("; a host shared with other work: compare the ratios of one run, not runs."
+            if meta.get("command") else "."),
          f"- tritonserver {meta.get('tritonserver')}, default flags, with "
          f"{meta.get('triton_backend')}, running {meta.get('triton_libtorch')}. "
          f"ptserve, default flags, Release build, running {meta.get('ptserve_libtorch')}.",

@@ -9,7 +9,7 @@
  * not a reason to pick another runtime), else "libcudart.so",
  * "libcudart.so.13" and "libcudart.so.12" in turn through the loader's
  * search path. A pip-installed torch carries one under
- * site-packages/nvidia (bench/gpu/run.sh finds it there).
+ * site-packages/nvidia (bench/gpu/run.py finds it there).
  *
  * Device memory is exported to the server as a cudaIpcMemHandle_t, which
  * the server opens in its own process (Triton's CUDA shared-memory
