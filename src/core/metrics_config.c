@@ -6,17 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct pts_metrics_config DEFAULTS = {
-    .counter_latencies = true,
-    .n_quantiles = 5,
-    .quantiles = {{0.5, 0.05}, {0.9, 0.01}, {0.95, 0.001}, {0.99, 0.001}, {0.999, 0.001}},
-};
+/* tritonserver's defaults, as an initializer: C takes no object (a const
+ * struct) as a static initializer (GCC allows it, clang does not). */
+#define DEFAULTS                                                                                \
+  {                                                                                            \
+    .counter_latencies = true, .n_quantiles = 5,                                               \
+    .quantiles = {{0.5, 0.05}, {0.9, 0.01}, {0.95, 0.001}, {0.99, 0.001}, {0.999, 0.001}},     \
+  }
 
 static struct pts_metrics_config settings = DEFAULTS;
 
 const struct pts_metrics_config *pts_metrics_config_get(void) { return &settings; }
 
-void pts_metrics_config_reset(void) { settings = DEFAULTS; }
+void pts_metrics_config_reset(void) { settings = (struct pts_metrics_config)DEFAULTS; }
 
 static bool parse_double(const char *s, size_t len, double *out) {
   char buf[64];
