@@ -239,14 +239,34 @@ def wait_until_answering(server, expect_ready, timeout):
     raise AssertionError("ptserve did not answer %s within %ss:\n%s" % (path, timeout, server.log()))
 
 
+# What ASan, LSan and UBSan print when they find something (the suites run
+# under those builds too).
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def assert_no_sanitizer_report(text):
+    for marker in SANITIZER_MARKERS:
+        assert marker not in text, text
+
+
+def run_cli(ptserve_bin, *args, timeout=30):
+    """Runs ptserve to completion (a command line that stops the start,
+    --help, ...): (exit code, stdout + stderr); fails on a sanitizer
+    report."""
+    p = subprocess.run([ptserve_bin] + [str(a) for a in args], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=timeout)
+    out = p.stdout.decode(errors="replace")
+    assert_no_sanitizer_report(out)
+    return p.returncode, out
+
+
 def assert_clean_exit(server):
     """The server must still be running, stop on SIGTERM with 0, and have
     logged no sanitizer report (ASan/LSan/UBSan builds run these tests)."""
     assert server.alive(), "ptserve died during the tests:\n" + server.log()
     rc = server.stop()
     log = server.log()
-    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-        assert marker not in log, log
+    assert_no_sanitizer_report(log)
     assert rc == 0, "exit code %s\n%s" % (rc, log)
 
 

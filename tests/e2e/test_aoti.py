@@ -25,7 +25,7 @@ import pytest
 import requests
 import torch
 
-from conftest import ROOT, copy_example, models_python
+from conftest import ROOT, assert_clean_exit, copy_example, models_python
 from sched_util import DELAY_ENV, batch_sizes, model_stats
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
@@ -139,12 +139,7 @@ def serve(start_server):
 
     yield start
     for s in servers:
-        assert s.alive(), "ptserve died during the test:\n" + s.log()
-        rc = s.stop()
-        log = s.log()
-        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-            assert marker not in log, log
-        assert rc == 0, "exit code %s\n%s" % (rc, log)
+        assert_clean_exit(s)
 
 
 def infer(server, model, inputs, outputs):

@@ -9,27 +9,17 @@ import subprocess
 import pytest
 import requests
 
+from conftest import assert_no_sanitizer_report, run_cli
+
 TIMEOUT = 10
 GOOD_FP32 = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
                          "data": [1, 2, 3, 4]}]}
-SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
-
-
-def run_cli(ptserve_bin, *args, timeout=30):
-    """Runs ptserve to completion; (exit code, stdout + stderr)."""
-    p = subprocess.run([ptserve_bin] + [str(a) for a in args], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, timeout=timeout)
-    out = p.stdout.decode(errors="replace")
-    for marker in SANITIZER_MARKERS:
-        assert marker not in out, out
-    return p.returncode, out
 
 
 def stop_cleanly(server, sig=signal.SIGTERM):
     rc = server.stop(sig)
     log = server.log()
-    for marker in SANITIZER_MARKERS:
-        assert marker not in log, log
+    assert_no_sanitizer_report(log)
     assert rc == 0, "exit code %s after %s\n%s" % (rc, sig, log)
     return log
 
@@ -387,9 +377,7 @@ def test_reuse_port_lets_two_servers_share_one(ptserve_bin, model_repo, tmp_path
                 p.send_signal(signal.SIGTERM)
             assert p.wait(timeout=60) == 0
             log.seek(0)
-            text = log.read()
-            for marker in SANITIZER_MARKERS:
-                assert marker not in text, text
+            assert_no_sanitizer_report(log.read())
             log.close()
 
 

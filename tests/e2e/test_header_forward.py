@@ -9,12 +9,11 @@ with every request parameter it was given ("<key>=<value>", in order); the
 expected lists are written out from the headers and parameters each test
 sends with NVIDIA's tritonclient."""
 import queue
-import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import assert_clean_exit, need_module
+from conftest import assert_clean_exit, need_module, run_cli
 
 httpclient = need_module("tritonclient.http")
 grpcclient = need_module("tritonclient.grpc")
@@ -37,7 +36,6 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] },
 ensemble_scheduling { step [ { model_name: "p" input_map { key: "INPUT0" value: "X" }
   output_map { key: "OUTPUT0" value: "Y" } output_map { key: "PARAMS" value: "P" } } ] }
 """
-SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 
 @pytest.fixture
@@ -159,12 +157,8 @@ def test_no_pattern_forwards_nothing(start_server, repo):
     ("--http-header-forward-pattern", "x-.*?", "uses a lazy quantifier"),
 ])
 def test_bad_pattern_stops_the_start(ptserve_bin, repo, flag, pattern, says):
-    p = subprocess.run([ptserve_bin, "--model-repository", str(repo), "--http-port", "0",
-                        "--grpc-port", "0", "--metrics-port", "0", "%s=%s" % (flag, pattern)],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
-    out = p.stdout.decode(errors="replace")
-    assert p.returncode != 0, out
+    rc, out = run_cli(ptserve_bin, "--model-repository", repo, "--http-port", "0",
+                      "--grpc-port", "0", "--metrics-port", "0", "%s=%s" % (flag, pattern))
+    assert rc != 0, out
     assert "%s '%s'" % (flag, pattern) in out and says in out, out
     assert "Started" not in out, out
-    for marker in SANITIZER_MARKERS:
-        assert marker not in out, out

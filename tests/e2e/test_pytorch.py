@@ -16,6 +16,8 @@ import pytest
 import requests
 import torch
 
+from conftest import assert_clean_exit
+
 TIMEOUT = 30
 
 # config type suffix -> (protocol datatype, numpy dtype; None = BF16)
@@ -49,12 +51,7 @@ def serve(start_server):
 
     yield start
     for server in servers:
-        assert server.alive(), "ptserve died during the test:\n" + server.log()
-        rc = server.stop()
-        log = server.log()
-        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-            assert marker not in log, log
-        assert rc == 0, "exit code %s\n%s" % (rc, log)
+        assert_clean_exit(server)
 
 
 def make_repo(tmp_path, torch_models, names, subdir="repo"):

@@ -14,7 +14,7 @@ import signal
 
 import requests
 
-from conftest import ROOT
+from conftest import ROOT, assert_no_sanitizer_report
 
 REPO = os.path.join(ROOT, "tests", "e2e", "repos", "identity")
 TIMEOUT = 10
@@ -35,9 +35,7 @@ def infer(server, rid, data=(1.0, 2.0, 3.0, 4.0), model="id_fp32"):
 
 def stop_clean(server):
     assert server.stop() == 0, server.log()
-    log = server.log()
-    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-        assert marker not in log, log
+    assert_no_sanitizer_report(server.log())
 
 
 def load_traces(path):
