@@ -145,18 +145,24 @@ def main(raw, out):
               "shared memory (ptperf `--shared-memory system`). Rows ending in `_cudashm` are "
               "the same with the regions in GPU memory (ptperf `--shared-memory cuda`, "
               "registered by CUDA IPC handle). Rows ending in `_grpc` are the same load as "
-              "gRPC ModelInfer calls (ptperf `-i grpc`, 4 channels). The p99/p50 column is the "
+              "gRPC ModelInfer calls (ptperf `-i grpc`, 4 channels). ptperf drove the load "
+              "from %s; *client cores* is its CPU time over the wall time at the best point, "
+              "and a row whose client is near that many cores measured the client. "
+              "The p99/p50 column is the "
               "largest p99 ÷ p50 of the concurrencies %d to %d. *Ratio to PyTorch, device* "
               "divides by PyTorch's best with the batch already on the device, the ceiling "
               "(no copy at all): the *pinned* reference copies in, runs and copies out one "
               "call after another on one stream, while the server's two instances overlap "
               "one batch's copies with the other's compute, so a served row can pass the "
-              "pinned reference but not this one.\n" % TAIL_CONCURRENCY)
+              "pinned reference but not this one.\n" % (
+                  "%s threads (`--threads`)" % meta["client_threads"]
+                  if meta.get("client_threads") else "one thread (`--threads` came later)",
+                  *TAIL_CONCURRENCY))
     md.append("| model | PyTorch reference (batch) | ptserve best (concurrency) | ratio | "
               "ratio to PyTorch, device | p99/p50, c %d-%d | PyTorch p50 batch 1 | ptserve p50 c=1 | bridge best "
-              "(batch) | avg batch at best | server CPU µs/req at best | device busy, c=512 |"
-              % TAIL_CONCURRENCY)
-    md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "(batch) | avg batch at best | server CPU µs/req at best | client cores at best | "
+              "device busy, c=512 |" % TAIL_CONCURRENCY)
+    md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     # Device busy at saturation: nvidia-smi's utilization.gpu (the share of
     # each sample period in which a kernel ran), sampled during a run at
     # concurrency 512 of the same load (run.py's busy_probe).
@@ -181,14 +187,19 @@ def main(raw, out):
         bridge_b = max(ip, key=lambda b: ip[b]["per_sec"]) if ip else None
         ref_b1 = ref.get(base, {}).get("pinned", {}).get(1, {}).get("p50_us")
         ceiling = ref_best(base, "device")[0]
-        md.append("| %s | %.0f/s (%s, %d) | %.0f/s (%s) | **%.2f** | %.2f | %s | %s | %s µs | %s | %s | %s | %s |"
+        # The load generator's own CPU at the best point, in cores: where it
+        # reaches its thread count (meta client_threads) the row measures
+        # the client, not the server.
+        cli = best.get("client_cpu_us")
+        cli_cores = "%.2f" % (float(cli) * float(best["infer_per_sec"]) / 1e6) if cli else "–"
+        md.append("| %s | %.0f/s (%s, %d) | %.0f/s (%s) | **%.2f** | %.2f | %s | %s | %s µs | %s | %s | %s | %s | %s |"
                   % (m, ref_rate, ref_variant, ref_b, float(best["infer_per_sec"]),
                      best["concurrency"], ratio, float(best["infer_per_sec"]) / ceiling,
                      "%.1f" % tails[m] if tails[m] else "–",
                      "%.0f µs" % ref_b1 if ref_b1 else "–",
                      c1[0]["p50_us"] if c1 else "–",
                      "%.0f/s (%d)" % (ip[bridge_b]["per_sec"], bridge_b) if ip else "–",
-                     best.get("server_avg_batch"), best.get("server_cpu_us", "–"),
+                     best.get("server_avg_batch"), best.get("server_cpu_us", "–"), cli_cores,
                      "%.0f%%" % busy[m] if m in busy else "–"))
         for r in served[m]:
             rows.append({"model": m, "concurrency": r["concurrency"],

@@ -28,7 +28,8 @@ from the offline bundle .bundle/debs when present), numpy and requests.
        at most BENCH_MAX_TRIALS, 10); the ResNet-50s again in system shared
        memory, in CUDA shared memory (PTPERF_CUDART, else found under the
        pip torch; skipped, saying why, where ptperf's CUDA mode fails) and
-       over gRPC (4 channels);
+       over gRPC (4 channels); ptperf drives them from BENCH_CLIENT_THREADS
+       threads (4);
    (b') the device's busy share (nvidia-smi) at concurrency 512;
    (c) the batch-1 CUDA-graph model at concurrency 1;
    (d) first-request latency of a fresh server with and without warmup
@@ -63,6 +64,10 @@ class Run:
         self.interval = h.env("INTERVAL_MS", 2000)
         self.ref_seconds = os.environ.get("BENCH_REF_SECONDS", "2")
         self.set = h.env("SET", "torchscript")
+        # ptperf's load threads: one saturates a core at about 14k ResNet-50
+        # images/s over HTTP or gRPC (300-600 KB each), below what the
+        # server takes (docs/gpu.md, "The client was the limit").
+        self.client_threads = h.env("CLIENT_THREADS", 4)
         self.server, self.cuda_shm = None, False
 
     def sh(self, cmd, log, check=True, **kw):
@@ -81,7 +86,8 @@ class Run:
         rc = subprocess.run([os.path.join(self.build, "ptperf"), "-u", "127.0.0.1:%d" %
                              self.server.port, "-p", str(self.interval), "-r",
                              os.environ.get("BENCH_MAX_TRIALS", "10"), "-q", "--server-pid",
-                             str(self.server.pid), *[str(a) for a in args]]).returncode
+                             str(self.server.pid), "--threads", str(self.client_threads),
+                             *[str(a) for a in args]]).returncode
         if check and rc not in (0, 2):
             sys.exit("ptperf %s failed (%d)" % (" ".join(map(str, args)), rc))
         return rc
@@ -287,7 +293,7 @@ def main():
                build="%s (%s)" % (next((l.split("=", 1)[1] for l in cache.split("\n")
                                         if l.startswith("CMAKE_BUILD_TYPE:")), ""), run.build))
     cudart = find_cudart()
-    h.add_meta(meta, cudart=cudart or "none")
+    h.add_meta(meta, cudart=cudart or "none", client_threads=run.client_threads)
     with open(os.path.join(run.raw, "busy.csv"), "w") as f:
         f.write("model,busy_pct\n")
     try:

@@ -383,6 +383,103 @@ def test_grpc_load_goes_over_grpc(start_server, model_repo, ptperf_bin, tmp_path
     assert inference_count(server.url, "id_fp32") == before
 
 
+def established_to(pid, port):
+    """TCP connections of process pid established to `port` (Linux /proc:
+    the socket inodes among its descriptors, looked up in /proc/net/tcp*)."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    n = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                # remote address "HEX:PORT", state 01 = ESTABLISHED, inode
+                if (int(cols[2].split(":")[1], 16) == port and cols[3] == "01" and
+                        cols[9] in inodes):
+                    n += 1
+    return n
+
+
+def load_shape_while_running(cmd, port):
+    """Runs ptperf (cmd) to its end; while it measures, samples its thread
+    count and its established connections to `port`. Returns the process
+    and the largest of each seen."""
+    import time
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    threads = conns = 0
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            threads = max(threads, len(os.listdir("/proc/%d/task" % proc.pid)))
+            conns = max(conns, established_to(proc.pid, port))
+        except OSError:  # it ended between poll() and here
+            break
+        time.sleep(0.02)
+    out, err = proc.communicate(timeout=60)
+    proc.stdout_text, proc.stderr_text = out, err
+    return proc, threads, conns
+
+
+@pytest.mark.parametrize("threads,concurrency,want_load_threads", [(1, 7, 1), (3, 7, 3),
+                                                                    (4, 2, 2)])
+def test_threads_split_the_http_load(start_server, model_repo, ptperf_bin, tmp_path, threads,
+                                     concurrency, want_load_threads):
+    """--threads N: N load threads (no more than the requests in flight)
+    beside the main one, each on connections of its own; every request is
+    counted once, as the server counts them."""
+    server = start_server(model_repo("identity"))
+    before = inference_count(server.url, "id_fp32")
+    out = tmp_path / "t.csv"
+    proc, seen_threads, seen_conns = load_shape_while_running(
+        [ptperf_bin, "-u", "127.0.0.1:%d" % server.port, "-m", "id_fp32", "-q", "-f", str(out),
+         "--threads", str(threads), "--concurrency", str(concurrency), "-p", "300", "-r", "4",
+         "-s", "100"], server.port)
+    assert proc.returncode == 0, proc.stderr_text
+    # The main thread and the load threads: HTTP starts no others.
+    assert seen_threads == 1 + want_load_threads
+    # The metadata and statistics GETs use short connections of their own,
+    # so the load's are at least as many as the requests in flight.
+    assert seen_conns >= concurrency
+    with open(out, newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert int(row["errors"]) == 0 and int(row["requests"]) > 0
+    assert inference_count(server.url, "id_fp32") - before >= int(row["requests"])
+
+
+@pytest.mark.parametrize("mode", sorted(GRPC_MODES))
+def test_threads_deal_the_grpc_channels(start_server, model_repo, ptperf_bin, tmp_path, mode):
+    """gRPC with --threads: each thread has channels of its own, at least
+    one, the requested ones dealt among them."""
+    server = start_server(model_repo("identity"))
+    for threads, channels, want in ((3, 1, 3), (2, 5, 5), (1, 2, 2)):
+        before = inference_count(server.url, "id_fp32")
+        out = tmp_path / ("t%d_%d.csv" % (threads, channels))
+        proc, _, seen_conns = load_shape_while_running(
+            [ptperf_bin, "-u", "127.0.0.1:%d" % server.port, *GRPC_MODES[mode], "--grpc-url",
+             server.grpc_target, "-m", "id_fp32", "-q", "-f", str(out), "--threads",
+             str(threads), "--grpc-channels", str(channels), "--concurrency", "6", "-p", "300",
+             "-r", "4", "-s", "100"], server.grpc_port)
+        assert proc.returncode == 0, proc.stderr_text
+        assert seen_conns == want, (threads, channels)
+        with open(out, newline="") as f:
+            (row,) = list(csv.DictReader(f))
+        assert int(row["errors"]) == 0 and int(row["requests"]) > 0
+        assert inference_count(server.url, "id_fp32") - before >= int(row["requests"])
+
+
+def test_threads_must_be_positive(ptperf_bin, tmp_path):
+    for bad in ("0", "65", "x"):
+        proc, _ = run_ptperf(ptperf_bin, "127.0.0.1:1", tmp_path, "-m", "x", "--threads", bad)
+        assert proc.returncode == 1
+        assert "--threads '%s': expected 1..64" % bad in proc.stderr
+
+
 def test_streaming_needs_grpc(ptperf_bin, tmp_path):
     proc, _ = run_ptperf(ptperf_bin, "127.0.0.1:1", tmp_path, "-m", "x", "--streaming")
     assert proc.returncode == 1

@@ -13,7 +13,8 @@
  * over HTTP (-u).
  *
  * Threading: the main thread drives the windows and reads the statistics;
- * the load runs on its own thread (lib/load.h, lib/grpc_load.h).
+ * the load runs on threads of its own (--threads, default one: lib/load.h,
+ * lib/grpc_load.h), which record into one recorder.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -46,6 +47,7 @@
 #define HTTP_TIMEOUT_MS 10000
 #define GRPC_DEFAULT_PORT "8001"
 #define MAX_GRPC_CHANNELS 64
+#define MAX_THREADS 64
 
 enum protocol { PROTO_HTTP, PROTO_GRPC, PROTO_GRPC_STREAM };
 
@@ -54,6 +56,7 @@ struct options {
   enum protocol protocol;
   const char *grpc_url; /* NULL: -u's host, port 8001 */
   int grpc_channels;
+  int threads; /* --threads: loads side by side, each on its own thread */
   int concurrency[MAX_CONCURRENCIES];
   int n_concurrency;
   int batch_size;
@@ -92,6 +95,10 @@ static void usage(FILE *f) {
       "                                flight instead of ModelInfer calls (needs -i grpc)\n"
       "      --grpc-url HOST:PORT      gRPC endpoint (default: the host of -u, port 8001)\n"
       "      --grpc-channels N         gRPC: connections the calls share (default 1)\n"
+      "      --threads N               client threads (default 1), each driving its share\n"
+      "                                of the requests in flight on connections of its\n"
+      "                                own (gRPC: the channels are dealt among them, at\n"
+      "                                least one each), as perf_analyzer's --max-threads\n"
       "      --concurrency LIST        requests in flight, e.g. 1,2,4,8 (default 1)\n"
       "      --concurrency-range A:B[:S]  A, A+S, ... B (perf_analyzer's form; S = 1)\n"
       "  -b, --batch-size N            batch dimension of every request (default 1)\n"
@@ -171,6 +178,7 @@ enum {
   OPT_STREAMING,
   OPT_GRPC_URL,
   OPT_GRPC_CHANNELS,
+  OPT_THREADS,
   OPT_SHARED_MEMORY,
   OPT_OUTPUT_SHM_SIZE,
   OPT_CUDA_DEVICE,
@@ -186,6 +194,7 @@ static bool parse_args(int argc, char **argv, struct options *o) {
       {"streaming", no_argument, NULL, OPT_STREAMING},
       {"grpc-url", required_argument, NULL, OPT_GRPC_URL},
       {"grpc-channels", required_argument, NULL, OPT_GRPC_CHANNELS},
+      {"threads", required_argument, NULL, OPT_THREADS},
       {"concurrency", required_argument, NULL, OPT_CONCURRENCY},
       {"concurrency-range", required_argument, NULL, OPT_RANGE},
       {"batch-size", required_argument, NULL, 'b'},
@@ -211,6 +220,7 @@ static bool parse_args(int argc, char **argv, struct options *o) {
                         .stability_pct = 10,
                         .max_trials = 10,
                         .grpc_channels = 1,
+                        .threads = 1,
                         .output_shm_size = 102400,
                         .cuda_device = -1,
                         .seed = 1};
@@ -249,6 +259,13 @@ static bool parse_args(int argc, char **argv, struct options *o) {
           return false;
         }
         o->grpc_channels = (int)v;
+        break;
+      case OPT_THREADS:
+        if (!parse_int(optarg, 1, MAX_THREADS, &v)) {
+          fprintf(stderr, "ptperf: --threads '%s': expected 1..%d\n", optarg, MAX_THREADS);
+          return false;
+        }
+        o->threads = (int)v;
         break;
       case 'f':
         o->csv = optarg;
@@ -414,6 +431,7 @@ struct requests {
   const struct ptperf_addr *addr; /* HTTP */
   const char *grpc_target;
   int grpc_channels;
+  int threads;
 };
 
 static void requests_free(struct requests *q) {
@@ -423,35 +441,58 @@ static void requests_free(struct requests *q) {
   }
 }
 
-/* One concurrency's load, whichever protocol carries it. */
+/* One concurrency's load, whichever protocol carries it: n loads side by
+ * side, each on its own thread with its share of the requests in flight
+ * (and of the gRPC channels), all recording into rec. */
 struct load {
-  struct ptperf_load *http;
-  struct ptperf_grpc_load *grpc;
+  int n;
+  struct ptperf_load *http[MAX_THREADS];
+  struct ptperf_grpc_load *grpc[MAX_THREADS];
+  struct ptperf_recorder rec;
+  bool rec_ready; /* rec initialized (load_start ran) */
 };
+
+/* Share k of `total` dealt over n: the first total % n get one more. */
+static int share(int total, int n, int k) { return total / n + (k < total % n); }
 
 static enum pts_status load_start(const struct requests *q, int concurrency, struct load *ld,
                                   struct pts_error *err) {
   memset(ld, 0, sizeof *ld);
-  if (q->protocol == PROTO_HTTP)
-    return ptperf_load_start(q->addr, concurrency, q->http, q->lens, N_REQUESTS, &ld->http, err);
-  struct ptperf_grpc_options go = {.target = q->grpc_target,
-                                   .streaming = q->protocol == PROTO_GRPC_STREAM,
-                                   .channels = q->grpc_channels,
-                                   .concurrency = concurrency,
-                                   .connect_timeout_ms = HTTP_TIMEOUT_MS};
-  return ptperf_grpc_load_start(&go, q->grpc, q->lens, N_REQUESTS, &ld->grpc, err);
+  ptperf_recorder_init(&ld->rec);
+  ld->rec_ready = true;
+  int n = q->threads < concurrency ? q->threads : concurrency;
+  for (ld->n = 0; ld->n < n; ld->n++) {
+    int k = ld->n, c = share(concurrency, n, k);
+    enum pts_status st;
+    if (q->protocol == PROTO_HTTP) {
+      st = ptperf_load_start(q->addr, c, q->http, q->lens, N_REQUESTS, &ld->rec, &ld->http[k],
+                             err);
+    } else {
+      int ch = n < q->grpc_channels ? share(q->grpc_channels, n, k) : 1;
+      struct ptperf_grpc_options go = {.target = q->grpc_target,
+                                       .streaming = q->protocol == PROTO_GRPC_STREAM,
+                                       .channels = ch,
+                                       .concurrency = c,
+                                       .connect_timeout_ms = HTTP_TIMEOUT_MS,
+                                       .rec = &ld->rec};
+      st = ptperf_grpc_load_start(&go, q->grpc, q->lens, N_REQUESTS, &ld->grpc[k], err);
+    }
+    if (st) return st; /* load_stop stops the ones started */
+  }
+  return PTS_OK;
 }
 
 static void load_take(struct load *ld, struct ptperf_samples *s) {
-  if (ld->http)
-    ptperf_load_take(ld->http, s);
-  else
-    ptperf_grpc_load_take(ld->grpc, s);
+  ptperf_recorder_take(&ld->rec, s);
 }
 
+/* Stops every load that started, then frees the recorder they shared. */
 static void load_stop(struct load *ld) {
-  ptperf_load_stop(ld->http);
-  ptperf_grpc_load_stop(ld->grpc);
+  for (int k = 0; k < MAX_THREADS; k++) {
+    ptperf_load_stop(ld->http[k]);
+    ptperf_grpc_load_stop(ld->grpc[k]);
+  }
+  if (ld->rec_ready) ptperf_recorder_destroy(&ld->rec);
   memset(ld, 0, sizeof *ld);
 }
 
@@ -707,7 +748,9 @@ static int run(const struct options *o) {
   struct pts_error err;
   struct ptperf_addr addr;
   struct ptperf_model *m = NULL;
-  struct requests q = {.protocol = o->protocol, .addr = &addr, .grpc_channels = o->grpc_channels};
+  struct requests q = {
+      .protocol = o->protocol, .addr = &addr, .grpc_channels = o->grpc_channels,
+      .threads = o->threads};
   char *stats_path = NULL;
   struct ptperf_result *results = NULL;
   FILE *csv = NULL;

@@ -1,6 +1,7 @@
 """Where do gRPC requests wait at saturation on the GPU host? (issue 46:
-the gRPC rows move by a quarter between runs of one binary, with the batch
-size the server forms.)
+the gRPC rows moved by a quarter between runs of one binary, with the batch
+size the server forms; docs/gpu.md, "The client was the limit", found
+ptperf's one client thread at a full core in every such run.)
 
 On the GPU host, after a build of the gpu scenario (bench/gpu/run.py's
 BENCH_BUILD_DIR, models in BENCH_MODELS):
@@ -9,12 +10,13 @@ BENCH_BUILD_DIR, models in BENCH_MODELS):
 
 Serves resnet50_fp16 as the gpu scenario does and puts it under gRPC load
 at concurrency 512 with several clients and server settings, one after
-another. During each run it samples, every 250 ms, the gRPC sockets of
+another: ptperf with 1 and 4 client threads in alternating rounds, 8 threads
+on 16 channels, streaming, HTTP with 1 and 4 threads, perf_analyzer. During each run it samples, every 250 ms, the gRPC sockets of
 both ends (`ss -tnmi`: bytes waiting in the server's receive queues and in
 the client's send queues), and over the middle of the run the CPU share of
 every thread of the server and of the client (/proc/PID/task/*/stat); the
 server's statistics give the mean batch. Writes OUT_DIR/summary.md and the
-raw samples.
+raw samples. Over HTTP the sockets sampled are the HTTP port's.
 """
 import json
 import os
@@ -104,6 +106,7 @@ def stats(server):
 def run_load(out, label, server, cmd, secs):
     """Runs cmd (the client) while sampling; returns the summary row."""
     h.log("%s: %s" % (label, " ".join(cmd)))
+    port = server.grpc_port if "grpc" in cmd else server.port  # the sockets to sample
     i0, e0 = stats(server)
     log = open(os.path.join(out, "%s.client.txt" % label), "w")
     t0 = time.monotonic()
@@ -115,7 +118,7 @@ def run_load(out, label, server, cmd, secs):
     def sampler():
         while not stop.is_set():
             el = time.monotonic() - t0
-            q, txt = ss_sample(server.grpc_port)
+            q, txt = ss_sample(port)
             samples.append([el] + q)
             if 0.45 * secs < el < 0.45 * secs + 0.3:
                 raw.append(txt)
@@ -155,11 +158,13 @@ def run_load(out, label, server, cmd, secs):
             "rc": client.returncode}
 
 
-def ptperf_cmd(server, channels, secs, streaming=False):
+def ptperf_cmd(server, channels, secs, streaming=False, threads=1, http=False):
+    proto = [] if http else ["-i", "grpc", "--grpc-url", "127.0.0.1:%d" % server.grpc_port,
+                             "--grpc-channels", str(channels)]
     return [os.path.join(BUILD, "ptperf"), "-u", "127.0.0.1:%d" % server.port, "-m", MODEL,
-            "-i", "grpc", "--grpc-url", "127.0.0.1:%d" % server.grpc_port, "--grpc-channels",
-            str(channels), "--concurrency", "512", "-p", str(int(secs * 1000 / 4)), "-r", "4",
-            "-s", "100", "--server-pid", str(server.pid)] + (["--streaming"] if streaming else [])
+            *proto, "--threads", str(threads), "--concurrency", "512", "-p",
+            str(int(secs * 1000 / 4)), "-r", "4", "-s", "100", "--server-pid",
+            str(server.pid)] + (["--streaming"] if streaming else [])
 
 
 def pa_cmd(server, secs):
@@ -177,7 +182,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     secs = float(os.environ.get("DIAG_SECS", "10"))
     rows = []
-    for loops in (None, 16):
+    for loops in (None, 16):  # the server's gRPC loops: its default (one per core, 2-8), 16
         args = ["--model-repository", MODELS, "--http-address", "127.0.0.1",
                 "--http-thread-count", 16, "--allow-client-shm=true"]
         tag = "default loops"
@@ -190,13 +195,17 @@ def main():
             # warm-up: every padded graph size once over gRPC
             subprocess.run(ptperf_cmd(server, 4, 4), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
-            loads = [("ptperf 4 ch, round 1", ptperf_cmd(server, 4, secs)),
-                     ("ptperf 16 ch", ptperf_cmd(server, 16, secs)),
-                     ("ptperf 4 ch, round 2", ptperf_cmd(server, 4, secs)),
-                     ("ptperf 64 ch", ptperf_cmd(server, 64, secs)),
-                     ("ptperf 4 ch, round 3", ptperf_cmd(server, 4, secs))]
+            loads = [("ptperf 4 ch, 1 thread, round 1", ptperf_cmd(server, 4, secs)),
+                     ("ptperf 4 ch, 4 threads, round 1", ptperf_cmd(server, 4, secs, threads=4)),
+                     ("ptperf 4 ch, 1 thread, round 2", ptperf_cmd(server, 4, secs)),
+                     ("ptperf 4 ch, 4 threads, round 2", ptperf_cmd(server, 4, secs, threads=4)),
+                     ("ptperf 16 ch, 8 threads", ptperf_cmd(server, 16, secs, threads=8))]
             if not loops:
-                loads.append(("ptperf 4 ch streaming", ptperf_cmd(server, 4, secs, True)))
+                loads += [("ptperf 4 ch streaming, 4 threads",
+                           ptperf_cmd(server, 4, secs, True, threads=4)),
+                          ("ptperf HTTP, 1 thread", ptperf_cmd(server, 0, secs, http=True)),
+                          ("ptperf HTTP, 4 threads",
+                           ptperf_cmd(server, 0, secs, threads=4, http=True))]
                 if pa_cmd(server, secs):
                     loads.append(("perf_analyzer", pa_cmd(server, secs)))
             for label, cmd in loads:

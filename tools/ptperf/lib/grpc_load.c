@@ -76,7 +76,7 @@ struct ptperf_grpc_load {
   pthread_t thread;
   bool thread_started;
   atomic_bool stop;
-  struct ptperf_recorder rec;
+  struct ptperf_recorder *rec; /* borrowed */
 };
 
 static bool stopping(const struct ptperf_grpc_load *l) {
@@ -137,7 +137,7 @@ static bool start_batch(struct slot *s, const grpc_op *ops, size_t n, struct tag
                         const char *what) {
   grpc_call_error e = grpc_call_start_batch(s->call, ops, n, t, NULL);
   if (e != GRPC_CALL_OK) {
-    ptperf_recorder_error(&s->l->rec, "%s: grpc_call_start_batch failed (grpc_call_error %d)", what,
+    ptperf_recorder_error(s->l->rec, "%s: grpc_call_start_batch failed (grpc_call_error %d)", what,
                           (int)e);
     return false;
   }
@@ -180,18 +180,18 @@ static void judge_response(struct slot *s, uint64_t lat, const char *what) {
   struct pts_error err;
   struct ptperf_grpc_reply reply;
   if (!message_bytes(s, s->recv_bb, &len)) {
-    ptperf_recorder_error(&s->l->rec, "%s: can not read a response message", what);
+    ptperf_recorder_error(s->l->rec, "%s: can not read a response message", what);
     return;
   }
   if (ptperf_grpc_response_check(s->rbuf, len, s->l->streaming, &reply, &err) != PTS_OK) {
-    ptperf_recorder_error(&s->l->rec, "%s: %s", what, err.msg);
+    ptperf_recorder_error(s->l->rec, "%s: %s", what, err.msg);
     return;
   }
-  ptperf_recorder_ok(&s->l->rec, lat);
+  ptperf_recorder_ok(s->l->rec, lat);
 }
 
 static void status_error(struct slot *s, const char *what, const char *context) {
-  ptperf_recorder_error(&s->l->rec, "%s: %sgRPC status %d %s: %.*s", what, context, (int)s->status,
+  ptperf_recorder_error(s->l->rec, "%s: %sgRPC status %d %s: %.*s", what, context, (int)s->status,
                         ptperf_grpc_status_name((int)s->status), (int)GRPC_SLICE_LENGTH(s->details),
                         (const char *)GRPC_SLICE_START_PTR(s->details));
 }
@@ -228,12 +228,12 @@ static void unary_done(struct slot *s, bool success) {
   bool transport = false;
   if (!stopping(s->l)) {
     if (!success) {
-      ptperf_recorder_error(&s->l->rec, "ModelInfer: the call's batch failed");
+      ptperf_recorder_error(s->l->rec, "ModelInfer: the call's batch failed");
     } else if (s->status != GRPC_STATUS_OK) {
       status_error(s, "ModelInfer", "");
       transport = s->status == GRPC_STATUS_UNAVAILABLE;
     } else if (!s->recv_bb) {
-      ptperf_recorder_error(&s->l->rec, "ModelInfer: status OK but no response message");
+      ptperf_recorder_error(s->l->rec, "ModelInfer: status OK but no response message");
     } else {
       judge_response(s, lat, "ModelInfer");
     }
@@ -498,7 +498,6 @@ static void load_free(struct ptperf_grpc_load *l) {
   pts_free(l->channels);
   pts_free(l->methods);
   pts_free(l->slices);
-  ptperf_recorder_destroy(&l->rec);
   pts_free(l);
   grpc_shutdown();
 }
@@ -516,7 +515,7 @@ enum pts_status ptperf_grpc_load_start(const struct ptperf_grpc_options *o,
   if (!l) return pts_error_set(err, PTS_NOMEM, "no memory for the gRPC load");
   pts_absl_detector_off(); /* ptperf/lib/absl_sync.h */
   grpc_init();
-  ptperf_recorder_init(&l->rec);
+  l->rec = o->rec;
   atomic_init(&l->stop, false);
   l->streaming = o->streaming;
   l->messages = messages;
@@ -562,10 +561,6 @@ enum pts_status ptperf_grpc_load_start(const struct ptperf_grpc_options *o,
   l->thread_started = true;
   *out = l;
   return PTS_OK;
-}
-
-void ptperf_grpc_load_take(struct ptperf_grpc_load *l, struct ptperf_samples *s) {
-  ptperf_recorder_take(&l->rec, s);
 }
 
 void ptperf_grpc_load_stop(struct ptperf_grpc_load *l) {

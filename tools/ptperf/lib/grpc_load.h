@@ -14,14 +14,18 @@
  *
  * One thread drives one completion queue: it dequeues every completion and
  * starts the next call or message from there, so the client adds no
- * hand-offs of its own. A call that ends with a status other than OK, a
+ * hand-offs of its own. Where one thread is not enough, ptperf runs several
+ * loads side by side (--threads), each with its own channels and queue,
+ * recording into one recorder. A call that ends with a status other than OK, a
  * response that is not a well-formed ModelInferResponse with its outputs, a
  * stream response with an error_message, and a stream that ends while a
  * request is outstanding each count as one error (the stream is then
  * reopened).
  *
- * Threading: start/take/stop are called from one controlling thread; the
- * load runs on its own thread between start and stop.
+ * Threading: start/stop are called from one controlling thread; the load
+ * runs on its own thread between start and stop and records into the
+ * options' recorder, which other loads may share (samples.h: it has its own
+ * lock).
  */
 #ifndef PTPERF_GRPC_LOAD_H
 #define PTPERF_GRPC_LOAD_H
@@ -41,6 +45,7 @@ struct ptperf_grpc_options {
   int channels; /* >= 1 */
   int concurrency;
   int connect_timeout_ms; /* the first connection must be READY by then */
+  struct ptperf_recorder *rec; /* borrowed until ptperf_grpc_load_stop */
 };
 
 /* The messages (packed ModelInferRequests, grpc_msg.h) are borrowed until
@@ -51,9 +56,6 @@ enum pts_status ptperf_grpc_load_start(const struct ptperf_grpc_options *o,
                                        uint8_t *const *messages, const size_t *message_lens,
                                        size_t n_messages, struct ptperf_grpc_load **out,
                                        struct pts_error *err);
-
-/* Moves the samples recorded since the last take into *s (see samples.h). */
-void ptperf_grpc_load_take(struct ptperf_grpc_load *l, struct ptperf_samples *s);
 
 /* Cancels what is in flight, waits for every call to end, joins the
  * thread, closes the channels and frees l. NULL-safe. */

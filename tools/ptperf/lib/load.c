@@ -39,7 +39,7 @@ struct ptperf_load {
   int *pfd_conn; /* pfds[i] belongs to conns[pfd_conn[i]] */
   pthread_t thread;
   atomic_bool stop;
-  struct ptperf_recorder rec;
+  struct ptperf_recorder *rec; /* borrowed */
 };
 
 static void conn_close(struct conn *c) {
@@ -50,7 +50,7 @@ static void conn_close(struct conn *c) {
 }
 
 static void conn_fail(struct ptperf_load *l, struct conn *c, const char *why) {
-  if (c->in_flight) ptperf_recorder_error(&l->rec, "%s", why);
+  if (c->in_flight) ptperf_recorder_error(l->rec, "%s", why);
   conn_close(c);
 }
 
@@ -58,7 +58,7 @@ static bool conn_open(struct ptperf_load *l, struct conn *c) {
   struct pts_error err;
   int fd = ptperf_connect(&l->addr, &err);
   if (fd < 0) {
-    ptperf_recorder_error(&l->rec, "%s", err.msg);
+    ptperf_recorder_error(l->rec, "%s", err.msg);
     c->retry_at = ptperf_now_ns() + RECONNECT_DELAY_NS;
     return false;
   }
@@ -102,15 +102,15 @@ static void conn_finish(struct ptperf_load *l, struct conn *c,
   uint64_t lat = ptperf_now_ns() - c->t0;
   c->in_flight = false;
   if (r->status == 200 && r->message_len == c->rlen) {
-    ptperf_recorder_ok(&l->rec, lat);
+    ptperf_recorder_ok(l->rec, lat);
   } else if (r->status != 200) {
     char *body = NULL;
     struct pts_error err;
     if (ptperf_http_body(c->rbuf, r, &body, NULL, &err) != PTS_OK) body = NULL;
-    ptperf_recorder_error(&l->rec, "HTTP %d: %.400s", r->status, body ? body : "");
+    ptperf_recorder_error(l->rec, "HTTP %d: %.400s", r->status, body ? body : "");
     pts_free(body);
   } else {
-    ptperf_recorder_error(&l->rec, "%zu unexpected bytes after a response",
+    ptperf_recorder_error(l->rec, "%zu unexpected bytes after a response",
                           c->rlen - r->message_len);
     conn_close(c);
     return;
@@ -144,7 +144,7 @@ static void conn_read(struct ptperf_load *l, struct conn *c) {
     return;
   }
   if (!c->in_flight) { /* nothing was asked: the server is confused */
-    ptperf_recorder_error(&l->rec, "%zd bytes arrived on an idle connection", k);
+    ptperf_recorder_error(l->rec, "%zd bytes arrived on an idle connection", k);
     conn_close(c);
     return;
   }
@@ -218,21 +218,20 @@ static void load_free(struct ptperf_load *l) {
   pts_free(l->conns);
   pts_free(l->pfds);
   pts_free(l->pfd_conn);
-  ptperf_recorder_destroy(&l->rec);
   pts_free(l);
 }
 
 enum pts_status ptperf_load_start(const struct ptperf_addr *addr, int concurrency,
                                   char *const *requests, const size_t *request_lens,
-                                  size_t n_requests, struct ptperf_load **out,
-                                  struct pts_error *err) {
+                                  size_t n_requests, struct ptperf_recorder *rec,
+                                  struct ptperf_load **out, struct pts_error *err) {
   *out = NULL;
   if (concurrency < 1 || n_requests == 0)
     return pts_error_set(err, PTS_INVALID_ARG, "concurrency %d with %zu requests: need >= 1",
                          concurrency, n_requests);
   struct ptperf_load *l = pts_calloc(1, sizeof *l);
   if (!l) return pts_error_set(err, PTS_NOMEM, "no memory for the load");
-  ptperf_recorder_init(&l->rec);
+  l->rec = rec;
   l->addr = *addr;
   l->requests = requests;
   l->request_lens = request_lens;
@@ -262,10 +261,6 @@ enum pts_status ptperf_load_start(const struct ptperf_addr *addr, int concurrenc
   }
   *out = l;
   return PTS_OK;
-}
-
-void ptperf_load_take(struct ptperf_load *l, struct ptperf_samples *s) {
-  ptperf_recorder_take(&l->rec, s);
 }
 
 void ptperf_load_stop(struct ptperf_load *l) {
