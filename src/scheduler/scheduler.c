@@ -520,10 +520,14 @@ static int config_output_index(const Inference__ModelConfig *cfg, const char *na
 
 /* An output the request placed in shared memory: its bytes go there (one
  * copy, host to region, or host to device for CUDA regions) and the
- * response keeps only name, datatype and shape, as Triton's does. */
+ * response keeps only name, datatype and shape, as Triton's does. With `w`
+ * a copy to a CUDA region is only enqueued, and the caller waits for the
+ * batch's copies together (pts_shm_writes_finish): t's bytes must then
+ * outlive the release below, which they do when t is a view of the batch's
+ * outputs (the run holds those until after build_responses). */
 static enum pts_status write_shm_output(const struct pts_scheduler *s,
                                         const struct pts_requested_output *o, struct pts_tensor *t,
-                                        struct pts_error *err) {
+                                        struct pts_shm_writes *w, struct pts_error *err) {
   if (t->byte_size > o->shm_target->size)
     return pts_error_set(err, PTS_INVALID_ARG,
                          "shared memory size specified with the request for output '%s' (%zu "
@@ -532,8 +536,11 @@ static enum pts_status write_shm_output(const struct pts_scheduler *s,
   /* A backend that wrote straight into the region (pts_batch.output_dest)
    * left nothing to copy. */
   if (t->data != o->shm_target->data) {
+    bool deferred;
     enum pts_status st =
-        pts_shm_write(o->shm_target, o->shm_mem, o->shm_device, t->data, t->byte_size, err);
+        w ? pts_shm_write_deferred(w, o->shm_target, o->shm_mem, o->shm_device, t->data,
+                                   t->byte_size, &deferred, err)
+          : pts_shm_write(o->shm_target, o->shm_mem, o->shm_device, t->data, t->byte_size, err);
     if (st != PTS_OK) {
       pts_error_prefix(err, "writing output '%s' of model '%s' to shared memory region '%s'",
                        o->name, s->model_name, o->shm.region);
@@ -572,10 +579,11 @@ static enum pts_status own_copy(const struct pts_scheduler *s, struct pts_tensor
 }
 
 /* The response shares the output buffers: each tensor is a second view that
- * holds its own reference. */
+ * holds its own reference. `w`: as write_shm_output's (NULL: every write
+ * done on return). */
 static enum pts_status build_response(const struct pts_scheduler *s,
                                       const struct pts_infer_request *req,
-                                      const struct pts_tensor *outputs,
+                                      const struct pts_tensor *outputs, struct pts_shm_writes *w,
                                       struct pts_infer_response **out, struct pts_error *err) {
   const Inference__ModelConfig *cfg = s->config;
   size_t n = req->n_outputs ? req->n_outputs : s->n_user_outputs;
@@ -600,7 +608,9 @@ static enum pts_status build_response(const struct pts_scheduler *s,
     }
     resp->n_outputs = i + 1;
     if (req->n_outputs && req->outputs[i].shm_target)
-      st = write_shm_output(s, &req->outputs[i], &resp->outputs[i], err);
+      /* A classification is a buffer of its own, freed in there: written
+       * at once. */
+      st = write_shm_output(s, &req->outputs[i], &resp->outputs[i], classes ? NULL : w, err);
     else if (pts_shm_is_view(resp->outputs[i].buf))
       st = own_copy(s, &resp->outputs[i], err);
     if (st != PTS_OK) {
@@ -628,18 +638,36 @@ static void cache_store(struct pts_scheduler *s, struct pts_pending *p,
   pts_stats_cache_miss(&s->stats, p->cache_lookup_ns + (pts_now_ns() - t0));
 }
 
+/* Waits for the batch's copies into CUDA regions. When one failed, no
+ * region can be trusted to hold its answer: every response is dropped and
+ * the batch fails with the reason. */
+static enum pts_status shm_writes_land(const struct pts_scheduler *s, struct run *r,
+                                       struct pts_shm_writes *w, struct pts_error *err) {
+  if (pts_shm_writes_finish(w, err) == PTS_OK) return PTS_OK;
+  for (size_t i = 0; i < r->n; i++) {
+    pts_infer_response_free(r->resps[i]);
+    r->resps[i] = NULL;
+  }
+  pts_error_prefix(err, "writing the outputs of model '%s' to CUDA shared memory",
+                   s->model_name);
+  return recode(err, PTS_INTERNAL);
+}
+
 /* Per-request responses: the outputs themselves for a batch of one, else
  * each request's slices of every output. A failure here fails only the
  * request concerned. */
 static enum pts_status build_responses(struct pts_scheduler *s, struct run *r,
                                        struct pts_error *err) {
   const Inference__ModelConfig *cfg = s->config;
+  /* Outputs bound for CUDA regions: enqueued request by request, waited
+   * for once below, before any answer leaves. */
+  struct pts_shm_writes w = {0};
   if (r->n == 1) {
-    if (build_response(s, r->reqs[0], r->outputs, &r->resps[0], &r->errs[0]) != PTS_OK)
+    if (build_response(s, r->reqs[0], r->outputs, &w, &r->resps[0], &r->errs[0]) != PTS_OK)
       r->resps[0] = NULL;
     else
       cache_store(s, r->items[0], r->outputs);
-    return PTS_OK;
+    return shm_writes_land(s, r, &w, err);
   }
   for (size_t k = 0; k < cfg->n_output; k++) {
     struct pts_tensor *column = pts_calloc(r->n, sizeof *column);
@@ -655,13 +683,13 @@ static enum pts_status build_responses(struct pts_scheduler *s, struct run *r,
     }
   }
   for (size_t i = 0; i < r->n; i++) {
-    if (build_response(s, r->reqs[i], &r->slices[i * cfg->n_output], &r->resps[i], &r->errs[i]) !=
-        PTS_OK)
+    if (build_response(s, r->reqs[i], &r->slices[i * cfg->n_output], &w, &r->resps[i],
+                       &r->errs[i]) != PTS_OK)
       r->resps[i] = NULL;
     else
       cache_store(s, r->items[i], &r->slices[i * cfg->n_output]);
   }
-  return PTS_OK;
+  return shm_writes_land(s, r, &w, err);
 }
 
 /* A backend that timed its phases on the device (CUDA events) reports the
@@ -1359,7 +1387,8 @@ static bool cache_answer(struct pts_scheduler *s, struct pts_pending *p) {
   struct pts_infer_response *resp = NULL;
   struct pts_error err;
   pts_error_clear(&err);
-  enum pts_status st = stopping ? PTS_UNAVAILABLE : build_response(s, req, outs, &resp, &err);
+  enum pts_status st =
+      stopping ? PTS_UNAVAILABLE : build_response(s, req, outs, NULL, &resp, &err);
   for (size_t i = 0; i < n; i++) pts_tensor_clear(&outs[i]);
   pts_free(outs);
   if (stopping) return false; /* the caller refuses it, as any request now */

@@ -16,7 +16,9 @@
  * - to_device / to_host: copies on a non-blocking stream of our own per
  *   device, then a stream synchronization: the bytes are in place before
  *   the response that announces them leaves (a pageable-memory cudaMemcpy
- *   may return before its DMA has landed).
+ *   may return before its DMA has landed). to_device_async enqueues the
+ *   copy alone and sync waits for the stream: a batch's answers are written
+ *   with one wait, not one per request.
  * - pin / unpin: cudaHostRegister (portable) of a system region's mapping,
  *   so a GPU copies from it by DMA with no staging copy; failure is not an
  *   error (the region then works unpinned).
@@ -172,6 +174,42 @@ static enum pts_status to_host(void *dst, const void *src, size_t n, int device,
   return copy(dst, src, n, device, cudaMemcpyDeviceToHost, err);
 }
 
+/* The copy of `to_device`, left in flight on the device's stream: a
+ * batch's answers are enqueued one after the other and waited for once
+ * (`sync`), not one stream round trip each (shm.h: pts_shm_writes). */
+static enum pts_status to_device_async(void *dst, const void *src, size_t n, int device,
+                                       struct pts_error *err) {
+  int prev;
+  enum pts_status st = device_enter(device, &prev, err);
+  if (st != PTS_OK) return st;
+  cudaStream_t s = NULL;
+  st = stream_of(device, &s, err);
+  if (st == PTS_OK) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s);
+    if (e != cudaSuccess)
+      st = pts_error_set(err, PTS_INTERNAL, "copying %zu bytes to CUDA device %d failed: %s", n,
+                         device, cudaGetErrorString(e));
+  }
+  device_leave(prev);
+  return st;
+}
+
+static enum pts_status sync_device(int device, struct pts_error *err) {
+  int prev;
+  enum pts_status st = device_enter(device, &prev, err);
+  if (st != PTS_OK) return st;
+  cudaStream_t s = NULL;
+  st = stream_of(device, &s, err);
+  if (st == PTS_OK) {
+    cudaError_t e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess)
+      st = pts_error_set(err, PTS_INTERNAL, "copies to CUDA device %d failed: %s", device,
+                         cudaGetErrorString(e));
+  }
+  device_leave(prev);
+  return st;
+}
+
 static bool pin(void *addr, size_t n) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return false;
@@ -189,7 +227,14 @@ static void unpin(void *addr) {
   if (cudaHostUnregister(addr) != cudaSuccess) cudaGetLastError();
 }
 
-static const struct pts_shm_cuda_ops ops = {ipc_open, ipc_close, to_device, to_host, pin, unpin};
+static const struct pts_shm_cuda_ops ops = {.open = ipc_open,
+                                            .close = ipc_close,
+                                            .to_device = to_device,
+                                            .to_host = to_host,
+                                            .to_device_async = to_device_async,
+                                            .sync = sync_device,
+                                            .pin = pin,
+                                            .unpin = unpin};
 
 const struct pts_shm_cuda_ops *pts_pytorch_cuda_shm_ops(void) { return &ops; }
 

@@ -1278,6 +1278,141 @@ static void declined_device_gather_reads_to_host(void **state) {
   pts_shm_registry_free(reg);
 }
 
+/* ---- a batch's answers written into CUDA regions: enqueued, one wait */
+
+static struct {
+  pthread_mutex_t lock;
+  int async_copies, syncs, syncs_seen_by_done[4], errors;
+  bool fail_sync;
+  char first_error[sizeof((struct pts_error *)0)->msg];
+} cw = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static enum pts_status cw_copy_async(void *dst, const void *src, size_t n, int device,
+                                     struct pts_error *err) {
+  (void)device;
+  (void)err;
+  memcpy(dst, src, n);
+  pthread_mutex_lock(&cw.lock);
+  cw.async_copies++;
+  pthread_mutex_unlock(&cw.lock);
+  return PTS_OK;
+}
+static enum pts_status cw_sync(int device, struct pts_error *err) {
+  (void)device;
+  pthread_mutex_lock(&cw.lock);
+  cw.syncs++;
+  bool fail = cw.fail_sync;
+  pthread_mutex_unlock(&cw.lock);
+  return fail ? pts_error_set(err, PTS_INTERNAL, "fake: the copies failed") : PTS_OK;
+}
+static const struct pts_shm_cuda_ops cw_cuda = {.open = fake_open,
+                                                .close = fake_close,
+                                                .to_device = fake_copy,
+                                                .to_host = fake_copy,
+                                                .to_device_async = cw_copy_async,
+                                                .sync = cw_sync};
+
+/* Each answer notes how many waits had happened when it was delivered. */
+static void cw_done(struct pts_infer_request *req, struct pts_infer_response *resp,
+                    const struct pts_error *err, void *ctx) {
+  struct id_box *box = ctx;
+  int i = req->id[0] - '0';
+  pthread_mutex_lock(&cw.lock);
+  cw.syncs_seen_by_done[i] = cw.syncs;
+  if (err && err->code != PTS_OK && cw.errors++ == 0)
+    snprintf(cw.first_error, sizeof cw.first_error, "%s", err->msg);
+  pthread_mutex_unlock(&cw.lock);
+  pthread_mutex_lock(&box->lock);
+  box->resp[i] = resp;
+  box->req[i] = req;
+  box->calls++;
+  pthread_mutex_unlock(&box->lock);
+}
+
+/* Three requests (batch 1, 2, 1) that want OB in a CUDA region run as one
+ * batch: three copies are enqueued, the device is waited for once, and no
+ * answer leaves before that wait. When the wait fails, every request of
+ * the batch fails, saying so. */
+static void batch_answers_to_cuda_regions_wait_once(void **state) {
+  (void)state;
+  for (int failing = 0; failing < 2; failing++) {
+    pthread_mutex_lock(&cw.lock);
+    cw.async_copies = cw.syncs = cw.errors = 0;
+    cw.fail_sync = failing;
+    cw.first_error[0] = '\0';
+    pthread_mutex_unlock(&cw.lock);
+    struct pts_shm_registry *reg = pts_shm_registry_new(true, &cw_cuda);
+    assert_non_null(reg);
+    struct pts_error err;
+    unsigned char handle[PTS_SHM_CUDA_HANDLE_SIZE] = {0};
+    assert_int_equal(pts_shm_register_cuda(reg, "c", handle, sizeof handle, 0, 256, &err),
+                     PTS_OK);
+    setenv("PTSERVE_DELAY_SCHEDULER", "3", 1);
+    struct sched_fixture f;
+    start(&f, &probe_backend, batching_cfg, 1);
+    unsetenv("PTSERVE_DELAY_SCHEDULER");
+    probe.mode = PROBE_ECHO;
+    struct id_box box;
+    memset(&box, 0, sizeof box);
+    pthread_mutex_init(&box.lock, NULL);
+    const char *names[] = {"A", "B"};
+    const int64_t sizes[] = {1, 2, 1};
+    struct pts_buf *places[3];
+    for (int r = 0; r < 3; r++) {
+      struct pts_infer_request *req = int_request(NULL, sizes[r], 2, names);
+      req->done = cw_done;
+      req->done_ctx = &box;
+      pts_free(req->id);
+      req->id = pts_strdup(r == 0 ? "0" : r == 1 ? "1" : "2");
+      int32_t *b = req->inputs[1].buf->data;
+      for (int64_t k = 0; k < sizes[r] * 4; k++) b[k] += 1000 * r;
+      req->outputs = pts_calloc(1, sizeof *req->outputs);
+      req->n_outputs = 1;
+      req->outputs[0].name = pts_strdup("OB");
+      req->outputs[0].shm.region = pts_strdup("c");
+      enum pts_mem mem;
+      int device;
+      assert_int_equal(pts_shm_acquire(reg, "c", 64 * (uint64_t)r, 64, "output 'OB'",
+                                       &req->outputs[0].shm_target, &mem, &device, &err),
+                       PTS_OK);
+      req->outputs[0].shm_mem = mem;
+      req->outputs[0].shm_device = device;
+      places[r] = pts_buf_retain(req->outputs[0].shm_target);
+      assert_int_equal(pts_scheduler_enqueue(f.s, req, sizes[r], NULL, &err), PTS_OK);
+    }
+    assert_int_equal(pts_scheduler_wait_idle(f.s, 0), 0);
+    assert_int_equal(box.calls, 3);
+    assert_int_equal(probe.batch_size, 4); /* one batch */
+    assert_int_equal(cw.async_copies, 3);
+    assert_int_equal(cw.syncs, 1);
+    for (int r = 0; r < 3; r++) {
+      assert_int_equal(cw.syncs_seen_by_done[r], 1); /* answered after the wait */
+      if (failing) {
+        assert_null(box.resp[r]);
+        continue;
+      }
+      const int32_t *v = places[r]->data; /* B's values echoed: k + 100 + 1000 r */
+      for (int64_t k = 0; k < sizes[r] * 4; k++) assert_int_equal(v[k], k + 100 + 1000 * r);
+      assert_non_null(box.resp[r]);
+      assert_null(box.resp[r]->outputs[0].data); /* the region has it, not the response */
+    }
+    if (failing) {
+      assert_int_equal(cw.errors, 3);
+      assert_non_null(strstr(cw.first_error, "writing the outputs of model"));
+      assert_non_null(strstr(cw.first_error, "to CUDA shared memory"));
+      assert_non_null(strstr(cw.first_error, "fake: the copies failed"));
+    }
+    for (int r = 0; r < 3; r++) {
+      pts_infer_response_free(box.resp[r]);
+      pts_infer_request_free(box.req[r]);
+      pts_buf_release(places[r]);
+    }
+    pthread_mutex_destroy(&box.lock);
+    stop(&f);
+    pts_shm_registry_free(reg);
+  }
+}
+
 int main(void) {
   struct pts_log_settings quiet = {false, false, false, 0, PTS_LOG_FORMAT_DEFAULT};
   pts_log_set(&quiet);
@@ -1297,6 +1432,7 @@ int main(void) {
       cmocka_unit_test(batch_gathers_into_backend_staging),
       cmocka_unit_test(single_request_stages_only_host_memory),
       cmocka_unit_test(shm_outputs_are_written_to_their_place),
+      cmocka_unit_test(batch_answers_to_cuda_regions_wait_once),
       cmocka_unit_test(device_requests_batch_on_the_device),
       cmocka_unit_test(device_and_host_requests_do_not_batch),
       cmocka_unit_test(device_requests_without_the_op_run_alone),

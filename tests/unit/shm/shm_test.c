@@ -96,8 +96,12 @@ static void fake_unpin(void *addr) {
   (void)addr;
   dev.unpinned++;
 }
-static const struct pts_shm_cuda_ops fake_cuda = {fake_open,    fake_close, fake_to_device,
-                                                  fake_to_host, fake_pin,   fake_unpin};
+static const struct pts_shm_cuda_ops fake_cuda = {.open = fake_open,
+                                                  .close = fake_close,
+                                                  .to_device = fake_to_device,
+                                                  .to_host = fake_to_host,
+                                                  .pin = fake_pin,
+                                                  .unpin = fake_unpin};
 
 static unsigned char good_handle[PTS_SHM_CUDA_HANDLE_SIZE] = "GOOD";
 
@@ -420,6 +424,120 @@ static void cuda_regions(void **state) {
   object_drop(&a);
 }
 
+/* ---- deferred writes: a fake whose asynchronous copies land at sync ---- */
+
+static struct {
+  struct {
+    void *dst;
+    const void *src;
+    size_t n;
+  } queued[8];
+  int n_queued, syncs, synced_device, fail_sync;
+} async_dev;
+
+static enum pts_status fake_to_device_async(void *dst, const void *src, size_t n, int device,
+                                            struct pts_error *err) {
+  (void)device;
+  if (async_dev.n_queued == 8) return pts_error_set(err, PTS_INTERNAL, "fake: queue full");
+  async_dev.queued[async_dev.n_queued].dst = dst;
+  async_dev.queued[async_dev.n_queued].src = src;
+  async_dev.queued[async_dev.n_queued++].n = n;
+  return PTS_OK;
+}
+static enum pts_status fake_sync(int device, struct pts_error *err) {
+  async_dev.syncs++;
+  async_dev.synced_device = device;
+  if (async_dev.fail_sync) return pts_error_set(err, PTS_INTERNAL, "fake: the copies failed");
+  for (int i = 0; i < async_dev.n_queued; i++)
+    memcpy(async_dev.queued[i].dst, async_dev.queued[i].src, async_dev.queued[i].n);
+  async_dev.n_queued = 0;
+  return PTS_OK;
+}
+static const struct pts_shm_cuda_ops fake_async_cuda = {.open = fake_open,
+                                                        .close = fake_close,
+                                                        .to_device = fake_to_device,
+                                                        .to_host = fake_to_host,
+                                                        .to_device_async = fake_to_device_async,
+                                                        .sync = fake_sync,
+                                                        .pin = fake_pin,
+                                                        .unpin = fake_unpin};
+
+/* A batch's device writes are enqueued and waited for once; host writes
+ * (and backends without asynchronous copies) are done at once. */
+static void deferred_writes_wait_once(void **state) {
+  (void)state;
+  memset(&dev, 0, sizeof dev);
+  memset(&async_dev, 0, sizeof async_dev);
+  struct object a;
+  object_make(&a, "deferred", 4096);
+  struct pts_shm_registry *r = pts_shm_registry_new(true, &fake_async_cuda);
+  struct pts_error err;
+  assert_int_equal(
+      pts_shm_register_cuda(r, "c", good_handle, sizeof good_handle, 2, 128, &err), PTS_OK);
+  assert_int_equal(pts_shm_register_system(r, "sys", a.key, 0, 4096, &err), PTS_OK);
+  struct pts_buf *v[3];
+  enum pts_mem mem[3];
+  int device[3];
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pts_shm_acquire(r, "c", 8 * (uint64_t)i, 8, "output 'O'", &v[i], &mem[i],
+                                     &device[i], &err),
+                     PTS_OK);
+  assert_int_equal(pts_shm_acquire(r, "sys", 0, 8, "output 'O'", &v[2], &mem[2], &device[2], &err),
+                   PTS_OK);
+  unsigned char src[3][8];
+  for (int i = 0; i < 3; i++) memset(src[i], 10 + i, 8);
+  struct pts_shm_writes w = {0};
+  bool deferred;
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(
+        pts_shm_write_deferred(&w, v[i], mem[i], device[i], src[i], 8, &deferred, &err), PTS_OK);
+    assert_int_equal(deferred, i < 2); /* the system region is written at once */
+  }
+  assert_int_equal(async_dev.n_queued, 2);
+  assert_int_equal(dev.to_device, 0);
+  assert_int_equal(((unsigned char *)v[2]->data)[0], 12);
+  assert_int_equal(dev.mem[0], 0); /* not landed yet */
+  assert_int_equal(pts_shm_writes_finish(&w, &err), PTS_OK);
+  assert_int_equal(async_dev.syncs, 1); /* one wait for both */
+  assert_int_equal(async_dev.synced_device, 2);
+  assert_memory_equal(dev.mem, src[0], 8);
+  assert_memory_equal(dev.mem + 8, src[1], 8);
+  assert_int_equal(pts_shm_writes_finish(&w, &err), PTS_OK); /* nothing left: no wait */
+  assert_int_equal(async_dev.syncs, 1);
+
+  /* too large for its place: refused before anything is enqueued */
+  unsigned char big[16] = {0};
+  assert_int_equal(pts_shm_write_deferred(&w, v[0], mem[0], device[0], big, 16, &deferred, &err),
+                   PTS_INVALID_ARG);
+  assert_int_equal(async_dev.n_queued, 0);
+
+  /* a failed wait is the finish's error */
+  async_dev.fail_sync = 1;
+  assert_int_equal(
+      pts_shm_write_deferred(&w, v[1], mem[1], device[1], src[0], 8, &deferred, &err), PTS_OK);
+  assert_int_equal(pts_shm_writes_finish(&w, &err), PTS_INTERNAL);
+  assert_non_null(strstr(err.msg, "the copies failed"));
+  assert_int_equal(w.devices, 0);
+  for (int i = 0; i < 3; i++) pts_buf_release(v[i]);
+  pts_shm_registry_free(r);
+
+  /* a backend without asynchronous copies: written at once */
+  memset(&dev, 0, sizeof dev);
+  r = pts_shm_registry_new(true, &fake_cuda);
+  assert_int_equal(
+      pts_shm_register_cuda(r, "c", good_handle, sizeof good_handle, 0, 128, &err), PTS_OK);
+  assert_int_equal(pts_shm_acquire(r, "c", 0, 8, "output 'O'", &v[0], &mem[0], &device[0], &err),
+                   PTS_OK);
+  assert_int_equal(pts_shm_write_deferred(&w, v[0], mem[0], device[0], src[1], 8, &deferred, &err),
+                   PTS_OK);
+  assert_false(deferred);
+  assert_int_equal(dev.to_device, 1);
+  assert_memory_equal(dev.mem, src[1], 8);
+  pts_buf_release(v[0]);
+  pts_shm_registry_free(r);
+  object_drop(&a);
+}
+
 /* ---- resolution of a request ---- */
 
 static struct pts_infer_request *request(size_t n_in, size_t n_out) {
@@ -519,6 +637,7 @@ int main(void) {
       cmocka_unit_test(shrunk_object_is_refused),
       cmocka_unit_test(view_outlives_registry),
       cmocka_unit_test(cuda_regions),
+      cmocka_unit_test(deferred_writes_wait_once),
       cmocka_unit_test(resolve_places),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
