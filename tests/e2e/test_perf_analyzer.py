@@ -31,18 +31,23 @@ send, finished in 4 of 4.
 import csv
 import json
 import os
+import shutil
 import subprocess
 
 import numpy as np
 import pytest
 import requests
 
-from conftest import (assert_clean_exit, free_port, launch_server, need_module,
+from conftest import (assert_clean_exit, free_port, launch_server, missing_tool, need_module,
                       one_line_per_thread, perf_analyzer_count, perf_analyzer_counted,
                       perf_analyzer_data, perf_analyzer_path, thread_stacks)
 
 TIMEOUT = 30
 REQUESTS = 200
+# How every run here measures (the module's docstring says why not
+# --request-count).
+MEASURE = ["--measurement-mode", "count_windows", "--measurement-request-count", str(REQUESTS),
+           "--stability-percentage", "1000"]
 MODEL = "mlp"
 CHECKED = "add_sub_fp32"  # a + b, a - b on [4] FP32: exact, so perf_analyzer may compare bytes
 # The metric families of GPUs (DCGM); a CPU-only server has none.
@@ -144,10 +149,8 @@ def test_perf_analyzer(perf_analyzer, server, tmp_path, protocol):
     sent = 0
     for concurrency in (1, 2):
         report = tmp_path / ("%s_%d.csv" % (protocol, concurrency))
-        cmd = [perf_analyzer, "-m", MODEL, "--concurrency-range", str(concurrency),
-               "--measurement-mode", "count_windows", "--measurement-request-count",
-               str(REQUESTS), "--stability-percentage", "1000",
-               "-f", str(report)] + PROTOCOLS[protocol](server)
+        cmd = [perf_analyzer, "-m", MODEL, "--concurrency-range", str(concurrency)] + MEASURE + \
+            ["-f", str(report)] + PROTOCOLS[protocol](server)
         cmd += EXTRA.get((protocol, concurrency), lambda s: [])(server)
         run = run_perf_analyzer(server, cmd)
         out = run.stdout
@@ -176,6 +179,68 @@ def test_perf_analyzer(perf_analyzer, server, tmp_path, protocol):
     assert after["inference_stats"]["fail"]["count"] == before["inference_stats"]["fail"]["count"]
 
 
+# gdb, non-stop mode: holds perf_analyzer's main thread on entering
+# InferenceProfiler::ProfileHelper, as a busy machine may deschedule it
+# there, while its workers run on; then notes its pid and lets it go.
+HOLD = """
+import gdb, time
+class Hold(gdb.Breakpoint):
+    def stop(self):
+        open(%r, "w").write(str(gdb.selected_inferior().pid))
+        time.sleep(%r)
+        gdb.post_event(lambda: (gdb.execute("detach"), gdb.execute("quit")))
+        return False
+Hold("triton::perfanalyzer::InferenceProfiler::ProfileHelper")
+"""
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "grpc_stream"])
+def test_a_late_main_thread_does_not_hang_the_measurement(perf_analyzer, server, tmp_path,
+                                                           protocol):
+    """Issue 49's hang, provoked: at concurrency 1 (sync ModelInfer)
+    with its main thread held a second where its workers have started and
+    it has not yet emptied its list of completed requests, perf_analyzer
+    must still end, measuring as the tests here do (MEASURE). With
+    --request-count 200 instead, the e2e test's measure until 129f03b, it
+    hangs every time on unary gRPC: the server has answered all 200, and
+    the main thread sleeps in InferenceProfiler::Measure, waiting for a
+    200th record it threw away (docs/reliability.md)."""
+    gdb = shutil.which("gdb") or missing_tool("gdb")
+    pid_file, hold = tmp_path / "pid", tmp_path / "hold.py"
+    hold.write_text(HOLD % (str(pid_file), 1.0))
+    with open(perf_analyzer, "rb") as f:  # the venv's is a shell wrapper
+        launcher = ["/bin/sh"] if f.read(2) == b"#!" else []
+    cmd = [gdb, "-batch", "-nx", "-ex", "set non-stop on", "-ex", "set breakpoint pending on",
+           "-ex", "set disable-randomization off", "-ex", "source %s" % hold, "-ex", "run",
+           "--args"] + launcher + [perf_analyzer, "-m", MODEL, "--concurrency-range", "1"] + \
+        MEASURE + PROTOCOLS[protocol](server)
+    before = server_stats(server)["inference_stats"]["success"]["count"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # gdb quits once it lets go; perf_analyzer keeps the pipe to its end
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        pid = int(pid_file.read_text()) if pid_file.exists() else None
+        stacks = thread_stacks(pid) if pid else "perf_analyzer was never held"
+        answered = server_stats(server)["inference_stats"]["success"]["count"] - before
+        if pid:
+            os.kill(pid, 9)
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail("perf_analyzer did not finish in 60 s, the server having answered %d "
+                    "requests: %s\nits output:\n%s\nits threads:\n%s"
+                    % (answered, " ".join(cmd), out, one_line_per_thread(stacks)))
+    if not pid_file.exists() and "ptrace" in out:
+        missing_tool("gdb with ptrace allowed (%s)" % out.strip().splitlines()[-1])
+    assert pid_file.exists(), "gdb never held perf_analyzer's main thread:\n" + out
+    # gdb's own lines are in brackets; what is left is perf_analyzer's report
+    report = "\n".join(ln for ln in out.splitlines() if not ln.startswith("[")
+                       and not ln.startswith("Breakpoint ") and "libthread_db" not in ln)
+    sent = perf_analyzer_counted(subprocess.CompletedProcess(cmd, proc.returncode, report), 1,
+                                 REQUESTS)
+    assert server_stats(server)["inference_stats"]["success"]["count"] - before >= sent
+
+
 @pytest.fixture(scope="module")
 def add_sub_data(torch_models, tmp_path_factory):
     """--input-data files for CHECKED (conftest.perf_analyzer_data), the
@@ -196,9 +261,8 @@ def add_sub_data(torch_models, tmp_path_factory):
 def checked_run(perf_analyzer, server, protocol, *args):
     """perf_analyzer on CHECKED at concurrency 2: the requests it counted,
     once conftest.perf_analyzer_counted has found the run clean."""
-    cmd = [perf_analyzer, "-m", CHECKED, "--concurrency-range", "2", "--measurement-mode",
-           "count_windows", "--measurement-request-count", str(REQUESTS),
-           "--stability-percentage", "1000"] + PROTOCOLS[protocol](server) + list(args)
+    cmd = [perf_analyzer, "-m", CHECKED, "--concurrency-range", "2"] + MEASURE + \
+        PROTOCOLS[protocol](server) + list(args)
     return perf_analyzer_counted(run_perf_analyzer(server, cmd, CHECKED), 2, REQUESTS)
 
 
