@@ -536,10 +536,9 @@ static enum pts_status write_shm_output(const struct pts_scheduler *s,
   /* A backend that wrote straight into the region (pts_batch.output_dest)
    * left nothing to copy. */
   if (t->data != o->shm_target->data) {
-    bool deferred;
     enum pts_status st =
         w ? pts_shm_write_deferred(w, o->shm_target, o->shm_mem, o->shm_device, t->data,
-                                   t->byte_size, &deferred, err)
+                                   t->byte_size, err)
           : pts_shm_write(o->shm_target, o->shm_mem, o->shm_device, t->data, t->byte_size, err);
     if (st != PTS_OK) {
       pts_error_prefix(err, "writing output '%s' of model '%s' to shared memory region '%s'",

@@ -546,23 +546,22 @@ enum pts_status pts_shm_write(struct pts_buf *view, enum pts_mem mem, int device
 
 enum pts_status pts_shm_write_deferred(struct pts_shm_writes *w, struct pts_buf *view,
                                        enum pts_mem mem, int device, const void *src, size_t n,
-                                       bool *deferred, struct pts_error *err) {
-  *deferred = false;
+                                       struct pts_error *err) {
   const struct region *g = mem == PTS_MEM_DEVICE ? view_region(view) : NULL;
   if (!g || !g->cuda || !g->cuda->to_device_async || !g->cuda->sync || device < 0 ||
-      device > 63 || n == 0 || n > view->size || (w->cuda && w->cuda != g->cuda))
+      device >= PTS_SHM_WRITES_DEVICES || n == 0 || n > view->size ||
+      (w->cuda && w->cuda != g->cuda))
     return pts_shm_write(view, mem, device, src, n, err);
   enum pts_status st = g->cuda->to_device_async(view->data, src, n, device, err);
   if (st != PTS_OK) return st;
   w->cuda = g->cuda;
   w->devices |= UINT64_C(1) << device;
-  *deferred = true;
   return PTS_OK;
 }
 
 enum pts_status pts_shm_writes_finish(struct pts_shm_writes *w, struct pts_error *err) {
   enum pts_status st = PTS_OK;
-  for (int d = 0; w->devices && d < 64; d++) {
+  for (int d = 0; w->devices && d < PTS_SHM_WRITES_DEVICES; d++) {
     if (!(w->devices & (UINT64_C(1) << d))) continue;
     w->devices &= ~(UINT64_C(1) << d);
     struct pts_error e;

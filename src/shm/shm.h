@@ -169,18 +169,20 @@ enum pts_status pts_shm_write(struct pts_buf *view, enum pts_mem mem, int device
  * Usage: zero it; pts_shm_write_deferred per output; then
  * pts_shm_writes_finish before anyone reads a region or frees a source.
  * Threading: one thread's, for the batch. */
+#define PTS_SHM_WRITES_DEVICES 64 /* devices a pts_shm_writes can leave copies on */
 struct pts_shm_writes {
   const struct pts_shm_cuda_ops *cuda; /* of the regions written; borrowed */
   uint64_t devices;                    /* bit d: copies in flight on device d */
 };
 
 /* pts_shm_write, except that a copy to device memory may be left in
- * flight: then *deferred is true and `src` must stay as it is until
- * pts_shm_writes_finish. Host memory, and devices beyond 63 or without
- * asynchronous copies, are written at once (*deferred false). */
+ * flight (its device's bit set in w->devices): `src` must then stay as it
+ * is until pts_shm_writes_finish. Host memory, and devices from
+ * PTS_SHM_WRITES_DEVICES on or without asynchronous copies, are written at
+ * once. */
 enum pts_status pts_shm_write_deferred(struct pts_shm_writes *w, struct pts_buf *view,
                                        enum pts_mem mem, int device, const void *src, size_t n,
-                                       bool *deferred, struct pts_error *err);
+                                       struct pts_error *err);
 
 /* Waits for every copy w left in flight; w is empty again after. An error
  * means some of them may not have landed. */

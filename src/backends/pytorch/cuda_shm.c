@@ -145,33 +145,42 @@ static enum pts_status stream_of(int device, cudaStream_t *out, struct pts_error
   return PTS_OK;
 }
 
-static enum pts_status copy(void *dst, const void *src, size_t n, int device,
-                            enum cudaMemcpyKind kind, struct pts_error *err) {
-  int prev;
-  enum pts_status st = device_enter(device, &prev, err);
+/* Makes `device` current (the caller's restored by device_leave(*prev))
+ * and gives its stream; on failure nothing is left to undo. */
+static enum pts_status enter_stream(int device, int *prev, cudaStream_t *s,
+                                    struct pts_error *err) {
+  enum pts_status st = device_enter(device, prev, err);
   if (st != PTS_OK) return st;
-  cudaStream_t s = NULL;
-  st = stream_of(device, &s, err);
-  if (st == PTS_OK) {
-    cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, s);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-    if (e != cudaSuccess)
-      st = pts_error_set(err, PTS_INTERNAL, "copying %zu bytes %s CUDA device %d failed: %s", n,
-                         kind == cudaMemcpyHostToDevice ? "to" : "from", device,
-                         cudaGetErrorString(e));
-  }
+  st = stream_of(device, s, err);
+  if (st != PTS_OK) device_leave(*prev);
+  return st;
+}
+
+/* A copy on the device's stream; with `wait`, landed on return. */
+static enum pts_status copy(void *dst, const void *src, size_t n, int device,
+                            enum cudaMemcpyKind kind, bool wait, struct pts_error *err) {
+  int prev;
+  cudaStream_t s;
+  enum pts_status st = enter_stream(device, &prev, &s, err);
+  if (st != PTS_OK) return st;
+  cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, s);
+  if (e == cudaSuccess && wait) e = cudaStreamSynchronize(s);
+  if (e != cudaSuccess)
+    st = pts_error_set(err, PTS_INTERNAL, "copying %zu bytes %s CUDA device %d failed: %s", n,
+                       kind == cudaMemcpyHostToDevice ? "to" : "from", device,
+                       cudaGetErrorString(e));
   device_leave(prev);
   return st;
 }
 
 static enum pts_status to_device(void *dst, const void *src, size_t n, int device,
                                  struct pts_error *err) {
-  return copy(dst, src, n, device, cudaMemcpyHostToDevice, err);
+  return copy(dst, src, n, device, cudaMemcpyHostToDevice, true, err);
 }
 
 static enum pts_status to_host(void *dst, const void *src, size_t n, int device,
                                struct pts_error *err) {
-  return copy(dst, src, n, device, cudaMemcpyDeviceToHost, err);
+  return copy(dst, src, n, device, cudaMemcpyDeviceToHost, true, err);
 }
 
 /* The copy of `to_device`, left in flight on the device's stream: a
@@ -179,33 +188,18 @@ static enum pts_status to_host(void *dst, const void *src, size_t n, int device,
  * (`sync`), not one stream round trip each (shm.h: pts_shm_writes). */
 static enum pts_status to_device_async(void *dst, const void *src, size_t n, int device,
                                        struct pts_error *err) {
-  int prev;
-  enum pts_status st = device_enter(device, &prev, err);
-  if (st != PTS_OK) return st;
-  cudaStream_t s = NULL;
-  st = stream_of(device, &s, err);
-  if (st == PTS_OK) {
-    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s);
-    if (e != cudaSuccess)
-      st = pts_error_set(err, PTS_INTERNAL, "copying %zu bytes to CUDA device %d failed: %s", n,
-                         device, cudaGetErrorString(e));
-  }
-  device_leave(prev);
-  return st;
+  return copy(dst, src, n, device, cudaMemcpyHostToDevice, false, err);
 }
 
 static enum pts_status sync_device(int device, struct pts_error *err) {
   int prev;
-  enum pts_status st = device_enter(device, &prev, err);
+  cudaStream_t s;
+  enum pts_status st = enter_stream(device, &prev, &s, err);
   if (st != PTS_OK) return st;
-  cudaStream_t s = NULL;
-  st = stream_of(device, &s, err);
-  if (st == PTS_OK) {
-    cudaError_t e = cudaStreamSynchronize(s);
-    if (e != cudaSuccess)
-      st = pts_error_set(err, PTS_INTERNAL, "copies to CUDA device %d failed: %s", device,
-                         cudaGetErrorString(e));
-  }
+  cudaError_t e = cudaStreamSynchronize(s);
+  if (e != cudaSuccess)
+    st = pts_error_set(err, PTS_INTERNAL, "copies to CUDA device %d failed: %s", device,
+                       cudaGetErrorString(e));
   device_leave(prev);
   return st;
 }
