@@ -701,16 +701,40 @@ struct id_box {
   struct pts_infer_request *req[4];
 };
 
-static void on_done_by_id(struct pts_infer_request *req, struct pts_infer_response *resp,
-                          const struct pts_error *err, void *ctx) {
-  struct id_box *box = ctx;
-  assert_true(!err || err->code == PTS_OK);
+/* Keeps a done call's request and response under its id. */
+static void box_put(struct id_box *box, struct pts_infer_request *req,
+                    struct pts_infer_response *resp) {
   int i = req->id[0] - '0';
   pthread_mutex_lock(&box->lock);
   box->resp[i] = resp;
   box->req[i] = req;
   box->calls++;
   pthread_mutex_unlock(&box->lock);
+}
+
+static void on_done_by_id(struct pts_infer_request *req, struct pts_infer_response *resp,
+                          const struct pts_error *err, void *ctx) {
+  assert_true(!err || err->code == PTS_OK);
+  box_put(ctx, req, resp);
+}
+
+/* Request number r (id "r", r < 10) of a batch test: int_request's inputs
+ * A and B with `rows` rows, each value raised by 1000 r so that every
+ * request's rows can be told apart; answered to `done` with `box`. */
+static struct pts_infer_request *numbered_request(int r, int64_t rows, pts_infer_done_fn done,
+                                                  struct id_box *box) {
+  const char *names[] = {"A", "B"};
+  struct pts_infer_request *req = int_request(NULL, rows, 2, names);
+  req->done = done;
+  req->done_ctx = box;
+  pts_free(req->id);
+  char id[2] = {(char)('0' + r), 0};
+  req->id = pts_strdup(id);
+  for (size_t i = 0; i < 2; i++) {
+    int32_t *v = req->inputs[i].buf->data;
+    for (int64_t k = 0; k < rows * 4; k++) v[k] += 1000 * r;
+  }
+  return req;
 }
 
 static const char batching_cfg[] =
@@ -734,19 +758,10 @@ static void dynamic_batch_gathers_and_splits(void **state) {
   struct id_box box;
   memset(&box, 0, sizeof box);
   pthread_mutex_init(&box.lock, NULL);
-  const char *names[] = {"A", "B"};
   const int64_t sizes[] = {1, 2, 1};
   struct pts_error err;
   for (int r = 0; r < 3; r++) {
-    struct pts_infer_request *req = int_request(NULL, sizes[r], 2, names);
-    req->done = on_done_by_id;
-    req->done_ctx = &box;
-    pts_free(req->id);
-    req->id = pts_strdup(r == 0 ? "0" : r == 1 ? "1" : "2");
-    for (size_t i = 0; i < 2; i++) {
-      int32_t *v = req->inputs[i].buf->data;
-      for (int64_t k = 0; k < sizes[r] * 4; k++) v[k] += 1000 * r;
-    }
+    struct pts_infer_request *req = numbered_request(r, sizes[r], on_done_by_id, &box);
     assert_int_equal(pts_scheduler_enqueue(f.s, req, sizes[r], NULL, &err), PTS_OK);
   }
   assert_int_equal(pts_scheduler_wait_idle(f.s, 0), 0);
@@ -879,19 +894,10 @@ static void batch_gathers_into_backend_staging(void **state) {
   struct id_box box;
   memset(&box, 0, sizeof box);
   pthread_mutex_init(&box.lock, NULL);
-  const char *names[] = {"A", "B"};
   const int64_t sizes[] = {1, 2, 1};
   struct pts_error err;
   for (int r = 0; r < 3; r++) {
-    struct pts_infer_request *req = int_request(NULL, sizes[r], 2, names);
-    req->done = on_done_by_id;
-    req->done_ctx = &box;
-    pts_free(req->id);
-    req->id = pts_strdup(r == 0 ? "0" : r == 1 ? "1" : "2");
-    for (size_t i = 0; i < 2; i++) {
-      int32_t *v = req->inputs[i].buf->data;
-      for (int64_t k = 0; k < sizes[r] * 4; k++) v[k] += 1000 * r;
-    }
+    struct pts_infer_request *req = numbered_request(r, sizes[r], on_done_by_id, &box);
     assert_int_equal(pts_scheduler_enqueue(f.s, req, sizes[r], NULL, &err), PTS_OK);
   }
   assert_int_equal(pts_scheduler_wait_idle(f.s, 0), 0);
@@ -1080,18 +1086,10 @@ static void run_requests(struct sched_fixture *f, struct id_box *box, const int6
                          int n, unsigned device_mask, int device, const void *data[][2]) {
   memset(box, 0, sizeof *box);
   pthread_mutex_init(&box->lock, NULL);
-  const char *names[] = {"A", "B"};
   struct pts_error err;
   for (int r = 0; r < n; r++) {
-    struct pts_infer_request *req = int_request(NULL, sizes[r], 2, names);
-    req->done = on_done_by_id;
-    req->done_ctx = box;
-    pts_free(req->id);
-    char id[2] = {(char)('0' + r), 0};
-    req->id = pts_strdup(id);
+    struct pts_infer_request *req = numbered_request(r, sizes[r], on_done_by_id, box);
     for (size_t i = 0; i < 2; i++) {
-      int32_t *v = req->inputs[i].buf->data;
-      for (int64_t k = 0; k < sizes[r] * 4; k++) v[k] += 1000 * r;
       if (device_mask & (1u << r)) {
         req->inputs[i].mem = PTS_MEM_DEVICE;
         req->inputs[i].device = device;
@@ -1239,19 +1237,12 @@ static void declined_device_gather_reads_to_host(void **state) {
   struct id_box box;
   memset(&box, 0, sizeof box);
   pthread_mutex_init(&box.lock, NULL);
-  const char *names[] = {"A", "B"};
   const int64_t sizes[] = {1, 2};
   uint64_t offset = 0;
   for (int r = 0; r < 2; r++) {
-    struct pts_infer_request *req = int_request(NULL, sizes[r], 2, names);
-    req->done = on_done_by_id;
-    req->done_ctx = &box;
-    pts_free(req->id);
-    req->id = pts_strdup(r == 0 ? "0" : "1");
+    struct pts_infer_request *req = numbered_request(r, sizes[r], on_done_by_id, &box);
     for (size_t i = 0; i < 2; i++) {
       struct pts_tensor *t = &req->inputs[i];
-      int32_t *v = t->buf->data;
-      for (int64_t k = 0; k < sizes[r] * 4; k++) v[k] += 1000 * r;
       struct pts_buf *view;
       enum pts_mem mem;
       int device;
@@ -1315,18 +1306,13 @@ static const struct pts_shm_cuda_ops cw_cuda = {.open = fake_open,
 /* Each answer notes how many waits had happened when it was delivered. */
 static void cw_done(struct pts_infer_request *req, struct pts_infer_response *resp,
                     const struct pts_error *err, void *ctx) {
-  struct id_box *box = ctx;
   int i = req->id[0] - '0';
   pthread_mutex_lock(&cw.lock);
   cw.syncs_seen_by_done[i] = cw.syncs;
   if (err && err->code != PTS_OK && cw.errors++ == 0)
     snprintf(cw.first_error, sizeof cw.first_error, "%s", err->msg);
   pthread_mutex_unlock(&cw.lock);
-  pthread_mutex_lock(&box->lock);
-  box->resp[i] = resp;
-  box->req[i] = req;
-  box->calls++;
-  pthread_mutex_unlock(&box->lock);
+  box_put(ctx, req, resp);
 }
 
 /* Three requests (batch 1, 2, 1) that want OB in a CUDA region run as one
@@ -1355,17 +1341,10 @@ static void batch_answers_to_cuda_regions_wait_once(void **state) {
     struct id_box box;
     memset(&box, 0, sizeof box);
     pthread_mutex_init(&box.lock, NULL);
-    const char *names[] = {"A", "B"};
     const int64_t sizes[] = {1, 2, 1};
     struct pts_buf *places[3];
     for (int r = 0; r < 3; r++) {
-      struct pts_infer_request *req = int_request(NULL, sizes[r], 2, names);
-      req->done = cw_done;
-      req->done_ctx = &box;
-      pts_free(req->id);
-      req->id = pts_strdup(r == 0 ? "0" : r == 1 ? "1" : "2");
-      int32_t *b = req->inputs[1].buf->data;
-      for (int64_t k = 0; k < sizes[r] * 4; k++) b[k] += 1000 * r;
+      struct pts_infer_request *req = numbered_request(r, sizes[r], cw_done, &box);
       req->outputs = pts_calloc(1, sizeof *req->outputs);
       req->n_outputs = 1;
       req->outputs[0].name = pts_strdup("OB");
