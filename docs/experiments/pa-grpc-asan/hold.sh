@@ -33,16 +33,7 @@ class Hold(gdb.Breakpoint):
         return False
 Hold("triton::perfanalyzer::InferenceProfiler::ProfileHelper")
 EOF
-export ASAN_OPTIONS=detect_leaks=1:detect_odr_violation=0:alloc_dealloc_mismatch=0
-export LSAN_OPTIONS=suppressions=$ROOT/tests/lsan.supp:print_suppressions=0
-$BIN --model-repository $W/repo --http-port $PORT --grpc-port $GP --metrics-port $((PORT+2)) \
-  --grpc-address 127.0.0.1 > $W/server.log 2>&1 &
-SP=$!
-for i in $(seq 120); do curl -sf localhost:$PORT/v2/health/ready && break; sleep 1; done
-case $MEASURE in
-  count) MARGS="--request-count 200" ;;
-  windows) MARGS="--measurement-mode count_windows --measurement-request-count 200 --stability-percentage 1000" ;;
-esac
+source "$(dirname "$0")/serve.sh"  # the server (SP) and MARGS
 # the wrapper in .venv/bin sets this for the CUDA runtime stub
 export LD_LIBRARY_PATH=$ROOT/.venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib
 echo "start $(date -u +%FT%TZ) bin=$BIN measure=$MEASURE hold=${HOLD_S}s" > $W/meta

@@ -28,16 +28,7 @@ W=${W:-/tmp/pahang/$MEASURE-$PORT}
 GP=$((PORT+1))
 rm -rf $W; mkdir -p $W/repo
 ln -s $MODELS/mlp $W/repo/mlp
-export ASAN_OPTIONS=detect_leaks=1:detect_odr_violation=0:alloc_dealloc_mismatch=0
-export LSAN_OPTIONS=suppressions=$ROOT/tests/lsan.supp:print_suppressions=0
-$BIN --model-repository $W/repo --http-port $PORT --grpc-port $GP --metrics-port $((PORT+2)) \
-  --grpc-address 127.0.0.1 > $W/server.log 2>&1 &
-SP=$!
-for i in $(seq 120); do curl -sf localhost:$PORT/v2/health/ready && break; sleep 1; done
-case $MEASURE in
-  count) MARGS="--request-count 200" ;;
-  windows) MARGS="--measurement-mode count_windows --measurement-request-count 200 --stability-percentage 1000" ;;
-esac
+source "$(dirname "$0")/serve.sh"  # the server (SP) and MARGS
 echo "start $(date -u +%FT%TZ) bin=$BIN measure=$MEASURE cs='$CS' modes='$MODES'" > $W/meta
 END=$(( $(date +%s) + ${SECS:-2400} ))
 n=0; hangs=0
