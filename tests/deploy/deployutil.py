@@ -15,6 +15,7 @@ e2e suite's `from conftest import ...` never meets this one).
                    a wait_for predicate: url's /v2/health/ready answers 200;
                    fails at once, with log(), when proc has exited
 """
+import collections
 import os
 import socket
 import sys
@@ -34,10 +35,22 @@ def needs_root():
         pytest.skip(why + "; CI runs as root")
 
 
+# The ports free_port() handed out last: the kernel may give a port just
+# released again at once, and a server's ports are chosen one after the
+# other, so two of them could otherwise be the same (tests/e2e/conftest.py
+# has the same function).
+_recent_ports = collections.deque(maxlen=256)
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port of 127.0.0.1 free now, none of the last 256 handed out."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _recent_ports:
+            _recent_ports.append(port)
+            return port
 
 
 def serving(url, proc, log):

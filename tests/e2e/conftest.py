@@ -45,6 +45,7 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
       tests/gpu/run.sh sets PTS_SKIP_MISSING_TOOLS=1) skips those tests
       instead, each with the reason.
 """
+import collections
 import hashlib
 import importlib
 import inspect
@@ -66,10 +67,23 @@ import requests
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+# The ports free_port() handed out last: the kernel may give a port just
+# released again at once, and one server's ports (HTTP, metrics, gRPC) are
+# chosen one after the other, so two of them could be the same (ptserve
+# then refuses to start: "cannot listen to HTTP requests and metrics
+# requests at the same address and port").
+_recent_ports = collections.deque(maxlen=256)
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port of 127.0.0.1 free now, none of the last 256 handed out."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _recent_ports:
+            _recent_ports.append(port)
+            return port
 
 
 class Server:
