@@ -12,7 +12,7 @@ Serves resnet50_fp16 as the gpu scenario does and puts it under gRPC load
 at concurrency 512 with several clients and server settings, one after
 another: ptperf with 1 and 4 client threads in alternating rounds, 8 threads
 on 16 channels, streaming, HTTP with 1 and 4 threads, perf_analyzer. During each run it samples, every 250 ms, the gRPC sockets of
-both ends (`ss -tnmi`: bytes waiting in the server's receive queues and in
+both ends (/proc/net/tcp, as `ss` shows them: bytes waiting in the server's receive queues and in
 the client's send queues), and over the middle of the run the CPU share of
 every thread of the server and of the client (/proc/PID/task/*/stat); the
 server's statistics give the mean batch. Writes OUT_DIR/summary.md and the
@@ -20,7 +20,6 @@ raw samples. Over HTTP the sockets sampled are the HTTP port's.
 """
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -67,35 +66,36 @@ def busiest(a, b, secs, n=8):
     return "%.0f%% in all; " % total + ", ".join("%s %.0f%%" % (nm, p) for p, nm in rows[:n])
 
 
-SS_LINE = re.compile(r"^ESTAB\s+(\d+)\s+(\d+)\s+\S+:(\d+)\s+\S+:(\d+)")
-
-
 def ss_sample(port):
     """(server recv-q, server send-q, client recv-q, client send-q), summed
-    over the connections of the gRPC port, and the raw text."""
-    txt = subprocess.run(["ss", "-tnmi", "state", "established", "( sport = :%d or dport = :%d )"
-                          % (port, port)], capture_output=True, text=True).stdout
+    over the established connections of `port`, and the raw lines. Read from
+    /proc/net/tcp{,6} (tx_queue:rx_queue, what ss prints as Send-Q and
+    Recv-Q), not from ss: the GPU host has no iproute2, and the first run
+    lost every sample to that."""
     srv = [0, 0]
     cli = [0, 0]
-    for line in txt.split("\n"):
-        m = SS_LINE.match(line.replace("\t", " ").strip()) if line.startswith("ESTAB") else None
-        if not m:
-            # ss with a state filter leaves the State column out
-            parts = line.split()
-            if len(parts) >= 4 and parts[0].isdigit() and parts[1].isdigit():
-                rq, sq, local, peer = int(parts[0]), int(parts[1]), parts[2], parts[3]
+    raw = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().split("\n")[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) < 5 or f[3] != "01":  # 01: ESTABLISHED
+                continue
+            local, peer = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16)
+            sq, rq = (int(x, 16) for x in f[4].split(":"))
+            if local == port:
+                srv[0] += rq
+                srv[1] += sq
+            elif peer == port:
+                cli[0] += rq
+                cli[1] += sq
             else:
                 continue
-        else:
-            rq, sq = int(m.group(1)), int(m.group(2))
-            local, peer = ":" + m.group(3), ":" + m.group(4)
-        if local.endswith(":%d" % port):
-            srv[0] += rq
-            srv[1] += sq
-        elif peer.endswith(":%d" % port):
-            cli[0] += rq
-            cli[1] += sq
-    return srv + cli, txt
+            raw.append(line.strip())
+    return srv + cli, "\n".join(raw)
 
 
 def stats(server):
@@ -213,8 +213,8 @@ def main():
                 h.log("  %.0f/s, batch %.1f, server recv-q %.1f MB, client send-q %.1f MB" % (
                     r["infer_s"], r["batch"], r["srv_recvq_mb"], r["cli_sendq_mb"]))
                 rows.append(r)
-    lines = ["# gRPC at concurrency 512, resnet50_fp16 (%s)" % time.strftime(
-        "%Y-%m-%d %H:%M UTC", time.gmtime()), "",
+    lines = ["# gRPC at concurrency 512, %s (%s)" % (MODEL, time.strftime(
+        "%Y-%m-%d %H:%M UTC", time.gmtime())), "",
         "| run | images/s | batch | server recv-q MB | server send-q MB | client recv-q MB"
         " | client send-q MB |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
