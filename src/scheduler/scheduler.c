@@ -521,8 +521,8 @@ static int config_output_index(const Inference__ModelConfig *cfg, const char *na
 /* An output the request placed in shared memory: its bytes go there (one
  * copy, host to region, or host to device for CUDA regions) and the
  * response keeps only name, datatype and shape, as Triton's does. With `w`
- * a copy to a CUDA region is only enqueued, and the caller waits for the
- * batch's copies together (pts_shm_writes_finish): t's bytes must then
+ * a copy to a CUDA region is only noted, and the caller makes the batch's
+ * copies together (pts_shm_writes_finish): t's bytes must then
  * outlive the release below, which they do when t is a view of the batch's
  * outputs (the run holds those until after build_responses). */
 static enum pts_status write_shm_output(const struct pts_scheduler *s,
@@ -637,9 +637,9 @@ static void cache_store(struct pts_scheduler *s, struct pts_pending *p,
   pts_stats_cache_miss(&s->stats, p->cache_lookup_ns + (pts_now_ns() - t0));
 }
 
-/* Waits for the batch's copies into CUDA regions. When one failed, no
- * region can be trusted to hold its answer: every response is dropped and
- * the batch fails with the reason. */
+/* Makes the batch's copies into CUDA regions and waits for them. When one
+ * failed, no region can be trusted to hold its answer: every response is
+ * dropped and the batch fails with the reason. */
 static enum pts_status shm_writes_land(const struct pts_scheduler *s, struct run *r,
                                        struct pts_shm_writes *w, struct pts_error *err) {
   if (pts_shm_writes_finish(w, err) == PTS_OK) return PTS_OK;

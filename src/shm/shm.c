@@ -548,29 +548,70 @@ enum pts_status pts_shm_write_deferred(struct pts_shm_writes *w, struct pts_buf 
                                        enum pts_mem mem, int device, const void *src, size_t n,
                                        struct pts_error *err) {
   const struct region *g = mem == PTS_MEM_DEVICE ? view_region(view) : NULL;
-  if (!g || !g->cuda || !g->cuda->to_device_async || !g->cuda->sync || device < 0 ||
-      device >= PTS_SHM_WRITES_DEVICES || n == 0 || n > view->size ||
-      (w->cuda && w->cuda != g->cuda))
+  if (!g || !g->cuda || !g->cuda->to_device_batch || !g->cuda->sync || device < 0 || n == 0 ||
+      n > view->size || (w->cuda && w->cuda != g->cuda))
     return pts_shm_write(view, mem, device, src, n, err);
-  enum pts_status st = g->cuda->to_device_async(view->data, src, n, device, err);
-  if (st != PTS_OK) return st;
+  if (w->count == w->cap) {
+    size_t cap = w->cap ? 2 * w->cap : 16;
+    struct pts_shm_copy *c = pts_realloc(w->copies, cap * sizeof *c);
+    if (!c) return pts_shm_write(view, mem, device, src, n, err);
+    w->copies = c;
+    w->cap = cap;
+  }
+  w->copies[w->count++] = (struct pts_shm_copy){view->data, src, n, device};
   w->cuda = g->cuda;
-  w->devices |= UINT64_C(1) << device;
   return PTS_OK;
+}
+
+/* Hands `device` the copies of w on it in one batch, then waits for them. */
+static enum pts_status writes_land_on(const struct pts_shm_writes *w, int device,
+                                      struct pts_error *err) {
+  size_t k = 0;
+  for (size_t i = 0; i < w->count; i++) k += w->copies[i].device == device;
+  void **dsts = pts_malloc(k * sizeof *dsts);
+  const void **srcs = pts_malloc(k * sizeof *srcs);
+  size_t *sizes = pts_malloc(k * sizeof *sizes);
+  enum pts_status st = PTS_OK;
+  if (!dsts || !srcs || !sizes) {
+    st = pts_error_set(err, PTS_INTERNAL, "out of memory for %zu copies to CUDA device %d", k,
+                       device);
+  } else {
+    k = 0;
+    for (size_t i = 0; i < w->count; i++)
+      if (w->copies[i].device == device) {
+        dsts[k] = w->copies[i].dst;
+        srcs[k] = w->copies[i].src;
+        sizes[k++] = w->copies[i].n;
+      }
+    st = w->cuda->to_device_batch(dsts, srcs, sizes, k, device, err);
+  }
+  pts_free(dsts);
+  pts_free(srcs);
+  pts_free(sizes);
+  /* wait even after a failed enqueue: copies it did enqueue read the sources */
+  struct pts_error e;
+  if (w->cuda->sync(device, &e) != PTS_OK && st == PTS_OK) {
+    *err = e;
+    st = e.code;
+  }
+  return st;
 }
 
 enum pts_status pts_shm_writes_finish(struct pts_shm_writes *w, struct pts_error *err) {
   enum pts_status st = PTS_OK;
-  for (int d = 0; w->devices && d < PTS_SHM_WRITES_DEVICES; d++) {
-    if (!(w->devices & (UINT64_C(1) << d))) continue;
-    w->devices &= ~(UINT64_C(1) << d);
+  for (size_t i = 0; i < w->count; i++) {
+    int d = w->copies[i].device;
+    bool seen = false; /* its device's batch already made (a batch has few devices) */
+    for (size_t j = 0; j < i && !seen; j++) seen = w->copies[j].device == d;
+    if (seen) continue;
     struct pts_error e;
-    if (w->cuda->sync(d, &e) != PTS_OK && st == PTS_OK) {
-      st = e.code;
+    if (writes_land_on(w, d, &e) != PTS_OK && st == PTS_OK) {
       *err = e;
+      st = e.code;
     }
   }
-  w->cuda = NULL;
+  pts_free(w->copies);
+  *w = (struct pts_shm_writes){0};
   return st;
 }
 

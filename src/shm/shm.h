@@ -71,9 +71,13 @@ struct pts_shm_cuda_ops {
                                struct pts_error *err);
   enum pts_status (*to_host)(void *dst, const void *src, size_t n, int device,
                              struct pts_error *err);
-  /* The same copy to the device, only enqueued: `src` must stay as it is
-   * until `sync` on that device has returned. Both NULL, or neither. */
-  enum pts_status (*to_device_async)(void *dst, const void *src, size_t n, int device,
+  /* `count` copies from host memory into device memory of `device`
+   * (sizes[i] bytes from srcs[i] to dsts[i]), only enqueued, with one
+   * runtime call where the runtime has one: the sources must stay as they
+   * are until `sync` on that device has returned. The arrays are the
+   * caller's, read during the call. Both NULL, or neither. */
+  enum pts_status (*to_device_batch)(void *const *dsts, const void *const *srcs,
+                                     const size_t *sizes, size_t count, int device,
                                      struct pts_error *err);
   /* Waits until every copy enqueued on `device` has landed. */
   enum pts_status (*sync)(int device, struct pts_error *err);
@@ -160,32 +164,41 @@ bool pts_shm_is_view(const struct pts_buf *b);
 enum pts_status pts_shm_write(struct pts_buf *view, enum pts_mem mem, int device, const void *src,
                               size_t n, struct pts_error *err);
 
-/* The writes of one batch's answers, waited for together. A batch of N
- * requests with outputs in CUDA regions made N synchronized copies, one
- * stream round trip each (1.8 ms for 128 answers of 2 KB on an H200,
- * most of a batch's output time): here each device copy is only enqueued
- * and every device is waited for once, in pts_shm_writes_finish.
+/* The writes of one batch's answers, made together. A batch of N requests
+ * with outputs in CUDA regions made N synchronized copies, one stream round
+ * trip each (1.8 ms for 128 answers of 2 KB on an H200, most of a batch's
+ * output time); one wait per batch took that to 1.4 ms, most of it the 128
+ * copy calls. So the device copies are only noted here, and
+ * pts_shm_writes_finish hands each device its copies in one batch
+ * (to_device_batch) and waits for it once.
  *
  * Usage: zero it; pts_shm_write_deferred per output; then
- * pts_shm_writes_finish before anyone reads a region or frees a source.
+ * pts_shm_writes_finish before anyone reads a region or frees a source
+ * (finish also frees what the notes took).
  * Threading: one thread's, for the batch. */
-#define PTS_SHM_WRITES_DEVICES 64 /* devices a pts_shm_writes can leave copies on */
+struct pts_shm_copy {
+  void *dst;       /* in a CUDA region's mapping; borrowed */
+  const void *src; /* host memory; borrowed, must outlive the finish */
+  size_t n;
+  int device;
+};
 struct pts_shm_writes {
   const struct pts_shm_cuda_ops *cuda; /* of the regions written; borrowed */
-  uint64_t devices;                    /* bit d: copies in flight on device d */
+  struct pts_shm_copy *copies;         /* owned; count of cap used */
+  size_t count, cap;
 };
 
-/* pts_shm_write, except that a copy to device memory may be left in
- * flight (its device's bit set in w->devices): `src` must then stay as it
- * is until pts_shm_writes_finish. Host memory, and devices from
- * PTS_SHM_WRITES_DEVICES on or without asynchronous copies, are written at
- * once. */
+/* pts_shm_write, except that a copy to device memory is only noted in w
+ * (checked as pts_shm_write checks it): `src` must then stay as it is
+ * until pts_shm_writes_finish. Host memory, and backends without batched
+ * copies, are written at once (also when a note can not be allocated). */
 enum pts_status pts_shm_write_deferred(struct pts_shm_writes *w, struct pts_buf *view,
                                        enum pts_mem mem, int device, const void *src, size_t n,
                                        struct pts_error *err);
 
-/* Waits for every copy w left in flight; w is empty again after. An error
- * means some of them may not have landed. */
+/* Makes every copy noted in w, one batch per device, and waits for each
+ * device once; w is empty again after. An error means some of them may not
+ * have landed. */
 enum pts_status pts_shm_writes_finish(struct pts_shm_writes *w, struct pts_error *err);
 
 /* Copies the first n bytes of a device view (pts_shm_acquire) into host

@@ -16,9 +16,11 @@
  * - to_device / to_host: copies on a non-blocking stream of our own per
  *   device, then a stream synchronization: the bytes are in place before
  *   the response that announces them leaves (a pageable-memory cudaMemcpy
- *   may return before its DMA has landed). to_device_async enqueues the
- *   copy alone and sync waits for the stream: a batch's answers are written
- *   with one wait, not one per request.
+ *   may return before its DMA has landed). to_device_batch enqueues a
+ *   batch's answers with one cudaMemcpyBatchAsync (CUDA 13; one
+ *   cudaMemcpyAsync each before it, or where the batch call is refused) and
+ *   sync waits for the stream: one call and one wait per batch, not per
+ *   request.
  * - pin / unpin: cudaHostRegister (portable) of a system region's mapping,
  *   so a GPU copies from it by DMA with no staging copy; failure is not an
  *   error (the region then works unpinned).
@@ -156,15 +158,15 @@ static enum pts_status enter_stream(int device, int *prev, cudaStream_t *s,
   return st;
 }
 
-/* A copy on the device's stream; with `wait`, landed on return. */
+/* A copy on the device's stream, landed on return. */
 static enum pts_status copy(void *dst, const void *src, size_t n, int device,
-                            enum cudaMemcpyKind kind, bool wait, struct pts_error *err) {
+                            enum cudaMemcpyKind kind, struct pts_error *err) {
   int prev;
   cudaStream_t s;
   enum pts_status st = enter_stream(device, &prev, &s, err);
   if (st != PTS_OK) return st;
   cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, s);
-  if (e == cudaSuccess && wait) e = cudaStreamSynchronize(s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   if (e != cudaSuccess)
     st = pts_error_set(err, PTS_INTERNAL, "copying %zu bytes %s CUDA device %d failed: %s", n,
                        kind == cudaMemcpyHostToDevice ? "to" : "from", device,
@@ -175,20 +177,51 @@ static enum pts_status copy(void *dst, const void *src, size_t n, int device,
 
 static enum pts_status to_device(void *dst, const void *src, size_t n, int device,
                                  struct pts_error *err) {
-  return copy(dst, src, n, device, cudaMemcpyHostToDevice, true, err);
+  return copy(dst, src, n, device, cudaMemcpyHostToDevice, err);
 }
 
 static enum pts_status to_host(void *dst, const void *src, size_t n, int device,
                                struct pts_error *err) {
-  return copy(dst, src, n, device, cudaMemcpyDeviceToHost, true, err);
+  return copy(dst, src, n, device, cudaMemcpyDeviceToHost, err);
 }
 
-/* The copy of `to_device`, left in flight on the device's stream: a
- * batch's answers are enqueued one after the other and waited for once
- * (`sync`), not one stream round trip each (shm.h: pts_shm_writes). */
-static enum pts_status to_device_async(void *dst, const void *src, size_t n, int device,
+/* The copies of a batch of answers (shm.h: pts_shm_writes), enqueued on
+ * `s`. cudaMemcpyBatchAsync takes them in one call, where 128 calls of
+ * cudaMemcpyAsync cost the instance thread most of a millisecond; its
+ * sources are read in stream order (the attribute it requires). The
+ * signature is CUDA 13's (12.8 had another), so older runtimes, and a
+ * refusal, take the loop. */
+static cudaError_t enqueue_batch(void *const *dsts, const void *const *srcs, const size_t *sizes,
+                                 size_t count, cudaStream_t s) {
+#if CUDART_VERSION >= 13000
+  struct cudaMemcpyAttributes attr;
+  memset(&attr, 0, sizeof attr);
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t attr_of_all = 0; /* attrs[0] applies from copy 0 on */
+  if (cudaMemcpyBatchAsync(dsts, srcs, sizes, count, &attr, &attr_of_all, 1, s) == cudaSuccess)
+    return cudaSuccess;
+  cudaGetLastError(); /* not sticky; the loop below decides */
+#endif
+  for (size_t i = 0; i < count; i++) {
+    cudaError_t e = cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyHostToDevice, s);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+static enum pts_status to_device_batch(void *const *dsts, const void *const *srcs,
+                                       const size_t *sizes, size_t count, int device,
                                        struct pts_error *err) {
-  return copy(dst, src, n, device, cudaMemcpyHostToDevice, false, err);
+  int prev;
+  cudaStream_t s;
+  enum pts_status st = enter_stream(device, &prev, &s, err);
+  if (st != PTS_OK) return st;
+  cudaError_t e = enqueue_batch(dsts, srcs, sizes, count, s);
+  if (e != cudaSuccess)
+    st = pts_error_set(err, PTS_INTERNAL, "copying %zu answers to CUDA device %d failed: %s",
+                       count, device, cudaGetErrorString(e));
+  device_leave(prev);
+  return st;
 }
 
 static enum pts_status sync_device(int device, struct pts_error *err) {
@@ -225,7 +258,7 @@ static const struct pts_shm_cuda_ops ops = {.open = ipc_open,
                                             .close = ipc_close,
                                             .to_device = to_device,
                                             .to_host = to_host,
-                                            .to_device_async = to_device_async,
+                                            .to_device_batch = to_device_batch,
                                             .sync = sync_device,
                                             .pin = pin,
                                             .unpin = unpin};

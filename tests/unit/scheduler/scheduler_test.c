@@ -1269,22 +1269,24 @@ static void declined_device_gather_reads_to_host(void **state) {
   pts_shm_registry_free(reg);
 }
 
-/* ---- a batch's answers written into CUDA regions: enqueued, one wait */
+/* ---- a batch's answers written into CUDA regions: one batch, one wait */
 
 static struct {
   pthread_mutex_t lock;
-  int async_copies, syncs, syncs_seen_by_done[4], errors;
+  int batches, batched_copies, syncs, syncs_seen_by_done[4], errors;
   bool fail_sync;
   char first_error[sizeof((struct pts_error *)0)->msg];
 } cw = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static enum pts_status cw_copy_async(void *dst, const void *src, size_t n, int device,
+static enum pts_status cw_copy_batch(void *const *dsts, const void *const *srcs,
+                                     const size_t *sizes, size_t count, int device,
                                      struct pts_error *err) {
   (void)device;
   (void)err;
-  memcpy(dst, src, n);
+  for (size_t i = 0; i < count; i++) memcpy(dsts[i], srcs[i], sizes[i]);
   pthread_mutex_lock(&cw.lock);
-  cw.async_copies++;
+  cw.batches++;
+  cw.batched_copies += (int)count;
   pthread_mutex_unlock(&cw.lock);
   return PTS_OK;
 }
@@ -1300,7 +1302,7 @@ static const struct pts_shm_cuda_ops cw_cuda = {.open = fake_open,
                                                 .close = fake_close,
                                                 .to_device = fake_copy,
                                                 .to_host = fake_copy,
-                                                .to_device_async = cw_copy_async,
+                                                .to_device_batch = cw_copy_batch,
                                                 .sync = cw_sync};
 
 /* Each answer notes how many waits had happened when it was delivered. */
@@ -1316,14 +1318,14 @@ static void cw_done(struct pts_infer_request *req, struct pts_infer_response *re
 }
 
 /* Three requests (batch 1, 2, 1) that want OB in a CUDA region run as one
- * batch: three copies are enqueued, the device is waited for once, and no
- * answer leaves before that wait. When the wait fails, every request of
+ * batch: the three copies go to the device in one batch, the device is
+ * waited for once, and no answer leaves before that wait. When the wait fails, every request of
  * the batch fails, saying so. */
 static void batch_answers_to_cuda_regions_wait_once(void **state) {
   (void)state;
   for (int failing = 0; failing < 2; failing++) {
     pthread_mutex_lock(&cw.lock);
-    cw.async_copies = cw.syncs = cw.errors = 0;
+    cw.batches = cw.batched_copies = cw.syncs = cw.errors = 0;
     cw.fail_sync = failing;
     cw.first_error[0] = '\0';
     pthread_mutex_unlock(&cw.lock);
@@ -1362,7 +1364,8 @@ static void batch_answers_to_cuda_regions_wait_once(void **state) {
     assert_int_equal(pts_scheduler_wait_idle(f.s, 0), 0);
     assert_int_equal(box.calls, 3);
     assert_int_equal(probe.batch_size, 4); /* one batch */
-    assert_int_equal(cw.async_copies, 3);
+    assert_int_equal(cw.batches, 1);
+    assert_int_equal(cw.batched_copies, 3);
     assert_int_equal(cw.syncs, 1);
     for (int r = 0; r < 3; r++) {
       assert_int_equal(cw.syncs_seen_by_done[r], 1); /* answered after the wait */

@@ -424,46 +424,59 @@ static void cuda_regions(void **state) {
   object_drop(&a);
 }
 
-/* ---- deferred writes: a fake whose asynchronous copies land at sync ---- */
+/* ---- deferred writes: a fake whose batched copies land at sync ---- */
 
 static struct {
   struct {
     void *dst;
     const void *src;
     size_t n;
+    int device;
   } queued[8];
-  int n_queued, syncs, synced_device, fail_sync;
+  int n_queued, batches, last_batch, batch_device[4], syncs, synced_device[4], fail_sync;
 } async_dev;
 
-static enum pts_status fake_to_device_async(void *dst, const void *src, size_t n, int device,
+static enum pts_status fake_to_device_batch(void *const *dsts, const void *const *srcs,
+                                            const size_t *sizes, size_t count, int device,
                                             struct pts_error *err) {
-  (void)device;
-  if (async_dev.n_queued == 8) return pts_error_set(err, PTS_INTERNAL, "fake: queue full");
-  async_dev.queued[async_dev.n_queued].dst = dst;
-  async_dev.queued[async_dev.n_queued].src = src;
-  async_dev.queued[async_dev.n_queued++].n = n;
+  if (async_dev.n_queued + (int)count > 8)
+    return pts_error_set(err, PTS_INTERNAL, "fake: queue full");
+  async_dev.batch_device[async_dev.batches++ % 4] = device;
+  async_dev.last_batch = (int)count;
+  for (size_t i = 0; i < count; i++) {
+    async_dev.queued[async_dev.n_queued].dst = dsts[i];
+    async_dev.queued[async_dev.n_queued].src = srcs[i];
+    async_dev.queued[async_dev.n_queued].device = device;
+    async_dev.queued[async_dev.n_queued++].n = sizes[i];
+  }
   return PTS_OK;
 }
+/* Lands the copies queued on `device` (the others stay queued). */
 static enum pts_status fake_sync(int device, struct pts_error *err) {
-  async_dev.syncs++;
-  async_dev.synced_device = device;
+  async_dev.synced_device[async_dev.syncs++ % 4] = device;
   if (async_dev.fail_sync) return pts_error_set(err, PTS_INTERNAL, "fake: the copies failed");
-  for (int i = 0; i < async_dev.n_queued; i++)
-    memcpy(async_dev.queued[i].dst, async_dev.queued[i].src, async_dev.queued[i].n);
-  async_dev.n_queued = 0;
+  int k = 0;
+  for (int i = 0; i < async_dev.n_queued; i++) {
+    if (async_dev.queued[i].device == device)
+      memcpy(async_dev.queued[i].dst, async_dev.queued[i].src, async_dev.queued[i].n);
+    else
+      async_dev.queued[k++] = async_dev.queued[i];
+  }
+  async_dev.n_queued = k;
   return PTS_OK;
 }
 static const struct pts_shm_cuda_ops fake_async_cuda = {.open = fake_open,
                                                         .close = fake_close,
                                                         .to_device = fake_to_device,
                                                         .to_host = fake_to_host,
-                                                        .to_device_async = fake_to_device_async,
+                                                        .to_device_batch = fake_to_device_batch,
                                                         .sync = fake_sync,
                                                         .pin = fake_pin,
                                                         .unpin = fake_unpin};
 
-/* A batch's device writes are enqueued and waited for once; host writes
- * (and backends without asynchronous copies) are done at once. */
+/* A batch's device writes are only noted, then handed over in one batch per
+ * device and waited for once; host writes (and backends without batched
+ * copies) are done at once. */
 static void deferred_writes_wait_once(void **state) {
   (void)state;
   memset(&dev, 0, sizeof dev);
@@ -490,38 +503,71 @@ static void deferred_writes_wait_once(void **state) {
   for (int i = 0; i < 3; i++) {
     assert_int_equal(pts_shm_write_deferred(&w, v[i], mem[i], device[i], src[i], 8, &err),
                      PTS_OK);
-    /* the CUDA ones left in flight, on device 2; the system region written at once */
-    assert_int_equal(async_dev.n_queued, i < 2 ? i + 1 : 2);
-    assert_int_equal(w.devices, UINT64_C(1) << 2);
+    /* the CUDA ones noted, nothing handed to the device yet; the system
+     * region written at once */
+    assert_int_equal(w.count, i < 2 ? (size_t)i + 1 : 2);
+    assert_int_equal(async_dev.batches, 0);
   }
-  assert_int_equal(async_dev.n_queued, 2);
   assert_int_equal(dev.to_device, 0);
   assert_int_equal(((unsigned char *)v[2]->data)[0], 12);
   assert_int_equal(dev.mem[0], 0); /* not landed yet */
   assert_int_equal(pts_shm_writes_finish(&w, &err), PTS_OK);
+  assert_int_equal(async_dev.batches, 1); /* one call for both */
+  assert_int_equal(async_dev.last_batch, 2);
+  assert_int_equal(async_dev.batch_device[0], 2);
   assert_int_equal(async_dev.syncs, 1); /* one wait for both */
-  assert_int_equal(async_dev.synced_device, 2);
+  assert_int_equal(async_dev.synced_device[0], 2);
   assert_memory_equal(dev.mem, src[0], 8);
   assert_memory_equal(dev.mem + 8, src[1], 8);
+  assert_int_equal(w.count, 0);
+  assert_null(w.copies);
   assert_int_equal(pts_shm_writes_finish(&w, &err), PTS_OK); /* nothing left: no wait */
   assert_int_equal(async_dev.syncs, 1);
 
-  /* too large for its place: refused before anything is enqueued */
+  /* too large for its place: refused before anything is noted */
   unsigned char big[16] = {0};
   assert_int_equal(pts_shm_write_deferred(&w, v[0], mem[0], device[0], big, 16, &err),
                    PTS_INVALID_ARG);
-  assert_int_equal(async_dev.n_queued, 0);
+  assert_int_equal(w.count, 0);
 
-  /* a failed wait is the finish's error */
+  /* regions on two devices: one batch and one wait each, every copy landed */
+  struct pts_buf *v3;
+  enum pts_mem mem3;
+  int device3;
+  assert_int_equal(
+      pts_shm_register_cuda(r, "d", good_handle, sizeof good_handle, 3, 128, &err), PTS_OK);
+  assert_int_equal(pts_shm_acquire(r, "d", 16, 8, "output 'O'", &v3, &mem3, &device3, &err),
+                   PTS_OK);
+  assert_int_equal(device3, 3);
+  memset(dev.mem, 0, 32);
+  memset(&async_dev, 0, sizeof async_dev);
+  assert_int_equal(pts_shm_write_deferred(&w, v[0], mem[0], device[0], src[0], 8, &err), PTS_OK);
+  assert_int_equal(pts_shm_write_deferred(&w, v3, mem3, device3, src[1], 8, &err), PTS_OK);
+  assert_int_equal(pts_shm_write_deferred(&w, v[1], mem[1], device[1], src[2], 8, &err), PTS_OK);
+  assert_int_equal(pts_shm_writes_finish(&w, &err), PTS_OK);
+  assert_int_equal(async_dev.batches, 2);
+  assert_int_equal(async_dev.batch_device[0], 2); /* in the order the devices came */
+  assert_int_equal(async_dev.batch_device[1], 3);
+  assert_int_equal(async_dev.syncs, 2);
+  assert_int_equal(async_dev.synced_device[0], 2);
+  assert_int_equal(async_dev.synced_device[1], 3);
+  assert_int_equal(async_dev.last_batch, 1);
+  assert_int_equal(async_dev.n_queued, 0);
+  assert_memory_equal(dev.mem, src[0], 8);
+  assert_memory_equal(dev.mem + 8, src[2], 8);
+  assert_memory_equal(dev.mem + 16, src[1], 8);
+  pts_buf_release(v3);
+
+  /* a failed wait is the finish's error, and w is emptied all the same */
   async_dev.fail_sync = 1;
   assert_int_equal(pts_shm_write_deferred(&w, v[1], mem[1], device[1], src[0], 8, &err), PTS_OK);
   assert_int_equal(pts_shm_writes_finish(&w, &err), PTS_INTERNAL);
   assert_non_null(strstr(err.msg, "the copies failed"));
-  assert_int_equal(w.devices, 0);
+  assert_int_equal(w.count, 0);
   for (int i = 0; i < 3; i++) pts_buf_release(v[i]);
   pts_shm_registry_free(r);
 
-  /* a backend without asynchronous copies: written at once */
+  /* a backend without batched copies: written at once */
   memset(&dev, 0, sizeof dev);
   r = pts_shm_registry_new(true, &fake_cuda);
   assert_int_equal(
@@ -530,7 +576,7 @@ static void deferred_writes_wait_once(void **state) {
                    PTS_OK);
   assert_int_equal(pts_shm_write_deferred(&w, v[0], mem[0], device[0], src[1], 8, &err),
                    PTS_OK);
-  assert_int_equal(w.devices, 0); /* nothing left in flight */
+  assert_int_equal(w.count, 0); /* nothing noted */
   assert_int_equal(dev.to_device, 1);
   assert_memory_equal(dev.mem, src[1], 8);
   pts_buf_release(v[0]);
