@@ -36,6 +36,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -198,13 +199,17 @@ static cudaError_t enqueue_batch(void *const *dsts, const void *const *srcs, con
   memset(&attr, 0, sizeof attr);
   attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
   size_t attr_of_all = 0; /* attrs[0] applies from copy 0 on */
-  if (cudaMemcpyBatchAsync(dsts, srcs, sizes, count, &attr, &attr_of_all, 1, s) == cudaSuccess)
-    return cudaSuccess;
+  cudaError_t e = cudaMemcpyBatchAsync(dsts, srcs, sizes, count, &attr, &attr_of_all, 1, s);
+  if (e == cudaSuccess) return cudaSuccess;
   cudaGetLastError(); /* not sticky; the loop below decides */
+  static atomic_bool said;
+  if (!atomic_exchange(&said, true))
+    PTS_LOG_INFO("cudaMemcpyBatchAsync refused a batch of %zu answers (%s); answers to CUDA "
+                 "shared memory are copied one call each", count, cudaGetErrorString(e));
 #endif
   for (size_t i = 0; i < count; i++) {
-    cudaError_t e = cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyHostToDevice, s);
-    if (e != cudaSuccess) return e;
+    cudaError_t ce = cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyHostToDevice, s);
+    if (ce != cudaSuccess) return ce;
   }
   return cudaSuccess;
 }
