@@ -167,8 +167,8 @@ enum pts_status pts_shm_write(struct pts_buf *view, enum pts_mem mem, int device
 /* The writes of one batch's answers, made together. A batch of N requests
  * with outputs in CUDA regions made N synchronized copies, one stream round
  * trip each (1.8 ms for 128 answers of 2 KB on an H200, most of a batch's
- * output time); one wait per batch took that to 1.4 ms, most of it the 128
- * copy calls. So the device copies are only noted here, and
+ * output time); one wait per batch took that to 1.4 ms, by estimate mostly
+ * the 128 copy calls. So the device copies are only noted here, and
  * pts_shm_writes_finish hands each device its copies in one batch
  * (to_device_batch) and waits for it once.
  *
