@@ -16,11 +16,9 @@ which has CUDA torch; bench/gpu/run.py says what it needs). Scenarios:
 cpu, cache, trace, ensemble, overload, triton, aoti (the CPU set, in that
 order) and gpu. Each writes bench/<name>/results/ (BENCH_RESULTS moves it).
 """
-import collections
 import csv
 import glob
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +26,8 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from ports import free_port  # noqa: E402 (the tests' own: tests/ports.py)
 PY = sys.executable
 
 
@@ -52,24 +52,6 @@ def build(build_dir, targets, *cmake_args):
     subprocess.run(["cmake", "--build", build_dir, "--target", *targets,
                     "-j" + os.environ.get("JOBS", "2")], check=True, stdout=subprocess.DEVNULL)
     return build_dir
-
-
-# The ports free_port() handed out last: the kernel may give a port just
-# released again at once, and a server's ports are chosen one after the
-# other, so two of them could otherwise be the same (tests/e2e/conftest.py
-# has the same function).
-_recent_ports = collections.deque(maxlen=256)
-
-
-def free_port():
-    """A port of 127.0.0.1 free now, none of the last 256 handed out."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _recent_ports:
-            _recent_ports.append(port)
-            return port
 
 
 def http_get(url):

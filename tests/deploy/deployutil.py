@@ -7,7 +7,7 @@ e2e suite's `from conftest import ...` never meets this one).
                    except where PTS_REQUIRE_ROOT=1 (.ci/run sets it): there a
                    runner without root fails them, so CI can not go green
                    without them
-  free_port()      a free TCP port on 127.0.0.1
+  free_port()      a free TCP port on 127.0.0.1 (tests/ports.py)
   wait_for(pred, timeout, what, log=None)
                    polls pred() until it is true; fails naming `what` (and
                    printing `log()`) when it is not within timeout seconds
@@ -15,9 +15,7 @@ e2e suite's `from conftest import ...` never meets this one).
                    a wait_for predicate: url's /v2/health/ready answers 200;
                    fails at once, with log(), when proc has exited
 """
-import collections
 import os
-import socket
 import sys
 import time
 
@@ -25,6 +23,8 @@ import pytest
 import requests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from ports import free_port  # noqa: E402,F401 (the tests import it from here)
 
 
 def needs_root():
@@ -33,24 +33,6 @@ def needs_root():
         if os.environ.get("PTS_REQUIRE_ROOT") == "1":
             pytest.fail(why + "; PTS_REQUIRE_ROOT=1 says this runner must run it")
         pytest.skip(why + "; CI runs as root")
-
-
-# The ports free_port() handed out last: the kernel may give a port just
-# released again at once, and a server's ports are chosen one after the
-# other, so two of them could otherwise be the same (tests/e2e/conftest.py
-# has the same function).
-_recent_ports = collections.deque(maxlen=256)
-
-
-def free_port():
-    """A port of 127.0.0.1 free now, none of the last 256 handed out."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _recent_ports:
-            _recent_ports.append(port)
-            return port
 
 
 def serving(url, proc, log):

@@ -14,6 +14,8 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
 
   launch_server(bin, repo, log_path, *args, metrics_port=, grpc_port=, ...):
       the same start-up for a server the caller owns (module-wide servers).
+  free_port(): a port of 127.0.0.1 free now (tests/ports.py, shared with
+      tests/deploy and bench/harness.py).
   assert_clean_exit(server): alive, SIGTERM -> exit 0, no sanitizer report.
   thread_stacks(pid): every thread's stack of a live process (gdb), for the
       report of a test that finds a client or the server stuck;
@@ -45,7 +47,6 @@ Fixtures and helpers shared by every tests/e2e/test_*.py:
       tests/gpu/run.sh sets PTS_SKIP_MISSING_TOOLS=1) skips those tests
       instead, each with the reason.
 """
-import collections
 import hashlib
 import importlib
 import inspect
@@ -54,7 +55,6 @@ import os
 import platform
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -65,25 +65,8 @@ import pytest
 import requests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-# The ports free_port() handed out last: the kernel may give a port just
-# released again at once, and one server's ports (HTTP, metrics, gRPC) are
-# chosen one after the other, so two of them could be the same (ptserve
-# then refuses to start: "cannot listen to HTTP requests and metrics
-# requests at the same address and port").
-_recent_ports = collections.deque(maxlen=256)
-
-
-def free_port():
-    """A port of 127.0.0.1 free now, none of the last 256 handed out."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _recent_ports:
-            _recent_ports.append(port)
-            return port
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from ports import free_port  # noqa: E402,F401 (the tests import it from here)
 
 
 class Server:
