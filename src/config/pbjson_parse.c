@@ -25,19 +25,6 @@
 /* Bounds the recursion; deeper than any ModelConfig. */
 #define MAX_DEPTH 64
 
-union scalar {
-  int32_t i32;
-  uint32_t u32;
-  int64_t i64;
-  uint64_t u64;
-  float f;
-  double d;
-  protobuf_c_boolean b;
-  int e;
-  char *s;
-  ProtobufCBinaryData bin;
-};
-
 struct jp {
   struct pts_error *err;
   char path[256]; /* "input[0].dims" — where the parser is, for messages */
@@ -117,22 +104,9 @@ static const ProtobufCFieldDescriptor *find_field(const ProtobufCMessageDescript
   return NULL;
 }
 
-static void free_scalar(const ProtobufCFieldDescriptor *f, union scalar *v) {
-  if (f->type == PROTOBUF_C_TYPE_STRING) pts_free(v->s);
-  if (f->type == PROTOBUF_C_TYPE_BYTES) pts_free(v->bin.data);
-}
-
 static enum pts_status append_value(struct jp *p, ProtobufCMessage *msg,
                                     const ProtobufCFieldDescriptor *f, const void *value) {
-  size_t *n = member(msg, f->quantifier_offset);
-  void **arr = member(msg, f->offset);
-  size_t size = pts_pbtxt_value_size(f->type);
-  char *grown = pts_realloc(*arr, (*n + 1) * size);
-  if (!grown) return nomem(p);
-  memcpy(grown + *n * size, value, size);
-  *arr = grown;
-  (*n)++;
-  return PTS_OK;
+  return pts_pbtxt_append(msg, f, value) ? PTS_OK : nomem(p);
 }
 
 /* Sets a non-repeated field (each is set at most once: the caller checks). */
@@ -156,7 +130,7 @@ static bool is_unsigned(ProtobufCType t) {
 /* Integers: a JSON number (an integral real too), or a string holding a
  * decimal integer (protobuf writes 64-bit integers as strings). */
 static enum pts_status parse_integer(struct jp *p, const json_t *j,
-                                     const ProtobufCFieldDescriptor *f, union scalar *v) {
+                                     const ProtobufCFieldDescriptor *f, union pts_pbtxt_scalar *v) {
   bool neg = false;
   uint64_t mag = 0;
   if (json_is_integer(j)) {
@@ -203,7 +177,7 @@ static enum pts_status parse_integer(struct jp *p, const json_t *j,
 }
 
 static enum pts_status parse_real(struct jp *p, const json_t *j, const ProtobufCFieldDescriptor *f,
-                                  union scalar *v) {
+                                  union pts_pbtxt_scalar *v) {
   double d;
   if (json_is_number(j)) {
     d = json_number_value(j);
@@ -233,7 +207,7 @@ static enum pts_status parse_real(struct jp *p, const json_t *j, const ProtobufC
 /* Enum values by name, case-insensitively (Triton parses load configs with
  * protobuf's case_insensitive_enum_parsing), or by number. */
 static enum pts_status parse_enum(struct jp *p, const json_t *j, const ProtobufCFieldDescriptor *f,
-                                  union scalar *v) {
+                                  union pts_pbtxt_scalar *v) {
   const ProtobufCEnumDescriptor *ed = f->descriptor;
   if (json_is_string(j)) {
     const char *s = json_string_value(j);
@@ -257,7 +231,7 @@ static enum pts_status parse_enum(struct jp *p, const json_t *j, const ProtobufC
 }
 
 static enum pts_status parse_scalar(struct jp *p, const json_t *j,
-                                    const ProtobufCFieldDescriptor *f, union scalar *v) {
+                                    const ProtobufCFieldDescriptor *f, union pts_pbtxt_scalar *v) {
   switch (f->type) {
     case PROTOBUF_C_TYPE_FLOAT:
     case PROTOBUF_C_TYPE_DOUBLE:
@@ -328,7 +302,7 @@ static enum pts_status parse_message_value(struct jp *p, const json_t *j,
 static enum pts_status parse_one(struct jp *p, const json_t *j, const ProtobufCFieldDescriptor *f,
                                  ProtobufCMessage *msg) {
   if (f->type == PROTOBUF_C_TYPE_MESSAGE) return parse_message_value(p, j, f, msg);
-  union scalar v;
+  union pts_pbtxt_scalar v;
   memset(&v, 0, sizeof v);
   enum pts_status st = parse_scalar(p, j, f, &v);
   if (st != PTS_OK) return st;
@@ -337,7 +311,7 @@ static enum pts_status parse_one(struct jp *p, const json_t *j, const ProtobufCF
     return PTS_OK;
   }
   st = append_value(p, msg, f, &v);
-  if (st != PTS_OK) free_scalar(f, &v);
+  if (st != PTS_OK) pts_pbtxt_free_scalar(f, &v);
   return st;
 }
 
@@ -357,7 +331,7 @@ static enum pts_status parse_map(struct jp *p, const json_t *j, const ProtobufCF
       if (entry) protobuf_c_message_free_unpacked(entry, NULL);
       return st;
     }
-    union scalar k;
+    union pts_pbtxt_scalar k;
     memset(&k, 0, sizeof k);
     json_t *kj = kf->type == PROTOBUF_C_TYPE_STRING ? json_string(key) : NULL;
     if (kf->type == PROTOBUF_C_TYPE_BOOL) {

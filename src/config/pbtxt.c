@@ -50,19 +50,6 @@ struct sbuf {
   size_t len, cap;
 };
 
-union scalar {
-  int32_t i32;
-  uint32_t u32;
-  int64_t i64;
-  uint64_t u64;
-  float f;
-  double d;
-  protobuf_c_boolean b;
-  int e;
-  char *s;
-  ProtobufCBinaryData bin;
-};
-
 /* ---- errors ---- */
 
 static enum pts_status fail_at(struct parser *ps, int line, int col, const char *fmt, ...)
@@ -460,24 +447,29 @@ static bool holds_default(const ProtobufCFieldDescriptor *f, const void *at) {
 
 /* ---- storing values ---- */
 
-static void free_scalar(const ProtobufCFieldDescriptor *f, union scalar *v) {
+void pts_pbtxt_free_scalar(const ProtobufCFieldDescriptor *f, union pts_pbtxt_scalar *v) {
   if (f->type == PROTOBUF_C_TYPE_STRING) pts_free(v->s);
   if (f->type == PROTOBUF_C_TYPE_BYTES) pts_free(v->bin.data);
 }
 
-/* Appends one element to a repeated field. On failure the caller still owns
- * what `value` points to. */
-static enum pts_status append_value(struct parser *ps, ProtobufCMessage *msg,
-                                    const ProtobufCFieldDescriptor *f, const void *value) {
+bool pts_pbtxt_append(ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f,
+                      const void *value) {
   size_t *n = member(msg, f->quantifier_offset);
   void **arr = member(msg, f->offset);
   size_t size = pts_pbtxt_value_size(f->type);
   char *grown = pts_realloc(*arr, (*n + 1) * size);
-  if (!grown) return nomem(ps);
+  if (!grown) return false;
   memcpy(grown + *n * size, value, size);
   *arr = grown;
   (*n)++;
-  return PTS_OK;
+  return true;
+}
+
+/* One element onto a repeated field; on failure the caller still owns what
+ * `value` points to. */
+static enum pts_status append_value(struct parser *ps, ProtobufCMessage *msg,
+                                    const ProtobufCFieldDescriptor *f, const void *value) {
+  return pts_pbtxt_append(msg, f, value) ? PTS_OK : nomem(ps);
 }
 
 /* Sets a non-repeated field, releasing the old string if it was ours. */
@@ -635,7 +627,7 @@ static enum pts_status expected(struct parser *ps, const struct token *at, const
 }
 
 static enum pts_status parse_integer(struct parser *ps, const ProtobufCMessageDescriptor *desc,
-                                     const ProtobufCFieldDescriptor *f, union scalar *v) {
+                                     const ProtobufCFieldDescriptor *f, union pts_pbtxt_scalar *v) {
   bool neg;
   struct token first;
   enum pts_status s = take_sign(ps, &neg, &first);
@@ -670,7 +662,7 @@ static bool ident_is_ci(const struct token *t, const char *word) {
 }
 
 static enum pts_status parse_real(struct parser *ps, const ProtobufCMessageDescriptor *desc,
-                                  const ProtobufCFieldDescriptor *f, union scalar *v) {
+                                  const ProtobufCFieldDescriptor *f, union pts_pbtxt_scalar *v) {
   bool neg;
   struct token first;
   enum pts_status s = take_sign(ps, &neg, &first);
@@ -709,7 +701,7 @@ static enum pts_status parse_real(struct parser *ps, const ProtobufCMessageDescr
 }
 
 static enum pts_status parse_bool(struct parser *ps, const ProtobufCMessageDescriptor *desc,
-                                  const ProtobufCFieldDescriptor *f, union scalar *v) {
+                                  const ProtobufCFieldDescriptor *f, union pts_pbtxt_scalar *v) {
   const struct token *t = &ps->tok;
   uint64_t mag;
   if (tok_is(t, "true") || tok_is(t, "True") || tok_is(t, "t")) {
@@ -725,7 +717,7 @@ static enum pts_status parse_bool(struct parser *ps, const ProtobufCMessageDescr
 }
 
 static enum pts_status parse_enum(struct parser *ps, const ProtobufCMessageDescriptor *desc,
-                                  const ProtobufCFieldDescriptor *f, union scalar *v) {
+                                  const ProtobufCFieldDescriptor *f, union pts_pbtxt_scalar *v) {
   const ProtobufCEnumDescriptor *ed = f->descriptor;
   struct token first = ps->tok;
   if (ps->tok.kind == TOK_IDENT) {
@@ -745,7 +737,7 @@ static enum pts_status parse_enum(struct parser *ps, const ProtobufCMessageDescr
   /* Enum numbers are int32 on the wire; read one like an int32 field. */
   ProtobufCFieldDescriptor as_int = *f;
   as_int.type = PROTOBUF_C_TYPE_INT32;
-  union scalar num;
+  union pts_pbtxt_scalar num;
   enum pts_status s = parse_integer(ps, desc, &as_int, &num);
   if (s) return s;
   if (!protobuf_c_enum_descriptor_get_value(ed, num.i32))
@@ -757,7 +749,7 @@ static enum pts_status parse_enum(struct parser *ps, const ProtobufCMessageDescr
 
 /* One or more adjacent string literals, concatenated. */
 static enum pts_status parse_text(struct parser *ps, const ProtobufCMessageDescriptor *desc,
-                                  const ProtobufCFieldDescriptor *f, union scalar *v) {
+                                  const ProtobufCFieldDescriptor *f, union pts_pbtxt_scalar *v) {
   struct token first = ps->tok;
   if (first.kind != TOK_STRING) return expected(ps, &first, "a string", f, desc);
   struct sbuf b = {0};
@@ -789,7 +781,7 @@ static enum pts_status parse_text(struct parser *ps, const ProtobufCMessageDescr
 }
 
 static enum pts_status parse_scalar(struct parser *ps, const ProtobufCMessageDescriptor *desc,
-                                    const ProtobufCFieldDescriptor *f, union scalar *v) {
+                                    const ProtobufCFieldDescriptor *f, union pts_pbtxt_scalar *v) {
   switch (f->type) {
     case PROTOBUF_C_TYPE_FLOAT:
     case PROTOBUF_C_TYPE_DOUBLE:
@@ -850,14 +842,14 @@ static enum pts_status parse_value(struct parser *ps, const ProtobufCMessageDesc
   if (f->label != PROTOBUF_C_LABEL_REPEATED && (s = check_singular(ps, desc, msg, f, name)))
     return s;
   if (f->type == PROTOBUF_C_TYPE_MESSAGE) return parse_submessage(ps, desc, msg, f);
-  union scalar v;
+  union pts_pbtxt_scalar v;
   memset(&v, 0, sizeof v);
   if ((s = parse_scalar(ps, desc, f, &v))) return s;
   if (f->label != PROTOBUF_C_LABEL_REPEATED) {
     store_singular(msg, f, &v);
     return PTS_OK;
   }
-  if ((s = append_value(ps, msg, f, &v))) free_scalar(f, &v);
+  if ((s = append_value(ps, msg, f, &v))) pts_pbtxt_free_scalar(f, &v);
   return s;
 }
 

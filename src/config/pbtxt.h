@@ -15,6 +15,7 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/status.h"
 
@@ -40,5 +41,29 @@ bool pts_pbtxt_field_is_map(const ProtobufCFieldDescriptor *field);
 /* Bytes one value of `type` takes in a generated message struct: the stride
  * of a repeated field's array, shared by the parser and the JSON printer. */
 size_t pts_pbtxt_value_size(ProtobufCType type);
+
+/* One value of a scalar field, as the text and JSON parsers hold it between
+ * reading it and storing it in a message. */
+union pts_pbtxt_scalar {
+  int32_t i32;
+  uint32_t u32;
+  int64_t i64;
+  uint64_t u64;
+  float f;
+  double d;
+  protobuf_c_boolean b;
+  int e;
+  char *s; /* owned until stored */
+  ProtobufCBinaryData bin; /* .data owned until stored */
+};
+
+/* Appends the pts_pbtxt_value_size(field->type) bytes at `value` to the
+ * repeated `field` of `msg`, which then owns what they point to. Returns
+ * false when memory ran out; the caller then still owns it. */
+bool pts_pbtxt_append(ProtobufCMessage *msg, const ProtobufCFieldDescriptor *field,
+                      const void *value);
+
+/* Frees what a string or bytes value owns; other types own nothing. */
+void pts_pbtxt_free_scalar(const ProtobufCFieldDescriptor *field, union pts_pbtxt_scalar *v);
 
 #endif
