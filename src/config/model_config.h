@@ -88,6 +88,13 @@ char *pts_model_config_to_json(const Inference__ModelConfig *cfg);
 /* parameters[key].string_value, or NULL when absent. Borrowed from cfg. */
 const char *pts_model_config_param(const Inference__ModelConfig *cfg, const char *key);
 
+/* The input or output the config declares under `name`, or NULL. Borrowed
+ * from cfg. */
+const Inference__ModelInput *pts_model_config_input(const Inference__ModelConfig *cfg,
+                                                    const char *name);
+const Inference__ModelOutput *pts_model_config_output(const Inference__ModelConfig *cfg,
+                                                      const char *name);
+
 /* Parses a boolean parameter the way Triton's backends do: true/on/1,
  * false/off/0, case-insensitive. Absent → `dflt`. A malformed value is an
  * INVALID_ARG naming the key. */

@@ -632,10 +632,20 @@ static enum pts_status validate_instance_groups(const Inference__ModelConfig *cf
   return PTS_OK;
 }
 
-static const Inference__ModelInput *find_input(const Inference__ModelConfig *cfg,
-                                               const char *name) {
+/* The lookups of model_config.h live here, not in model_config.c, because
+ * completion uses them and model_config.c calls completion: this file stays
+ * below it. */
+const Inference__ModelInput *pts_model_config_input(const Inference__ModelConfig *cfg,
+                                                    const char *name) {
   for (size_t i = 0; i < cfg->n_input; i++)
-    if (strcmp(cfg->input[i]->name, name) == 0) return cfg->input[i];
+    if (cfg->input[i]->name && strcmp(cfg->input[i]->name, name) == 0) return cfg->input[i];
+  return NULL;
+}
+
+const Inference__ModelOutput *pts_model_config_output(const Inference__ModelConfig *cfg,
+                                                      const char *name) {
+  for (size_t i = 0; i < cfg->n_output; i++)
+    if (cfg->output[i]->name && strcmp(cfg->output[i]->name, name) == 0) return cfg->output[i];
   return NULL;
 }
 
@@ -655,7 +665,7 @@ static bool safe_file_name(const char *f) {
 static enum pts_status validate_warmup_input(const Inference__ModelConfig *cfg, const char *w,
                                              const Inference__ModelWarmup__InputsEntry *e,
                                              struct pts_error *err) {
-  const Inference__ModelInput *in = find_input(cfg, e->key);
+  const Inference__ModelInput *in = pts_model_config_input(cfg, e->key);
   const Inference__ModelWarmup__Input *v = e->value;
   if (!in) return fail(err, cfg, "model_warmup '%s': '%s' is not an input of the model", w, e->key);
   if (!v) return fail(err, cfg, "model_warmup '%s': input '%s' has no value", w, e->key);

@@ -281,20 +281,6 @@ static int64_t step_version(const Inference__ModelEnsembling__Step *st) {
   return st->model_version > 0 ? st->model_version : -1;
 }
 
-static const Inference__ModelInput *find_input(const Inference__ModelConfig *cfg,
-                                               const char *name) {
-  for (size_t i = 0; i < cfg->n_input; i++)
-    if (strcmp(cfg->input[i]->name, name) == 0) return cfg->input[i];
-  return NULL;
-}
-
-static const Inference__ModelOutput *find_output(const Inference__ModelConfig *cfg,
-                                                 const char *name) {
-  for (size_t i = 0; i < cfg->n_output; i++)
-    if (strcmp(cfg->output[i]->name, name) == 0) return cfg->output[i];
-  return NULL;
-}
-
 static const char *dtype_name(int t) { return pts_dtype_config_name((enum pts_dtype)t); }
 
 /* What a config says of one tensor: its type and its full shape, the batch
@@ -361,7 +347,7 @@ static enum pts_status check_step(const struct pts_ensemble_graph *g, size_t s,
   const Inference__ModelConfig *cfg = g->cfg;
   const Inference__ModelEnsembling__Step *st = g->steps[s].cfg;
   for (size_t k = 0; k < st->n_input_map; k++)
-    if (!find_input(mc, st->input_map[k]->key))
+    if (!pts_model_config_input(mc, st->input_map[k]->key))
       return graph_fail(err, g, "step %zu maps '%s', which is not an input of model '%s'", s,
                         st->input_map[k]->key, mc->name);
   for (size_t i = 0; i < mc->n_input; i++) {
@@ -373,7 +359,7 @@ static enum pts_status check_step(const struct pts_ensemble_graph *g, size_t s,
                         mc->input[i]->name, mc->name);
   }
   for (size_t k = 0; k < st->n_output_map; k++) {
-    const Inference__ModelOutput *o = find_output(mc, st->output_map[k]->key);
+    const Inference__ModelOutput *o = pts_model_config_output(mc, st->output_map[k]->key);
     if (!o)
       return graph_fail(err, g, "step %zu maps '%s', which is not an output of model '%s'", s,
                         st->output_map[k]->key, mc->name);
@@ -410,7 +396,7 @@ static enum pts_status check_types(const struct pts_ensemble_graph *g,
     const Inference__ModelEnsembling__Step *st = g->steps[s].cfg;
     for (size_t k = 0; k < st->n_input_map; k++) {
       size_t t = g->steps[s].in_tensor[k];
-      const Inference__ModelInput *in = find_input(mcs[s], st->input_map[k]->key);
+      const Inference__ModelInput *in = pts_model_config_input(mcs[s], st->input_map[k]->key);
       struct tinfo need = tinfo_of(in->data_type, in->dims, in->n_dims, mcs[s]->max_batch_size);
       bool type_ok = need.dtype == info[t].dtype;
       if (type_ok && shapes_agree(&need, &info[t])) continue;
@@ -670,7 +656,7 @@ static enum pts_status step_request(struct run *r, size_t s, const Inference__Mo
     rc = view_as(in, t, st->input_map[k]->key, err);
     if (rc != PTS_OK) break;
     req->n_inputs++;
-    const Inference__ModelInput *ci = find_input(mc, st->input_map[k]->key);
+    const Inference__ModelInput *ci = pts_model_config_input(mc, st->input_map[k]->key);
     if (ci)
       fit_batching(&in->shape, r->batched[es->in_tensor[k]], mc->max_batch_size > 0, ci->dims,
                    ci->n_dims);

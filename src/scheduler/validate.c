@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/model_config.h"
 #include "scheduler/classify.h"
 #include "tensor/bytes.h"
 
@@ -16,27 +17,13 @@ static const char batch_note[] =
     "batch dim in your input dims config, try setting max_batch_size to zero. See the model "
     "configuration docs for more info on max_batch_size.";
 
-static const Inference__ModelInput *find_input(const Inference__ModelConfig *cfg,
-                                               const char *name) {
-  for (size_t i = 0; i < cfg->n_input; i++)
-    if (strcmp(cfg->input[i]->name, name) == 0) return cfg->input[i];
-  return NULL;
-}
-
-static const Inference__ModelOutput *find_output(const Inference__ModelConfig *cfg,
-                                                 const char *name) {
-  for (size_t i = 0; i < cfg->n_output; i++)
-    if (strcmp(cfg->output[i]->name, name) == 0) return cfg->output[i];
-  return NULL;
-}
-
 static const char *safe_name(const char *s) { return s ? s : ""; }
 
 static enum pts_status check_outputs(const Inference__ModelConfig *cfg, const char *model,
                                      const struct pts_infer_request *req, struct pts_error *err) {
   for (size_t i = 0; i < req->n_outputs; i++) {
     const char *name = safe_name(req->outputs[i].name);
-    const Inference__ModelOutput *o = find_output(cfg, name);
+    const Inference__ModelOutput *o = pts_model_config_output(cfg, name);
     if (!o)
       return pts_error_set(err, PTS_INVALID_ARG, "unexpected inference output '%s' for model '%s'",
                            name, model);
@@ -112,7 +99,7 @@ static enum pts_status check_input_names(const Inference__ModelConfig *cfg, cons
         return pts_error_set(err, PTS_INVALID_ARG,
                              "inference input '%s' is given more than once for model '%s'", name,
                              model);
-    if (!find_input(cfg, name))
+    if (!pts_model_config_input(cfg, name))
       return pts_error_set(err, PTS_INVALID_ARG, "unexpected inference input '%s' for model '%s'",
                            name, model);
   }
@@ -236,7 +223,7 @@ static enum pts_status check_inputs(const Inference__ModelConfig *cfg, const cha
   int skip = cfg->max_batch_size > 0 ? 1 : 0;
   for (size_t i = 0; i < req->n_inputs; i++) {
     const struct pts_tensor *t = &req->inputs[i];
-    const Inference__ModelInput *in = find_input(cfg, safe_name(t->name));
+    const Inference__ModelInput *in = pts_model_config_input(cfg, safe_name(t->name));
     enum pts_dtype want = (enum pts_dtype)in->data_type;
     if (t->dtype != want)
       return pts_error_set(err, PTS_INVALID_ARG,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config/json_arena.h"
+#include "config/model_config.h"
 #include "core/alloc.h"
 #include "core/fmt.h"
 #include "frontend/http/jsonw.h"
@@ -28,13 +29,6 @@ struct gen {
   json_t *params;
   struct pts_error *err;
 };
-
-static const Inference__ModelInput *find_input(const Inference__ModelConfig *cfg,
-                                               const char *name) {
-  for (size_t i = 0; i < cfg->n_input; i++)
-    if (cfg->input[i]->name && strcmp(cfg->input[i]->name, name) == 0) return cfg->input[i];
-  return NULL;
-}
 
 /* Triton's rule, since the request carries no shape: from the innermost
  * dim out, each fixed dim must divide the elements left and takes its
@@ -145,7 +139,7 @@ static enum pts_status add_param(struct gen *g, const char *key, json_t *value) 
 }
 
 static enum pts_status map_key(struct gen *g, const char *key, json_t *value) {
-  const Inference__ModelInput *in = find_input(g->cfg, key);
+  const Inference__ModelInput *in = pts_model_config_input(g->cfg, key);
   return in ? add_input(g, in, value) : add_param(g, key, value);
 }
 
@@ -155,7 +149,7 @@ static enum pts_status map_top(struct gen *g, json_t *root) {
   json_object_foreach(root, key, v) {
     enum pts_status st = PTS_OK;
     if (strcmp(key, "parameters") == 0) {
-      if (find_input(g->cfg, key))
+      if (pts_model_config_input(g->cfg, key))
         return pts_error_set(g->err, PTS_INVALID_ARG,
                              "Keyword 'parameters' for nested schema also given as input tensor "
                              "name (model '%s')",
@@ -180,7 +174,7 @@ static enum pts_status map_top(struct gen *g, json_t *root) {
                              pts_v2_json_kind(v));
       if (!(g->req->id = pts_infer_request_strdup(g->req, json_string_value(v))))
         return pts_error_set(g->err, PTS_NOMEM, "out of memory decoding the request id");
-      const Inference__ModelInput *in = find_input(g->cfg, key);
+      const Inference__ModelInput *in = pts_model_config_input(g->cfg, key);
       if (in && (st = add_input(g, in, v)) != PTS_OK) return st;
       continue;
     }
