@@ -33,6 +33,9 @@ import harness as h  # noqa: E402
 BUILD = os.environ.get("BENCH_BUILD_DIR", os.path.join(ROOT, "build-bench-gpu"))
 MODELS = os.environ.get("BENCH_MODELS", "/tmp/pts-bench-gpu-models")
 MODEL = os.environ.get("TAIL_MODEL", "resnet50_fp32")
+# the loads measured again with tracing on, and ptperf's window (ms)
+TRACED = [int(c) for c in os.environ.get("TAIL_TRACED", "128,256").split(",")]
+WINDOW_MS = os.environ.get("TAIL_WINDOW_MS", "1000")
 PHASES = [("HTTP receive", "HTTP_RECV_START", "HTTP_RECV_END"),
           ("to the core", "HTTP_RECV_END", "REQUEST_START"),
           ("to the queue", "REQUEST_START", "QUEUE_START"),
@@ -47,7 +50,7 @@ PHASES = [("HTTP receive", "HTTP_RECV_START", "HTTP_RECV_END"),
 def ptperf(server, out, conc, tag):
     csv = os.path.join(out, "ptperf_%s_%s.csv" % (tag, conc))
     subprocess.run([os.path.join(BUILD, "ptperf"), "-u", "127.0.0.1:%d" % server.port, "-m",
-                    MODEL, "--threads", "4", "--concurrency", str(conc), "-p", "1000", "-r", "5",
+                    MODEL, "--threads", "4", "--concurrency", str(conc), "-p", WINDOW_MS, "-r", "5",
                     "-q", "--server-pid", str(server.pid), "-f", csv])
     row = h.read_csv(csv)[-1]
     h.log("%s c=%s: %s/s p50 %s p90 %s p99 %s us" % (tag, conc, row["infer_per_sec"],
@@ -122,7 +125,7 @@ def main():
         urllib.request.urlopen(server.url("/v2/trace/setting"),
                                data=b'{"trace_level": ["TIMESTAMPS"]}', timeout=10).read()
         spans = {}
-        for c in (128, 256):
+        for c in TRACED:
             t0 = time.monotonic_ns()  # CLOCK_MONOTONIC, the traces' clock
             row("traced", c)
             spans[c] = (t0, time.monotonic_ns())
