@@ -20,6 +20,7 @@ import collections
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -36,6 +37,11 @@ MODEL = os.environ.get("TAIL_MODEL", "resnet50_fp32")
 # the loads measured again with tracing on, and ptperf's window (ms)
 TRACED = [int(c) for c in os.environ.get("TAIL_TRACED", "128,256").split(",")]
 WINDOW_MS = os.environ.get("TAIL_WINDOW_MS", "1000")
+# the model served alone again under other settings (variant_repo), ";"
+# between them: "base;delay=2000;count=3;pipeline=1"
+VARIANTS = [v for v in os.environ.get("TAIL_VARIANTS", "").split(";") if v]
+# the traces (hundreds of MB) go here, not into OUT_DIR
+TRACE_DIR = os.environ.get("TAIL_TRACE_DIR", "/tmp/pts-tail-trace")
 PHASES = [("HTTP receive", "HTTP_RECV_START", "HTTP_RECV_END"),
           ("to the core", "HTTP_RECV_END", "REQUEST_START"),
           ("to the queue", "REQUEST_START", "QUEUE_START"),
@@ -75,7 +81,7 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(p / 100.0 * len(xs)))] if xs else 0
 
 
-def analyse(traces, lines):
+def analyse(traces, lines, repo):
     def total(s):
         return s.get("HTTP_SEND_END", s["REQUEST_END"]) - s["HTTP_RECV_START"]
     tot = [total(s) for s in traces]
@@ -96,47 +102,154 @@ def analyse(traces, lines):
     bins = collections.Counter(int((s["HTTP_RECV_START"] - t0) / 1e8) for s in slow)
     lines += ["", "slowest 1%% by 100 ms bin of arrival (bin: count): %s" % ", ".join(
         "%d: %d" % kv for kv in sorted(bins.items()))]
+    batch_view(traces, slow, lines, repo)
 
 
-def main():
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
-    # the traces (hundreds of MB) go beside OUT_DIR's summary, not into it
-    trace = os.path.join(os.environ.get("TAIL_TRACE_DIR", "/tmp/pts-tail-trace"), "trace.json")
+def batches_of(traces):
+    """The batches, as (start, end, size) sorted by start: every request of
+    a batch carries the batch's own COMPUTE_START (scheduler.c,
+    trace_compute), so requests that share one ran together."""
+    groups = collections.defaultdict(list)
+    for s in traces:
+        if "COMPUTE_START" in s and "COMPUTE_END" in s:
+            groups[s["COMPUTE_START"]].append(s["COMPUTE_END"])
+    return sorted((start, max(ends), len(ends)) for start, ends in groups.items())
+
+
+def queue_view(s, batches, instances, max_batch):
+    """What happened while request s waited in the queue: the time during
+    which every instance ran a batch (it had to wait) and the time during
+    which one was free (the batcher held it: the queue delay, or a wake-up
+    that came late); the batches that began meanwhile without it, and of
+    those the ones with room for it (passed over); how long before its
+    arrival the last batch had begun (a request that just missed a batch
+    waits out the next one)."""
+    q0, q1 = s["QUEUE_START"], s["COMPUTE_START"]
+    running = [(b0, b1) for b0, b1, _ in batches if b0 < q1 and b1 > q0 and b0 != q1]
+    edges = sorted({q0, q1} | {t for b in running for t in b if q0 < t < q1})
+    busy = sum(b - a for a, b in zip(edges, edges[1:])
+               if sum(1 for b0, b1 in running if b0 <= (a + b) / 2 < b1) >= instances)
+    # 50 us: from the batch's take to its stamp. A thread preempted between
+    # the request's stamp and its push (pts_scheduler_enqueue) also shows as
+    # passed over, on a host with fewer cores than threads.
+    begun = [n for b0, _, n in batches if q0 + 50000 < b0 < q1]
+    before = [b0 for b0, _, _ in batches if b0 <= q0]
+    return {"queue (ms)": (q1 - q0) / 1e6,
+            "every instance busy (ms)": busy / 1e6,
+            "an instance free (ms)": (q1 - q0 - busy) / 1e6,
+            "batches begun meanwhile": len(begun),
+            "of them with room (passed over)": sum(1 for n in begun if n < max_batch),
+            "since the last batch began, at arrival (ms)":
+                (q0 - before[-1]) / 1e6 if before else 0.0}
+
+
+def batch_view(traces, slow, lines, repo):
+    """Why the slow ones waited: the batches (size, duration) and, for the
+    slowest 1% against every request, what went on while they queued
+    (queue_view)."""
+    batches = batches_of(traces)
+    if not batches:
+        return
+    instances, max_batch = model_shape(repo)
+    sizes = [n for _, _, n in batches]
+    durs = [b1 - b0 for b0, b1, _ in batches]
+    lines += ["", "%d batches on %d instances: size p10 %d, p50 %d, p90 %d, mean %.1f; duration "
+              "p50 %.1f ms, p90 %.1f ms" % (len(batches), instances, pct(sizes, 10),
+                                            pct(sizes, 50), pct(sizes, 90),
+                                            sum(sizes) / len(sizes), pct(durs, 50) / 1e6,
+                                            pct(durs, 90) / 1e6)]
+    every = traces[::max(1, len(traces) // 2000)]  # a sample: the sweep is quadratic
+    views = [[queue_view(s, batches, instances, max_batch) for s in group if "QUEUE_START" in s]
+             for group in (every, slow)]
+    lines += ["", "| while queued (mean) | all (sample of %d) | slowest 1%% |" % len(views[0]),
+              "|---|---:|---:|"]
+    for key in views[0][0] if views[0] else []:
+        lines.append("| %s | %.2f | %.2f |" % (
+            key, *(sum(v[key] for v in vs) / max(1, len(vs)) for vs in views)))
+
+
+def model_shape(repo):
+    """(instances, max_batch_size) from the served model's config.pbtxt."""
+    text = open(os.path.join(repo, MODEL, "config.pbtxt")).read()
+    count = re.search(r"count:\s*(\d+)", text)
+    mbs = re.search(r"max_batch_size:\s*(\d+)", text)
+    return int(count.group(1)) if count else 1, int(mbs.group(1)) if mbs else 0
+
+
+def variant_repo(spec):
+    """A repository of MODEL alone with its config edited by `spec`
+    ("delay=2000,count=3,pipeline=1": max_queue_delay_microseconds, the
+    instance count, PTSERVE_PIPELINE=1); returns (repo, server env)."""
+    edits = dict(kv.split("=", 1) for kv in spec.split(",") if kv and kv != "base")
+    repo = os.path.join(TRACE_DIR, "variant-" + re.sub(r"[^a-z0-9]+", "-", spec), "repo")
+    model = os.path.join(repo, MODEL)
+    os.makedirs(model, exist_ok=True)
+    if not os.path.exists(os.path.join(model, "1")):
+        os.symlink(os.path.join(MODELS, MODEL, "1"), os.path.join(model, "1"))
+    text = open(os.path.join(MODELS, MODEL, "config.pbtxt")).read()
+    if "delay" in edits:
+        text = re.sub(r"max_queue_delay_microseconds:\s*\d+",
+                      "max_queue_delay_microseconds: " + edits["delay"], text)
+    if "count" in edits:
+        text = re.sub(r"count:\s*\d+", "count: " + edits["count"], text)
+    with open(os.path.join(model, "config.pbtxt"), "w") as f:
+        f.write(text)
+    return repo, {"PTSERVE_PIPELINE": "1"} if edits.get("pipeline") == "1" else {}
+
+
+def measure(repo, env, out, tag, untraced, traced, lines):
+    """Serves `repo`, measures MODEL over HTTP at each of `untraced`, then
+    with every request traced at each of `traced`; appends the table and
+    the traced loads' analysis to `lines`."""
+    trace = os.path.join(TRACE_DIR, tag, "trace.json")
     os.makedirs(os.path.dirname(trace), exist_ok=True)
-    lines = ["# %s over HTTP: the tail, client and server side" % MODEL, ""]
+    for old in glob.glob(trace + "*"):
+        os.remove(old)
     server = h.Server(os.path.join(BUILD, "ptserve"), [
-        "--model-repository", MODELS, "--http-address", "127.0.0.1", "--http-thread-count", 16,
+        "--model-repository", repo, "--http-address", "127.0.0.1", "--http-thread-count", 16,
         "--allow-client-shm=true", "--trace-config", "triton,file=" + trace,
         "--trace-config", "level=OFF", "--trace-config", "rate=1"],
-        os.path.join(out, "server.log"), grpc=True, metrics=True)
+        os.path.join(out, "server.log"), grpc=True, metrics=True, env=env)
+    spans = {}
     with server:
         lines += ["| load | images/s | p50 ms | p90 ms | p99 ms | p99/p50 |",
                   "|---|---:|---:|---:|---:|---:|"]
 
-        def row(tag, conc):
-            r = ptperf(server, out, conc, tag)
+        def row(kind, conc):
+            r = ptperf(server, out, conc, tag + "_" + kind)
             lines.append("| %s, c=%d | %s | %.1f | %.1f | %.1f | %.2f |" % (
-                tag, conc, r["infer_per_sec"], float(r["p50_us"]) / 1e3,
+                kind, conc, r["infer_per_sec"], float(r["p50_us"]) / 1e3,
                 float(r["p90_us"]) / 1e3, float(r["p99_us"]) / 1e3,
                 float(r["p99_us"]) / float(r["p50_us"])))
-        for c in (1, 64, 128, 256):
+        for c in untraced:
             row("untraced", c)
         urllib.request.urlopen(server.url("/v2/trace/setting"),
                                data=b'{"trace_level": ["TIMESTAMPS"]}', timeout=10).read()
-        spans = {}
-        for c in TRACED:
+        for c in traced:
             t0 = time.monotonic_ns()  # CLOCK_MONOTONIC, the traces' clock
             row("traced", c)
             spans[c] = (t0, time.monotonic_ns())
     traces = load_traces(trace + "*")
     for c, (t0, t1) in spans.items():
-        lines += ["", "## Server side, every traced request at c=%d" % c, ""]
+        lines += ["", "### Server side, every traced request at c=%d" % c, ""]
         mine = [s for s in traces if t0 <= s["HTTP_RECV_START"] < t1]
         if mine:
-            analyse(mine, lines)
+            analyse(mine, lines, repo)
         else:
             lines.append("no traces were written")
+        lines.append("")
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    lines = ["# %s over HTTP: the tail, client and server side" % MODEL, "",
+             "## The gpu scenario's repository, as bench/gpu/run.py serves it", ""]
+    measure(MODELS, {}, out, "repo", (1, 64, 128, 256), TRACED, lines)
+    for spec in VARIANTS:
+        lines += ["## %s alone, %s" % (MODEL, spec), ""]
+        repo, env = variant_repo(spec)
+        measure(repo, env, out, re.sub(r"[^a-z0-9]+", "-", spec), (64, 128, 256), (64,), lines)
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
