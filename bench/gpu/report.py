@@ -243,6 +243,8 @@ def main(raw, out):
     for label, model, variant in (("PyTorch, eager, FP16 ResNet-50, batch on the device",
                                    "resnet50_fp16", "device"),
                                   ("PyTorch, CUDA graph, FP16 ResNet-50", "resnet50_fp16", "graph"),
+                                  ("PyTorch, CUDA graph, FP16 ResNet-50, channels-last",
+                                   "resnet50_fp16", "device_cl_graph"),
                                   ("PyTorch, eager, MLP, batch on the device", "mlp", "device"),
                                   ("PyTorch, CUDA graph, MLP", "mlp", "graph")):
         run = ref.get(model, {}).get(variant, {}).get(1)
@@ -296,7 +298,13 @@ def main(raw, out):
                     m, kind, b, "met" if b >= 90 else "missed"))
     if not busy:
         md.append("| device busy ≥ 90% of wall time at saturation | not measured by this run | |")
-    graph_ip = ref.get("resnet50_fp16", {}).get("graph", {}).get(1, {}).get("p50_us")
+    # PyTorch's best batch-1 graph: the served graph model reorders its
+    # input to channels-last (INPUT_MEMORY_FORMAT), and PyTorch's graph of
+    # a channels-last batch is the faster one (939 against 1,032 µs on an
+    # H100), so the target is measured against the faster of the two.
+    graph_runs = [ref.get("resnet50_fp16", {}).get(v, {}).get(1)
+                  for v in ("graph", "device_cl_graph")]
+    graph_ip = min((run["p50_us"] for run in graph_runs if run), default=None)
     for kind, how in graph_paths:
         r = served.get("resnet50_fp16_graph" + kind)
         if r and graph_ip:
