@@ -176,12 +176,17 @@ def model_shape(repo):
     return int(count.group(1)) if count else 1, int(mbs.group(1)) if mbs else 0
 
 
+def slug(spec):
+    """A variant's name in paths: its CSVs' tag and its directory."""
+    return re.sub(r"[^a-z0-9]+", "-", spec)
+
+
 def variant_repo(spec):
     """A repository of MODEL alone with its config edited by `spec`
     ("delay=2000,count=3,pipeline=1": max_queue_delay_microseconds, the
     instance count, PTSERVE_PIPELINE=1); returns (repo, server env)."""
     edits = dict(kv.split("=", 1) for kv in spec.split(",") if kv and kv != "base")
-    repo = os.path.join(TRACE_DIR, "variant-" + re.sub(r"[^a-z0-9]+", "-", spec), "repo")
+    repo = os.path.join(TRACE_DIR, "variant-" + slug(spec), "repo")
     model = os.path.join(repo, MODEL)
     os.makedirs(model, exist_ok=True)
     if not os.path.exists(os.path.join(model, "1")):
@@ -249,7 +254,7 @@ def main():
     for spec in VARIANTS:
         lines += ["## %s alone, %s" % (MODEL, spec), ""]
         repo, env = variant_repo(spec)
-        measure(repo, env, out, re.sub(r"[^a-z0-9]+", "-", spec), (64, 128, 256), (64,), lines)
+        measure(repo, env, out, slug(spec), (64, 128, 256), (64,), lines)
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
