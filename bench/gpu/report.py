@@ -154,10 +154,17 @@ def main(raw, out):
               "(no copy at all): the *pinned* reference copies in, runs and copies out one "
               "call after another on one stream, while the server's two instances overlap "
               "one batch's copies with the other's compute, so a served row can pass the "
-              "pinned reference but not this one.\n" % (
+              "pinned reference but not this one.%s\n" % (
                   "%s threads (`--threads`)" % meta["client_threads"]
                   if meta.get("client_threads") else "one thread (`--threads` came later)",
-                  *TAIL_CONCURRENCY))
+                  *TAIL_CONCURRENCY,
+                  " Each sweep followed a warm pass of the same load at concurrency %s (three "
+                  "1 s windows, not in the table; `BENCH_WARM=0` leaves it out): the pinned blocks "
+                  "a higher load adds, which LibTorch keeps, are there before the sweep measures." %
+                  meta["warm"] if meta.get("warm", "0") != "0" else
+                  " No warm pass came before the sweeps (runs before `BENCH_WARM`, or "
+                  "`BENCH_WARM=0`): a window at a load higher than any before may carry the "
+                  "growth of the server's pools."))
     md.append("| model | PyTorch reference (batch) | ptserve best (concurrency) | ratio | "
               "ratio to PyTorch, device | p99/p50, c %d-%d | PyTorch p50 batch 1 | ptserve p50 c=1 | bridge best "
               "(batch) | avg batch at best | server CPU µs/req at best | client cores at best | "

@@ -38,8 +38,16 @@ MODEL = os.environ.get("TAIL_MODEL", "resnet50_fp32")
 TRACED = [int(c) for c in os.environ.get("TAIL_TRACED", "128,256").split(",")]
 WINDOW_MS = os.environ.get("TAIL_WINDOW_MS", "1000")
 # the model served alone again under other settings (variant_repo), ";"
-# between them: "base;delay=2000;count=3;pipeline=1"
+# between them: "base;delay=2000;count=3;pipeline=1;p.KEY=VALUE"
 VARIANTS = [v for v in os.environ.get("TAIL_VARIANTS", "").split(";") if v]
+# TAIL_SKIP_REPO=1: only the variants, not the whole repository first
+SKIP_REPO = os.environ.get("TAIL_SKIP_REPO") == "1"
+# the loads traced in each variant
+VARIANT_TRACED = [int(c) for c in os.environ.get("TAIL_VARIANT_TRACED", "64").split(",") if c]
+# each variant's untraced loads, and how many times each is measured (its
+# rows one after another: a 1 s window's p99 varies from run to run)
+VARIANT_LOADS = [int(c) for c in os.environ.get("TAIL_VARIANT_LOADS", "64,128,256").split(",")]
+REPEAT = int(os.environ.get("TAIL_REPEAT", "1"))
 # the traces (hundreds of MB) go here, not into OUT_DIR
 TRACE_DIR = os.environ.get("TAIL_TRACE_DIR", "/tmp/pts-tail-trace")
 PHASES = [("HTTP receive", "HTTP_RECV_START", "HTTP_RECV_END"),
@@ -166,6 +174,36 @@ def batch_view(traces, slow, lines, repo):
     for key in views[0][0] if views[0] else []:
         lines.append("| %s | %.2f | %.2f |" % (
             key, *(sum(v[key] for v in vs) / max(1, len(vs)) for vs in views)))
+    overlap_view(batches, slow, lines)
+
+
+def overlap_view(batches, slow, lines):
+    """How batches ran: all of them, the slowest 1%'s own, and those that
+    ran while the slowest 1% queued; their size, duration, time per image,
+    and the share of their duration during which another batch ran too
+    (the instances share one GPU, so a batch that overlaps another takes
+    longer)."""
+    def shared(b):
+        b0, b1, _ = b
+        both = sum(max(0, min(b1, c1) - max(b0, c0)) for c0, c1, _ in batches
+                   if c0 < b1 and c1 > b0 and (c0, c1) != (b0, b1))
+        return both / max(1, b1 - b0)
+    by_start = {b[0]: b for b in batches}
+    own = list({by_start[s["COMPUTE_START"]] for s in slow if s.get("COMPUTE_START") in by_start})
+    waited = list({b for s in slow if "QUEUE_START" in s for b in batches
+                   if b[0] < s["COMPUTE_START"] and b[1] > s["QUEUE_START"]
+                   and b[0] != s["COMPUTE_START"]})
+    lines += ["", "| batches | count | mean size | mean duration (ms) | µs per image | "
+              "share of it with another batch running |", "|---|---:|---:|---:|---:|---:|"]
+    for name, group in (("all", batches), ("the slowest 1%'s own", own),
+                        ("running while the slowest 1% queued", waited)):
+        if not group:
+            continue
+        size = sum(n for _, _, n in group) / len(group)
+        dur = sum(b1 - b0 for b0, b1, _ in group) / len(group)
+        lines.append("| %s | %d | %.1f | %.2f | %.0f | %.2f |" % (
+            name, len(group), size, dur / 1e6, dur / 1e3 / max(size, 1),
+            sum(shared(b) for b in group) / len(group)))
 
 
 def model_shape(repo):
@@ -178,13 +216,16 @@ def model_shape(repo):
 
 def slug(spec):
     """A variant's name in paths: its CSVs' tag and its directory."""
-    return re.sub(r"[^a-z0-9]+", "-", spec)
+    return re.sub(r"[^a-z0-9]+", "-", spec.lower())
 
 
 def variant_repo(spec):
     """A repository of MODEL alone with its config edited by `spec`
-    ("delay=2000,count=3,pipeline=1": max_queue_delay_microseconds, the
-    instance count, PTSERVE_PIPELINE=1); returns (repo, server env)."""
+    ("delay=2000,count=3,preferred=64,pipeline=1,p.KEY=VALUE":
+    max_queue_delay_microseconds, the instance count, a preferred batch
+    size, PTSERVE_PIPELINE=1, a model parameter KEY set to VALUE; and
+    e.NAME=VALUE, an environment variable of the server); returns (repo,
+    server env)."""
     edits = dict(kv.split("=", 1) for kv in spec.split(",") if kv and kv != "base")
     repo = os.path.join(TRACE_DIR, "variant-" + slug(spec), "repo")
     model = os.path.join(repo, MODEL)
@@ -195,11 +236,20 @@ def variant_repo(spec):
     if "delay" in edits:
         text = re.sub(r"max_queue_delay_microseconds:\s*\d+",
                       "max_queue_delay_microseconds: " + edits["delay"], text)
+    if "preferred" in edits:
+        text = text.replace("dynamic_batching {", "dynamic_batching { preferred_batch_size: [ %s ]"
+                            % edits["preferred"], 1)
     if "count" in edits:
         text = re.sub(r"count:\s*\d+", "count: " + edits["count"], text)
+    for key in sorted(k for k in edits if k.startswith("p.")):
+        text += ('parameters { key: "%s" value: { string_value: "%s" } }\n'
+                 % (key[2:], edits[key]))
     with open(os.path.join(model, "config.pbtxt"), "w") as f:
         f.write(text)
-    return repo, {"PTSERVE_PIPELINE": "1"} if edits.get("pipeline") == "1" else {}
+    env = {k[2:]: v for k, v in edits.items() if k.startswith("e.")}
+    if edits.get("pipeline") == "1":
+        env["PTSERVE_PIPELINE"] = "1"
+    return repo, env
 
 
 def measure(repo, env, out, tag, untraced, traced, lines):
@@ -227,7 +277,8 @@ def measure(repo, env, out, tag, untraced, traced, lines):
                 float(r["p90_us"]) / 1e3, float(r["p99_us"]) / 1e3,
                 float(r["p99_us"]) / float(r["p50_us"])))
         for c in untraced:
-            row("untraced", c)
+            for _ in range(REPEAT):
+                row("untraced", c)
         urllib.request.urlopen(server.url("/v2/trace/setting"),
                                data=b'{"trace_level": ["TIMESTAMPS"]}', timeout=10).read()
         for c in traced:
@@ -250,11 +301,12 @@ def main():
     os.makedirs(out, exist_ok=True)
     lines = ["# %s over HTTP: the tail, client and server side" % MODEL, "",
              "## The gpu scenario's repository, as bench/gpu/run.py serves it", ""]
-    measure(MODELS, {}, out, "repo", (1, 64, 128, 256), TRACED, lines)
+    if not SKIP_REPO:
+        measure(MODELS, {}, out, "repo", (1, 64, 128, 256), TRACED, lines)
     for spec in VARIANTS:
         lines += ["## %s alone, %s" % (MODEL, spec), ""]
         repo, env = variant_repo(spec)
-        measure(repo, env, out, slug(spec), (64, 128, 256), (64,), lines)
+        measure(repo, env, out, slug(spec), VARIANT_LOADS, VARIANT_TRACED, lines)
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -3,7 +3,8 @@
  * once one is, buffers of PTS_PINNED_MIN_BYTES and more come from it,
  * marked pinned, and go back to it (with their context) on the last
  * release; smaller ones, and any the allocator can not serve, are
- * ordinary; the first allocator installed stays. The request side:
+ * ordinary; the first allocator installed stays; PTSERVE_PINNED_BODIES_MAX
+ * caps how many are pinned at once. The request side:
  * pts_infer_request_note_pinned marks exactly the host inputs that lie in
  * a pinned buffer. A fake allocator stands in for LibTorch's, counting. */
 #include <setjmp.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -108,6 +110,45 @@ static void small_or_refused_stay_ordinary(void **state) {
 
 /* Two inputs viewing one pinned body, one viewing an ordinary buffer, one
  * already in device memory (CUDA shared memory) and one with no data. */
+/* PTSERVE_PINNED_BODIES_MAX=2: two bodies pinned at once, a third
+ * ordinary; once one goes back the next is pinned again. A body the
+ * allocator refuses takes no place. 0: none pinned. */
+static void cap_keeps_the_rest_ordinary(void **state) {
+  (void)state;
+  setenv("PTSERVE_PINNED_BODIES_MAX", "2", 1);
+  pts_pinned_reset_for_tests(); /* the cap is read again */
+  pts_pinned_install(&fake);
+  struct pts_buf *a = pts_buf_new_io(PTS_PINNED_MIN_BYTES);
+  fail_next = 1;
+  struct pts_buf *refused = pts_buf_new_io(PTS_PINNED_MIN_BYTES);
+  struct pts_buf *b = pts_buf_new_io(PTS_PINNED_MIN_BYTES);
+  struct pts_buf *c = pts_buf_new_io(PTS_PINNED_MIN_BYTES);
+  assert_true(a->pinned);
+  assert_false(refused->pinned);
+  assert_true(b->pinned);
+  assert_false(c->pinned); /* the cap */
+  assert_int_equal(allocs, 2);
+  pts_buf_release(a);
+  assert_int_equal(releases, 1);
+  struct pts_buf *d = pts_buf_new_io(PTS_PINNED_MIN_BYTES);
+  assert_true(d->pinned); /* a's place */
+  pts_buf_release(b);
+  pts_buf_release(c);
+  pts_buf_release(d);
+  pts_buf_release(refused);
+  assert_int_equal(releases, 3);
+
+  setenv("PTSERVE_PINNED_BODIES_MAX", "0", 1);
+  pts_pinned_reset_for_tests();
+  pts_pinned_install(&fake);
+  struct pts_buf *e = pts_buf_new_io(PTS_PINNED_MIN_BYTES * 2);
+  assert_false(e->pinned);
+  pts_buf_release(e);
+  assert_int_equal(allocs, 3);
+  unsetenv("PTSERVE_PINNED_BODIES_MAX");
+  pts_pinned_reset_for_tests();
+}
+
 static void request_inputs_marked(void **state) {
   (void)state;
   pts_pinned_install(&fake);
@@ -142,6 +183,7 @@ int main(void) {
       cmocka_unit_test_setup(ordinary_without_allocator, reset),
       cmocka_unit_test_setup(large_bodies_pinned, reset),
       cmocka_unit_test_setup(small_or_refused_stay_ordinary, reset),
+      cmocka_unit_test_setup(cap_keeps_the_rest_ordinary, reset),
       cmocka_unit_test_setup(request_inputs_marked, reset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
