@@ -2,8 +2,8 @@
  * ("expected an object, got a string").
  *
  * Shared by the parsers that turn request or config JSON into native values
- * (config/pbjson_parse.c, the HTTP settings and shared-memory bodies), so
- * their messages name kinds the same way.
+ * (config/pbjson_parse.c; the HTTP inference, repository, settings and
+ * shared-memory bodies), so their messages name kinds the same way.
  *
  * Threading: pure; any thread.
  */

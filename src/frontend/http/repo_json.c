@@ -4,27 +4,9 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "config/json_kind.h"
 #include "core/alloc.h"
 #include "core/base64.h"
-
-static const char *kind_of(const json_t *j) {
-  switch (json_typeof(j)) {
-    case JSON_OBJECT:
-      return "an object";
-    case JSON_ARRAY:
-      return "an array";
-    case JSON_STRING:
-      return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-      return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-      return "a boolean";
-    default:
-      return "null";
-  }
-}
 
 /* The body's "parameters" object, or NULL when the body is empty or has
  * none; `what` is "load" or "unload". */
@@ -43,7 +25,7 @@ static enum pts_status parameters_of(const char *body, size_t len, const char *w
   if (!json_is_object(*root))
     return pts_error_set(err, PTS_INVALID_ARG,
                          "the %s request of model '%s' must be a JSON object, got %s", what,
-                         model, kind_of(*root));
+                         model, pts_json_kind_name(*root));
   const char *key;
   json_t *val;
   json_object_foreach(*root, key, val) {
@@ -56,7 +38,7 @@ static enum pts_status parameters_of(const char *body, size_t len, const char *w
       return pts_error_set(err, PTS_INVALID_ARG,
                            "'parameters' of the %s request of model '%s' must be an object, got "
                            "%s",
-                           what, model, kind_of(val));
+                           what, model, pts_json_kind_name(val));
     *params = val;
   }
   return PTS_OK;
@@ -84,7 +66,7 @@ enum pts_status pts_repo_parse_load(const char *body, size_t len, const char *mo
         st = pts_error_set(err, PTS_INVALID_ARG,
                            "parameter '%.60s' of the load request of model '%s' must be a "
                            "string, got %s",
-                           key, model, kind_of(val));
+                           key, model, pts_json_kind_name(val));
         break;
       }
       if (!file) {
@@ -129,7 +111,7 @@ enum pts_status pts_repo_parse_unload(const char *body, size_t len, const char *
         st = pts_error_set(err, PTS_INVALID_ARG,
                            "parameter 'unload_dependents' of the unload request of model '%s' "
                            "must be a boolean, got %s",
-                           model, kind_of(val));
+                           model, pts_json_kind_name(val));
         break;
       }
       *unload_dependents = json_is_true(val);

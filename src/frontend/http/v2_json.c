@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config/json_arena.h"
+#include "config/json_kind.h"
 #include "core/alloc.h"
 #include "core/fmt.h"
 #include "frontend/http/jsonw.h"
@@ -24,28 +25,13 @@
  * alias the client's own values. */
 #define BIG_KEY "\x01u64"
 
-/* What a value is, for messages; a rewritten big integer is named as the
- * integer it was, never as the object that stands in for it. */
+/* What a value is, for messages (config/json_kind.h); a rewritten big
+ * integer is named as the integer it was, never as the object that stands
+ * in for it. */
 static const char *json_kind(const json_t *v) {
-  switch (json_typeof(v)) {
-    case JSON_OBJECT:
-      if (json_object_size(v) == 1 && json_object_get(v, BIG_KEY))
-        return "an integer above 9223372036854775807";
-      return "an object";
-    case JSON_ARRAY:
-      return "an array";
-    case JSON_STRING:
-      return "a string";
-    case JSON_INTEGER:
-      return "an integer";
-    case JSON_REAL:
-      return "a real number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-      return "a boolean";
-    default:
-      return "null";
-  }
+  if (json_is_object(v) && json_object_size(v) == 1 && json_object_get(v, BIG_KEY))
+    return "an integer above 9223372036854775807";
+  return pts_json_kind_name(v);
 }
 
 static void put_le(unsigned char *p, uint64_t v, size_t size) {
