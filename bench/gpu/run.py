@@ -137,14 +137,11 @@ class Run:
         return out + [("_grpc", self.grpc())]
 
     def warm_up(self, m, args, label):
-        """A warm pass: `m` at concurrency 512 for three short windows."""
-        if not self.warm:
-            return
-        subprocess.run([os.path.join(self.build, "ptperf"), "-u", "127.0.0.1:%d" %
-                        self.server.port, "-p", "1000", "-r", "3", "-q", "--threads",
-                        str(self.client_threads), "-m", m, *[str(a) for a in args],
-                        "--concurrency", "512", "-f",
-                        os.path.join(self.raw, "warm_%s.csv" % label)])
+        """A warm pass: `m` at concurrency 512 for three 1 s windows (the
+        later -p and -r override ptperf()'s)."""
+        if self.warm:
+            self.ptperf("-m", m, *args, "--concurrency", 512, "-p", 1000, "-r", 3, "-f",
+                        os.path.join(self.raw, "warm_%s.csv" % label), check=False)
 
     def served_loads(self, m):
         for suffix, args in self.loads():

@@ -7,21 +7,17 @@
 #include <stdlib.h>
 
 static _Atomic(const struct pts_pinned_allocator *) installed;
-/* Bodies in pinned memory now, and how many may be (read once). */
+/* Bodies in pinned memory now, and how many may be: PTSERVE_PINNED_BODIES_MAX,
+ * read when the allocator is installed (SIZE_MAX: no cap). */
 static atomic_size_t held;
-static atomic_size_t cap_cached; /* 0 = not read yet; SIZE_MAX = no cap */
+static atomic_size_t cap = SIZE_MAX;
 
-/* PTSERVE_PINNED_BODIES_MAX=N: at most N bodies pinned at once, the rest
- * in ordinary memory; unset: no cap. */
-static size_t cap(void) {
-  size_t c = atomic_load_explicit(&cap_cached, memory_order_relaxed);
-  if (c) return c - 1;
+static size_t cap_from_env(void) {
   const char *v = getenv("PTSERVE_PINNED_BODIES_MAX");
-  char *end = NULL;
-  unsigned long long n = v && *v ? strtoull(v, &end, 10) : 0;
-  c = v && *v && end && !*end && n < SIZE_MAX - 1 ? (size_t)n : SIZE_MAX - 1;
-  atomic_store_explicit(&cap_cached, c + 1, memory_order_relaxed);
-  return c;
+  if (!v || !*v) return SIZE_MAX;
+  char *end;
+  unsigned long long n = strtoull(v, &end, 10);
+  return *end || n >= SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
 
 /* The buffer's release: the allocator's, then the count. The installed
@@ -34,6 +30,7 @@ static void release_pinned(void *ctx, void *data) {
 void pts_pinned_install(const struct pts_pinned_allocator *a) {
   if (!a) return;
   const struct pts_pinned_allocator *none = NULL;
+  if (atomic_load(&installed) == NULL) atomic_store(&cap, cap_from_env());
   atomic_compare_exchange_strong(&installed, &none, a);
 }
 
@@ -42,7 +39,7 @@ bool pts_pinned_enabled(void) { return atomic_load(&installed) != NULL; }
 struct pts_buf *pts_buf_new_io(size_t size) {
   const struct pts_pinned_allocator *a = atomic_load(&installed);
   if (a && size >= PTS_PINNED_MIN_BYTES) {
-    if (atomic_fetch_add_explicit(&held, 1, memory_order_relaxed) < cap()) {
+    if (atomic_fetch_add_explicit(&held, 1, memory_order_relaxed) < atomic_load(&cap)) {
       void *ctx = NULL;
       void *data = a->alloc(size, &ctx);
       if (data) {
@@ -61,5 +58,5 @@ struct pts_buf *pts_buf_new_io(size_t size) {
 
 void pts_pinned_reset_for_tests(void) {
   atomic_store(&installed, NULL);
-  atomic_store(&cap_cached, 0);
+  atomic_store(&cap, SIZE_MAX);
 }

@@ -13,10 +13,10 @@
  * when it puts an instance on a CUDA device, installs LibTorch's caching
  * host allocator (cudaHostAlloc'd blocks recycled from request to request).
  * Until then, and in builds without CUDA, pts_buf_new_io is pts_buf_new.
- * PTSERVE_PINNED_BODIES_MAX=N (read at the first large body) pins at most
- * N bodies at a time and gives the rest ordinary memory: pinned bodies
- * help only batches of one, and an H100 measured FP32 ResNet-50 over HTTP
- * faster at c=64 with none (docs/experiments/gpu-http-tail).
+ * PTSERVE_PINNED_BODIES_MAX=N (read when the allocator is installed) pins
+ * at most N bodies at a time and gives the rest ordinary memory: pinned
+ * bodies help only batches of one, and an H100 measured FP32 ResNet-50
+ * over HTTP faster at c=64 with none (docs/experiments/gpu-http-tail).
  *
  * Threading: pts_pinned_install and pts_buf_new_io may be called from any
  * thread at any time (a model loads while requests arrive); the allocator's

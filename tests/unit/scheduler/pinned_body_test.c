@@ -108,16 +108,14 @@ static void small_or_refused_stay_ordinary(void **state) {
   assert_int_equal(releases, 0);
 }
 
-/* Two inputs viewing one pinned body, one viewing an ordinary buffer, one
- * already in device memory (CUDA shared memory) and one with no data. */
 /* PTSERVE_PINNED_BODIES_MAX=2: two bodies pinned at once, a third
  * ordinary; once one goes back the next is pinned again. A body the
  * allocator refuses takes no place. 0: none pinned. */
 static void cap_keeps_the_rest_ordinary(void **state) {
   (void)state;
   setenv("PTSERVE_PINNED_BODIES_MAX", "2", 1);
-  pts_pinned_reset_for_tests(); /* the cap is read again */
-  pts_pinned_install(&fake);
+  pts_pinned_reset_for_tests();
+  pts_pinned_install(&fake); /* reads the cap */
   struct pts_buf *a = pts_buf_new_io(PTS_PINNED_MIN_BYTES);
   fail_next = 1;
   struct pts_buf *refused = pts_buf_new_io(PTS_PINNED_MIN_BYTES);
@@ -149,6 +147,8 @@ static void cap_keeps_the_rest_ordinary(void **state) {
   pts_pinned_reset_for_tests();
 }
 
+/* Two inputs viewing one pinned body, one viewing an ordinary buffer, one
+ * already in device memory (CUDA shared memory) and one with no data. */
 static void request_inputs_marked(void **state) {
   (void)state;
   pts_pinned_install(&fake);
