@@ -219,6 +219,42 @@ def test_memory_fraction_is_enforced_and_server_lives(start_server, repo, tmp_pa
     assert got.item() == 1048576.0
 
 
+def test_staging_for_the_largest_batch_is_pinned_at_load(start_server, repo, tmp_path):
+    """A CUDA instance pins its staging for max_batch_size rows of every
+    input at load (pytorch.c reserve_staging), so that no batch pins memory
+    in its input phase: conv_big takes 8 rows of 3x128x128 FP32. A full
+    batch gathered into that staging is answered as torch answers it. The
+    same module configured for 8 rows of 3x4096x1024 FP32 (384 MiB) would
+    pin more than the 256 MiB an instance reserves at most: its
+    staging grows as batches need it, as all staging did before."""
+    import concurrent.futures
+    d = subset(repo, tmp_path, ["conv_big"])
+    shutil.copytree(os.path.join(d, "conv_big"), os.path.join(d, "conv_huge"))
+    cfg = os.path.join(d, "conv_huge", "config.pbtxt")
+    with open(cfg) as f:
+        text = f.read().replace('"conv_big"', '"conv_huge"')
+    with open(cfg, "w") as f:
+        f.write(text.replace("dims: [ 3, 128, 128 ]", "dims: [ 3, 4096, 1024 ]", 1))
+    s = start_server(d)
+    want_mib = 8 * 3 * 128 * 128 * 4 / 2**20
+    m = re.search(r"Reserved ([0-9.]+) MiB of pinned staging for model instance "
+                  r"'conv_big[^']*' \(max_batch_size 8\)", s.log())
+    assert m and float(m.group(1)) == round(want_mib, 1), s.log()
+    assert re.search(r"Pinned staging of model instance 'conv_huge[^']*' grows as batches need "
+                     r"it", s.log()), s.log()
+    assert not re.search(r"pinned staging for model instance 'conv_huge", s.log()), s.log()
+    ref = load(repo, "conv_big")
+    torch.manual_seed(6)
+    xs = [torch.randn(1, 3, 128, 128) for _ in range(8)]
+    with torch.no_grad():
+        want = [ref(x.cuda()).cpu() for x in xs]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(lambda x: infer(s.url, "conv_big", [("INPUT__0", x)],
+                                             ["OUTPUT__0"])["OUTPUT__0"], xs))
+    for g, w in zip(outs, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
 def test_large_bodies_reach_the_gpu_from_pinned_memory(start_server, repo, tmp_path):
     """Request bodies of 64 KiB and more are read into pinned memory once a
     model runs on CUDA (core/pinned.h), so a batch of one goes to the device

@@ -1153,6 +1153,68 @@ static void install_pinned_bodies(void) {
                PTS_PINNED_MIN_BYTES / 1024);
 }
 
+/* The most pinned staging a CUDA instance reserves at load: Triton's
+ * default pinned pool (--pinned-memory-pool-byte-size, 256 MB) for a whole
+ * server. Beyond it the buffer grows as batches need it. */
+#define STAGING_RESERVE_MAX ((size_t)256 << 20)
+
+/* Pinned staging for the largest batch (max_batch_size rows of every input
+ * of fixed dims), reserved at load, so that no batch pins memory in its
+ * input phase, as CUDA graphs are captured at load rather than by the first
+ * batch of their size. Grown at run time, each batch larger than any before
+ * pins a new buffer there (cudaHostAlloc maps and locks every page, up to
+ * 128 MiB for a FP32 ResNet-50 batch of 128), in the first batches a load
+ * higher than any before forms: a candidate cause of the p99 jump of such
+ * first runs on an H100 (docs/experiments/gpu-http-tail, "The first run at
+ * a new peak"). Batch set 0 only: the one every batch uses unless the
+ * scheduler pipelines the instance (PTSERVE_PIPELINE=1, off by default),
+ * whose second set then grows as before. A failed reserve only warns. */
+static void reserve_staging(struct pt_instance *in) {
+  const Inference__ModelConfig *cfg = in->model->cfg;
+  if (in->device.type != PTS_DEVICE_CUDA || in->device.keep_placement || cfg->max_batch_size <= 0)
+    return;
+  size_t *rows = pts_calloc(cfg->n_input ? cfg->n_input : 1, sizeof *rows);
+  if (!rows) return;
+  /* rows[k]: input k's bytes in the largest batch; 0 where a dimension is
+   * variable or the input is BYTES (its size is not known before it comes) */
+  size_t total = 0, cap = STAGING_RESERVE_MAX;
+  for (size_t k = 0; k < cfg->n_input && total <= cap; k++) {
+    const Inference__ModelInput *ci = cfg->input[k];
+    size_t n = pts_dtype_size((enum pts_dtype)ci->data_type) * (size_t)cfg->max_batch_size;
+    for (size_t d = 0; d < ci->n_dims && n; d++)
+      n = ci->dims[d] <= 0 ? 0 : (size_t)ci->dims[d] > cap / n ? cap + 1 : n * (size_t)ci->dims[d];
+    rows[k] = n;
+    total += n;
+  }
+  if (total == 0 || total > cap) {
+    if (total)
+      PTS_LOG_INFO("Pinned staging of model instance '%s' grows as batches need it: its largest "
+                   "batch needs more than the %zu MiB reserved at load at most",
+                   in->name, STAGING_RESERVE_MAX >> 20);
+    pts_free(rows);
+    return;
+  }
+  /* The loading thread may ask for staging here: no batch has run, and the
+   * thread that will run them starts after this returns. */
+  struct pts_error err = {0};
+  size_t reserved = 0;
+  for (size_t k = 0; k < cfg->n_input; k++) {
+    void *at = NULL;
+    if (rows[k] && pts_torch_staging(in->module, 0, k, rows[k], &at, &err) != PTS_OK) {
+      PTS_LOG_WARN("model instance '%s': %s; its pinned staging grows as batches need it",
+                   in->name, err.msg);
+      pts_free(rows);
+      return;
+    }
+    reserved += at ? rows[k] : 0;
+  }
+  pts_free(rows);
+  if (reserved)
+    PTS_LOG_INFO("Reserved %.1f MiB of pinned staging for model instance '%s' (max_batch_size "
+                 "%d)",
+                 (double)reserved / (1 << 20), in->name, (int)cfg->max_batch_size);
+}
+
 static enum pts_status pt_instance_create(void *model_state,
                                           const struct pts_backend_instance_desc *desc,
                                           void **state, struct pts_error *err) {
@@ -1246,6 +1308,7 @@ static enum pts_status pt_instance_create(void *model_state,
                  m->intra.libtorch_default);
   PTS_LOG_INFO("PyTorch instance initialized on device: %s", dev);
   if (pt_pipelined(in)) install_pinned_bodies();
+  reserve_staging(in);
   *state = in;
   return PTS_OK;
 
