@@ -222,27 +222,45 @@ def test_memory_fraction_is_enforced_and_server_lives(start_server, repo, tmp_pa
 def test_staging_for_the_largest_batch_is_pinned_at_load(start_server, repo, tmp_path):
     """A CUDA instance pins its staging for max_batch_size rows of every
     input at load (pytorch.c reserve_staging), so that no batch pins memory
-    in its input phase: conv_big takes 8 rows of 3x128x128 FP32. A full
-    batch gathered into that staging is answered as torch answers it. The
-    same module configured for 8 rows of 3x4096x1024 FP32 (384 MiB) would
-    pin more than the 256 MiB an instance reserves at most: its
-    staging grows as batches need it, as all staging did before."""
+    in its input phase: conv_big takes 8 rows of 3x128x128 FP32 (1.5 MiB;
+    staging comes in powers of two from 64 KiB: 2 MiB), and a full batch of
+    8 is gathered there with no growth, answered as torch answers it. The
+    same module with variable dims (conv_var) reserves nothing, and its
+    first staged request (48 KiB: ordinary memory, staged even alone) pins
+    64 KiB in its own input phase, as all staging did before. With 8 rows
+    of 3x4096x1024 FP32 (384 MiB, above the 256 MiB an instance reserves
+    at most: conv_huge) it reserves nothing either."""
     import concurrent.futures
     d = subset(repo, tmp_path, ["conv_big"])
-    shutil.copytree(os.path.join(d, "conv_big"), os.path.join(d, "conv_huge"))
-    cfg = os.path.join(d, "conv_huge", "config.pbtxt")
-    with open(cfg) as f:
-        text = f.read().replace('"conv_big"', '"conv_huge"')
-    with open(cfg, "w") as f:
-        f.write(text.replace("dims: [ 3, 128, 128 ]", "dims: [ 3, 4096, 1024 ]", 1))
+    for name, dims in (("conv_var", ("[ 3, -1, -1 ]", "[ 8, -1, -1 ]")),
+                       ("conv_huge", ("[ 3, 4096, 1024 ]", "[ 8, 4096, 1024 ]"))):
+        shutil.copytree(os.path.join(d, "conv_big"), os.path.join(d, name))
+        cfg = os.path.join(d, name, "config.pbtxt")
+        with open(cfg) as f:
+            text = f.read().replace('"conv_big"', '"%s"' % name)
+        text = text.replace("dims: [ 3, 128, 128 ]", "dims: " + dims[0], 1)
+        with open(cfg, "w") as f:
+            f.write(text.replace("dims: [ 8, 128, 128 ]", "dims: " + dims[1], 1))
     s = start_server(d)
-    want_mib = 8 * 3 * 128 * 128 * 4 / 2**20
-    m = re.search(r"Reserved ([0-9.]+) MiB of pinned staging for model instance "
-                  r"'conv_big[^']*' \(max_batch_size 8\)", s.log())
-    assert m and float(m.group(1)) == round(want_mib, 1), s.log()
-    assert re.search(r"Pinned staging of model instance 'conv_huge[^']*' grows as batches need "
-                     r"it", s.log()), s.log()
-    assert not re.search(r"pinned staging for model instance 'conv_huge", s.log()), s.log()
+
+    def reserved(model):
+        m = re.search(r"Reserved ([0-9.]+) MiB of pinned staging for model instance "
+                      r"'%s_[^']*' \(max_batch_size 8\)" % model, s.log())
+        return m and float(m.group(1))
+
+    def grew(model):
+        return re.findall(r"Pinned staging of model instance '%s_[^']*' grew to ([0-9.]+) MiB"
+                          % model, s.log())
+
+    rows = 8 * 3 * 128 * 128 * 4
+    pow2 = 65536
+    while pow2 < rows:
+        pow2 *= 2
+    assert reserved("conv_big") == round(pow2 / 2**20, 1), s.log()
+    assert reserved("conv_var") is None and reserved("conv_huge") is None, s.log()
+    assert re.search(r"Pinned staging of model instance 'conv_huge_[^']*' grows as batches "
+                     r"need it", s.log()), s.log()
+
     ref = load(repo, "conv_big")
     torch.manual_seed(6)
     xs = [torch.randn(1, 3, 128, 128) for _ in range(8)]
@@ -253,6 +271,15 @@ def test_staging_for_the_largest_batch_is_pinned_at_load(start_server, repo, tmp
                                              ["OUTPUT__0"])["OUTPUT__0"], xs))
     for g, w in zip(outs, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    stats = requests.get(s.url + "/v2/models/conv_big/stats", timeout=5).json()
+    assert max(b["batch_size"] for b in stats["model_stats"][0]["batch_stats"]) > 1, stats
+    assert grew("conv_big") == [], s.log()
+
+    small = torch.randn(1, 3, 64, 64)
+    got = infer(s.url, "conv_var", [("INPUT__0", small)], ["OUTPUT__0"])["OUTPUT__0"]
+    with torch.no_grad():
+        torch.testing.assert_close(got, ref(small.cuda()).cpu(), rtol=1e-4, atol=1e-4)
+    assert grew("conv_var") == ["0.1"], s.log()
 
 
 def test_large_bodies_reach_the_gpu_from_pinned_memory(start_server, repo, tmp_path):

@@ -1153,9 +1153,10 @@ static void install_pinned_bodies(void) {
                PTS_PINNED_MIN_BYTES / 1024);
 }
 
-/* The most pinned staging a CUDA instance reserves at load: Triton's
- * default pinned pool (--pinned-memory-pool-byte-size, 256 MB) for a whole
- * server. Beyond it the buffer grows as batches need it. */
+/* The most input bytes a CUDA instance reserves staging for at load (its
+ * power of two is at most this too): Triton's default pinned pool
+ * (--pinned-memory-pool-byte-size, 256 MB) for a whole server. Beyond it
+ * the buffer grows as batches need it. */
 #define STAGING_RESERVE_MAX ((size_t)256 << 20)
 
 /* Pinned staging for the largest batch (max_batch_size rows of every input
@@ -1200,13 +1201,14 @@ static void reserve_staging(struct pt_instance *in) {
   size_t reserved = 0;
   for (size_t k = 0; k < cfg->n_input; k++) {
     void *at = NULL;
-    if (rows[k] && pts_torch_staging(in->module, 0, k, rows[k], &at, &err) != PTS_OK) {
+    size_t grown = 0;
+    if (rows[k] && pts_torch_staging(in->module, 0, k, rows[k], &at, &grown, &err) != PTS_OK) {
       PTS_LOG_WARN("model instance '%s': %s; its pinned staging grows as batches need it",
                    in->name, err.msg);
       pts_free(rows);
       return;
     }
-    reserved += at ? rows[k] : 0;
+    reserved += grown;
   }
   pts_free(rows);
   if (reserved)
@@ -1478,8 +1480,16 @@ static enum pts_status pt_input_staging(void *state, unsigned set, size_t input,
   struct pt_instance *in = state;
   *data = NULL;
   if (in->device.type != PTS_DEVICE_CUDA || in->device.keep_placement) return PTS_OK;
-  enum pts_status st = pts_torch_staging(in->module, set, input, byte_size, data, err);
+  size_t grown;
+  enum pts_status st = pts_torch_staging(in->module, set, input, byte_size, data, &grown, err);
   if (st != PTS_OK) pts_error_prefix(err, "model '%s', instance '%s'", in->model->name, in->name);
+  /* Said because it costs this batch: pinning tens of MB takes ms, inside
+   * its input phase (what reserve_staging spares the largest batch). */
+  if (grown)
+    PTS_LOG_INFO("Pinned staging of model instance '%s' grew to %.1f MiB for a batch of %zu "
+                 "bytes of input '%s' (pinned in the batch's input phase)",
+                 in->name, (double)grown / (1 << 20), byte_size,
+                 in->model->cfg->input[input]->name);
   *mem = PTS_MEM_PINNED;
   return st;
 }

@@ -1753,8 +1753,10 @@ void pts_torch_profile_free(struct pts_torch_profile *p) {
 }
 
 enum pts_status pts_torch_staging(struct pts_torch_module *m, unsigned set, size_t slot,
-                                  size_t bytes, void **out, struct pts_error *err) {
+                                  size_t bytes, void **out, size_t *grown,
+                                  struct pts_error *err) {
   *out = nullptr;
+  *grown = 0;
   return guarded(err, PTS_NOMEM, "allocating pinned staging memory failed: ", [&]() {
     ForwardSet &fs = forward_set(m, set);
 #ifdef PTS_WITH_CUDA
@@ -1768,6 +1770,7 @@ enum pts_status pts_torch_staging(struct pts_torch_module *m, unsigned set, size
       buf = at::Tensor();  // the old block back to the allocator first
       buf = at::empty({static_cast<int64_t>(cap)},
                       at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+      *grown = cap;
     }
     *out = buf.data_ptr();
 #else

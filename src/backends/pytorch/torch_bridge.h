@@ -264,14 +264,17 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
 
 /* Pinned host memory of at least `bytes` bytes for input `slot` of batch
  * set `set` (< PTS_TORCH_SETS) of a module on a CUDA device, reused from
- * call to call (grown when too small): the scheduler gathers a batch's
- * input straight into it, and forward() copies it to the device by DMA
- * with no further host copy. *out is NULL (with OK) for a module that is
- * not on CUDA. The memory stays valid until the next call for the same set
- * and slot or pts_torch_free; ask for a set only while no batch is begun
- * on it, and only from the thread that runs the module's batches. */
+ * call to call (grown when too small, by powers of two): the scheduler
+ * gathers a batch's input straight into it, and forward() copies it to the
+ * device by DMA with no further host copy. *out is NULL (with OK) for a
+ * module that is not on CUDA. *grown is the size of the buffer this call
+ * pinned, 0 when it reused the one there. The memory stays valid until the
+ * next call for the same set and slot or pts_torch_free; ask for a set only
+ * while no batch is begun on it, and only from the thread that runs the
+ * module's batches. */
 enum pts_status pts_torch_staging(struct pts_torch_module *m, unsigned set, size_t slot,
-                                  size_t bytes, void **out, struct pts_error *err);
+                                  size_t bytes, void **out, size_t *grown,
+                                  struct pts_error *err);
 
 /* Pinned host memory for a request body (core/pinned.h's allocator):
  * `n` bytes from LibTorch's caching host allocator, or NULL (a build
