@@ -1159,6 +1159,16 @@ static void install_pinned_bodies(void) {
  * the buffer grows as batches need it. */
 #define STAGING_RESERVE_MAX ((size_t)256 << 20)
 
+/* Input k's bytes in a batch of max_batch_size rows, or -1 where they are
+ * not known before requests come (a variable dim, BYTES). */
+static int64_t largest_batch_bytes(const Inference__ModelConfig *cfg, size_t k) {
+  const Inference__ModelInput *ci = cfg->input[k];
+  if (ci->n_dims >= PTS_TENSOR_MAX_DIMS) return -1;
+  struct pts_shape s = {.ndim = 1, .dims = {cfg->max_batch_size}};
+  for (size_t d = 0; d < ci->n_dims; d++) s.dims[s.ndim++] = ci->dims[d];
+  return pts_shape_byte_size((enum pts_dtype)ci->data_type, &s);
+}
+
 /* Pinned staging for the largest batch (max_batch_size rows of every input
  * of fixed dims), reserved at load, so that no batch pins memory in its
  * input phase, as CUDA graphs are captured at load rather than by the first
@@ -1174,25 +1184,16 @@ static void reserve_staging(struct pt_instance *in) {
   const Inference__ModelConfig *cfg = in->model->cfg;
   if (in->device.type != PTS_DEVICE_CUDA || in->device.keep_placement || cfg->max_batch_size <= 0)
     return;
-  size_t *rows = pts_calloc(cfg->n_input ? cfg->n_input : 1, sizeof *rows);
-  if (!rows) return;
-  /* rows[k]: input k's bytes in the largest batch; 0 where a dimension is
-   * variable or the input is BYTES (its size is not known before it comes) */
-  size_t total = 0, cap = STAGING_RESERVE_MAX;
-  for (size_t k = 0; k < cfg->n_input && total <= cap; k++) {
-    const Inference__ModelInput *ci = cfg->input[k];
-    size_t n = pts_dtype_size((enum pts_dtype)ci->data_type) * (size_t)cfg->max_batch_size;
-    for (size_t d = 0; d < ci->n_dims && n; d++)
-      n = ci->dims[d] <= 0 ? 0 : (size_t)ci->dims[d] > cap / n ? cap + 1 : n * (size_t)ci->dims[d];
-    rows[k] = n;
-    total += n;
+  uint64_t total = 0; /* each term below 2^63: no overflow before the cap stops it */
+  for (size_t k = 0; k < cfg->n_input && total <= STAGING_RESERVE_MAX; k++) {
+    int64_t n = largest_batch_bytes(cfg, k);
+    total += n > 0 ? (uint64_t)n : 0;
   }
-  if (total == 0 || total > cap) {
-    if (total)
-      PTS_LOG_INFO("Pinned staging of model instance '%s' grows as batches need it: its largest "
-                   "batch needs more than the %zu MiB reserved at load at most",
-                   in->name, STAGING_RESERVE_MAX >> 20);
-    pts_free(rows);
+  if (total == 0) return;
+  if (total > STAGING_RESERVE_MAX) {
+    PTS_LOG_INFO("Pinned staging of model instance '%s' grows as batches need it: its largest "
+                 "batch needs more than the %zu MiB reserved at load at most",
+                 in->name, STAGING_RESERVE_MAX >> 20);
     return;
   }
   /* The loading thread may ask for staging here: no batch has run, and the
@@ -1200,17 +1201,17 @@ static void reserve_staging(struct pt_instance *in) {
   struct pts_error err = {0};
   size_t reserved = 0;
   for (size_t k = 0; k < cfg->n_input; k++) {
-    void *at = NULL;
-    size_t grown = 0;
-    if (rows[k] && pts_torch_staging(in->module, 0, k, rows[k], &at, &grown, &err) != PTS_OK) {
+    int64_t n = largest_batch_bytes(cfg, k);
+    void *at;
+    size_t grown;
+    if (n <= 0) continue;
+    if (pts_torch_staging(in->module, 0, k, (size_t)n, &at, &grown, &err) != PTS_OK) {
       PTS_LOG_WARN("model instance '%s': %s; its pinned staging grows as batches need it",
                    in->name, err.msg);
-      pts_free(rows);
       return;
     }
     reserved += grown;
   }
-  pts_free(rows);
   if (reserved)
     PTS_LOG_INFO("Reserved %.1f MiB of pinned staging for model instance '%s' (max_batch_size "
                  "%d)",
