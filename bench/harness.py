@@ -43,6 +43,12 @@ def env(name, default):
     return type(default)(os.environ.get("BENCH_" + name, default))
 
 
+def jobs():
+    """JOBS from the environment, else every core: the GPU host has 16, and
+    its device time counts while the build runs."""
+    return os.environ.get("JOBS", str(os.cpu_count() or 2))
+
+
 def build(build_dir, targets, *cmake_args):
     """ptserve's tree built Release (no tests) into build_dir; returns it."""
     log("build (Release) in %s" % build_dir)
@@ -50,7 +56,7 @@ def build(build_dir, targets, *cmake_args):
                     "-DPTS_BUILD_TESTS=OFF", "-DPTS_PYTHON=" + PY, *cmake_args],
                    check=True, stdout=subprocess.DEVNULL)
     subprocess.run(["cmake", "--build", build_dir, "--target", *targets,
-                    "-j" + os.environ.get("JOBS", "2")], check=True, stdout=subprocess.DEVNULL)
+                    "-j" + jobs()], check=True, stdout=subprocess.DEVNULL)
     return build_dir
 
 
@@ -186,7 +192,7 @@ def build_ref(ref, build_dir, targets, *cmake_args):
                         "-DPTS_BUILD_TESTS=OFF", *cmake_args], check=True,
                        stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", build_dir, "--target", *targets,
-                        "-j" + os.environ.get("JOBS", "2")], check=True, stdout=subprocess.DEVNULL)
+                        "-j" + jobs()], check=True, stdout=subprocess.DEVNULL)
     finally:
         subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", src],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -17,7 +17,7 @@ files stay in bench/cpu/raw/. Client, server and LibTorch share the cores:
 compare ratios within one run.
 
 Environment: BENCH_INTERVAL_MS (2000), BENCH_QUIET_WAIT, BENCH_BUILD_DIR,
-BENCH_RESULTS, JOBS, PERF_ANALYZER (default: the venv's; its rows are left
+BENCH_RESULTS, JOBS (every core), PERF_ANALYZER (default: the venv's; its rows are left
 out, with a note, when it is missing).
 """
 import os
