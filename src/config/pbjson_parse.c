@@ -237,7 +237,8 @@ static enum pts_status parse_scalar(struct jp *p, const json_t *j,
     case PROTOBUF_C_TYPE_DOUBLE:
       return parse_real(p, j, f, v);
     case PROTOBUF_C_TYPE_BOOL:
-      if (!json_is_boolean(j)) return fail(p, "expected true or false, got %s", pts_json_kind_name(j));
+      if (!json_is_boolean(j))
+        return fail(p, "expected true or false, got %s", pts_json_kind_name(j));
       v->b = json_is_true(j);
       return PTS_OK;
     case PROTOBUF_C_TYPE_ENUM:
@@ -251,7 +252,8 @@ static enum pts_status parse_scalar(struct jp *p, const json_t *j,
       return v->s ? PTS_OK : nomem(p);
     }
     case PROTOBUF_C_TYPE_BYTES: {
-      if (!json_is_string(j)) return fail(p, "expected a base64 string, got %s", pts_json_kind_name(j));
+      if (!json_is_string(j))
+        return fail(p, "expected a base64 string, got %s", pts_json_kind_name(j));
       char what[300];
       snprintf(what, sizeof what, "field '%s'", p->path);
       uint8_t *data;
@@ -318,7 +320,8 @@ static enum pts_status parse_one(struct jp *p, const json_t *j, const ProtobufCF
 /* A map field: a JSON object whose keys are the map keys as strings. */
 static enum pts_status parse_map(struct jp *p, const json_t *j, const ProtobufCFieldDescriptor *f,
                                  ProtobufCMessage *msg) {
-  if (!json_is_object(j)) return fail(p, "expected an object (a map), got %s", pts_json_kind_name(j));
+  if (!json_is_object(j))
+    return fail(p, "expected an object (a map), got %s", pts_json_kind_name(j));
   const ProtobufCMessageDescriptor *ed = f->descriptor;
   const ProtobufCFieldDescriptor *kf = &ed->fields[0], *vf = &ed->fields[1];
   const char *key;

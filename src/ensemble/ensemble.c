@@ -800,7 +800,8 @@ static enum pts_status ens_execute(void *instance_state, struct pts_batch *batch
   enum pts_status rc = PTS_OK;
   if (!r.tensors || !r.ready || !r.batched || !r.state || !r.ctx || !steps)
     rc = pts_error_set(err, PTS_NOMEM, "out of memory running ensemble '%s'", m->name);
-  for (size_t s = 0; rc == PTS_OK && s < g->n_steps; s++) r.ctx[s] = (struct step_ctx){&r, s, false};
+  for (size_t s = 0; rc == PTS_OK && s < g->n_steps; s++)
+    r.ctx[s] = (struct step_ctx){&r, s, false};
   /* The ensemble's inputs are tensors 0..n_input-1, in config order, as
    * the scheduler passes them. */
   for (size_t i = 0; rc == PTS_OK && i < cfg->n_input; i++) {

@@ -56,8 +56,8 @@ void pts_model_set_config(struct pts_model *m, Inference__ModelConfig *cfg);
 /* Loads the version from `model_dir` (borrowed during the call): the
  * backend's model, one instance per planned slot, warmup, the scheduler
  * (`override`, when not NULL, gets a reference that the model keeps until
- * it is unloaded). An ensemble's config runs on `ensemble`'s backend. The state stays LOADING: the repository makes the
- * version READY when it publishes it. On failure nothing is left loaded. */
+ * it is unloaded). An ensemble's config runs on `ensemble`'s backend. The state stays LOADING: the
+ * repository makes the version READY when it publishes it. On failure nothing is left loaded. */
 /* How a version whose config has platform "ensemble" runs: the ensemble
  * backend and its host, both from the layer above (the repository's
  * pts_repository_set_ensemble); borrowed. */

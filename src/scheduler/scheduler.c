@@ -290,13 +290,12 @@ static enum pts_status run_init(const struct pts_scheduler *s, struct pts_pendin
   size_t ni = cfg->n_input ? cfg->n_input : 1, no = cfg->n_output ? cfg->n_output : 1;
   memset(r, 0, sizeof *r);
   r->n = n;
-  size_t cap = pts_arena_piece_size(n, sizeof *r->items) + pts_arena_piece_size(n, sizeof *r->reqs) +
-               pts_arena_piece_size(n, sizeof *r->rows) +
-               pts_arena_piece_size(ni, sizeof *r->inputs) +
-               pts_arena_piece_size(ni, sizeof *r->gathered) +
-               pts_arena_piece_size(no, sizeof *r->outputs) +
-               pts_arena_piece_size(n, sizeof *r->resps) + pts_arena_piece_size(n, sizeof *r->errs) +
-               (n > 1 ? pts_arena_piece_size(n * no, sizeof *r->slices) : 0) + 16;
+  size_t cap =
+      pts_arena_piece_size(n, sizeof *r->items) + pts_arena_piece_size(n, sizeof *r->reqs) +
+      pts_arena_piece_size(n, sizeof *r->rows) + pts_arena_piece_size(ni, sizeof *r->inputs) +
+      pts_arena_piece_size(ni, sizeof *r->gathered) + pts_arena_piece_size(no, sizeof *r->outputs) +
+      pts_arena_piece_size(n, sizeof *r->resps) + pts_arena_piece_size(n, sizeof *r->errs) +
+      (n > 1 ? pts_arena_piece_size(n * no, sizeof *r->slices) : 0) + 16;
   /* Huge batches (cap overflowed) take every array from the heap. */
   r->block = cap < ((size_t)1 << 30) ? pts_malloc(cap) : NULL;
   pts_arena_init(&r->arena, r->block, r->block ? cap : 0);
@@ -440,8 +439,8 @@ static enum pts_status build_inputs(const struct pts_scheduler *s, struct instan
     if (!dst->data && dst->shape.ndim == 0) continue;
     if (!in->reshape) continue;
     struct pts_shape full = dst->shape;
-    st = pts_reshape_map_batched(in->dims, in->n_dims, in->reshape->shape, in->reshape->n_shape, s->batching,
-                      &full, &dst->shape, err);
+    st = pts_reshape_map_batched(in->dims, in->n_dims, in->reshape->shape, in->reshape->n_shape,
+                                 s->batching, &full, &dst->shape, err);
     if (st != PTS_OK) {
       pts_error_prefix(err, "input '%s' of model '%s'", in->name, s->model_name);
       return st;
@@ -498,8 +497,9 @@ static enum pts_status check_outputs(const struct pts_scheduler *s, int64_t batc
                            s->backend->name, co->name, s->model_name, (long long)batch_size);
     if (co->reshape) {
       struct pts_shape mapped;
-      enum pts_status st = pts_reshape_map_batched(co->reshape->shape, co->reshape->n_shape, co->dims,
-                                        co->n_dims, batched, &out->shape, &mapped, err);
+      enum pts_status st =
+          pts_reshape_map_batched(co->reshape->shape, co->reshape->n_shape, co->dims, co->n_dims,
+                                  batched, &out->shape, &mapped, err);
       if (st != PTS_OK) {
         pts_error_prefix(err, "output '%s' of model '%s'", co->name, s->model_name);
         return recode(err, PTS_INTERNAL);
@@ -717,7 +717,8 @@ static void apply_device_times(struct pts_batch_times *t, const struct pts_batch
 static struct pts_output_dest *output_dests(const struct pts_scheduler *s, struct run *r) {
   const struct pts_infer_request *req = r->reqs[0];
   bool any = false;
-  for (size_t i = 0; r->n == 1 && i < req->n_outputs; i++) any |= req->outputs[i].shm_target != NULL;
+  for (size_t i = 0; r->n == 1 && i < req->n_outputs; i++)
+    any |= req->outputs[i].shm_target != NULL;
   if (!any) return NULL;
   r->dests = pts_calloc(s->config->n_output, sizeof *r->dests);
   for (size_t i = 0; r->dests && i < req->n_outputs; i++) {

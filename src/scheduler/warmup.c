@@ -53,7 +53,8 @@ static enum pts_status read_file(const char *model_dir, const char *file, void *
   char path[4096];
   snprintf(path, sizeof path, "%s/warmup/%s", model_dir, file);
   FILE *f = fopen(path, "rb");
-  if (!f) return pts_error_set(err, PTS_INVALID_ARG, "can not open warmup/%s: %s", file, strerror(errno));
+  if (!f)
+    return pts_error_set(err, PTS_INVALID_ARG, "can not open warmup/%s: %s", file, strerror(errno));
   enum pts_status st = PTS_OK;
   long len = -1;
   if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);

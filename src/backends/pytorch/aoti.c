@@ -228,7 +228,8 @@ static enum pts_status fill_inputs(Inference__ModelConfig *cfg, const struct pts
     const char *name = pts_callspec_name(cs, PTS_CALLSPEC_INPUTS, i);
     if (!(in->name = pts_strdup(name))) return nomem(err);
     in->data_type = (Inference__DataType)io->inputs[i].dtype;
-    enum pts_status st = config_dims(cfg, "input", name, &io->inputs[i], &in->dims, &in->n_dims, err);
+    enum pts_status st =
+        config_dims(cfg, "input", name, &io->inputs[i], &in->dims, &in->n_dims, err);
     if (st) return st;
   }
   return PTS_OK;
@@ -246,7 +247,8 @@ static enum pts_status fill_outputs(Inference__ModelConfig *cfg, const struct pt
     const char *name = pts_callspec_name(cs, PTS_CALLSPEC_OUTPUTS, i);
     if (!(o->name = pts_strdup(name))) return nomem(err);
     o->data_type = (Inference__DataType)io->outputs[i].dtype;
-    enum pts_status st = config_dims(cfg, "output", name, &io->outputs[i], &o->dims, &o->n_dims, err);
+    enum pts_status st =
+        config_dims(cfg, "output", name, &io->outputs[i], &o->dims, &o->n_dims, err);
     if (st) return st;
   }
   return PTS_OK;

@@ -311,9 +311,10 @@ enum pts_status pts_callspec_resolve(const struct pts_callspec *cs, enum pts_cal
   list_names(s, inner, names, sizeof names);
   pts_free(inner);
   if (names[0])
-    return pts_error_set(err, PTS_INVALID_ARG,
-                         "%s '%s' is a container in the package, not a tensor; name its tensors: %s",
-                         side_word(side), name, names);
+    return pts_error_set(
+        err, PTS_INVALID_ARG,
+        "%s '%s' is a container in the package, not a tensor; name its tensors: %s",
+        side_word(side), name, names);
   if (s->n == 0)
     return pts_error_set(err, PTS_INVALID_ARG, "%s '%s' matches nothing: the package has no %ss",
                          side_word(side), name, side_word(side));

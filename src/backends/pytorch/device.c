@@ -115,8 +115,9 @@ enum pts_status pts_device_choose(const struct pts_device_caps *caps,
   if (missing && warning && warning_size > 0) {
     char dev[32];
     pts_device_format(out, dev, sizeof dev);
-    snprintf(warning, warning_size, "gpu_execution_accelerator '%s' is not usable (%s); using %s instead",
-             missing, why, dev);
+    snprintf(warning, warning_size,
+             "gpu_execution_accelerator '%s' is not usable (%s); using %s instead", missing, why,
+             dev);
   }
   return PTS_OK;
 }

@@ -40,11 +40,13 @@
 #include "trace/profile.h"
 
 _Static_assert(PTS_TORCH_MAX_DIMS == PTS_TENSOR_MAX_DIMS, "bridge and tensor ranks must agree");
-_Static_assert(PTS_TORCH_MEM_HOST == (int)PTS_MEM_HOST && PTS_TORCH_MEM_PINNED == (int)PTS_MEM_PINNED &&
+_Static_assert(PTS_TORCH_MEM_HOST == (int)PTS_MEM_HOST &&
+                   PTS_TORCH_MEM_PINNED == (int)PTS_MEM_PINNED &&
                    PTS_TORCH_MEM_DEVICE == (int)PTS_MEM_DEVICE,
                "bridge and tensor memory kinds must agree");
 _Static_assert((int)PTS_DEVICE_KIND_GPU == (int)INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU &&
-                   (int)PTS_DEVICE_KIND_CPU == (int)INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU &&
+                   (int)PTS_DEVICE_KIND_CPU ==
+                       (int)INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU &&
                    (int)PTS_DEVICE_KIND_MODEL ==
                        (int)INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_MODEL,
                "device kinds must follow ModelInstanceGroup.Kind");
@@ -481,15 +483,16 @@ static enum pts_status resolve_library(const char *model, const char *model_dir,
                          model, name, field);
   char joined[PATH_MAX], dir[PATH_MAX];
   if (snprintf(joined, sizeof joined, "%s/%s", model_dir, name) >= (int)sizeof joined)
-    return pts_error_set(err, PTS_INVALID_ARG, "model '%s': custom operator library path '%s' is too long",
-                         model, name);
+    return pts_error_set(err, PTS_INVALID_ARG,
+                         "model '%s': custom operator library path '%s' is too long", model, name);
   if (!realpath(model_dir, dir))
-    return pts_error_set(err, PTS_UNAVAILABLE, "model '%s': can not resolve the model directory '%s': %s",
-                         model, model_dir, strerror(errno));
+    return pts_error_set(err, PTS_UNAVAILABLE,
+                         "model '%s': can not resolve the model directory '%s': %s", model,
+                         model_dir, strerror(errno));
   if (!realpath(joined, out))
     return pts_error_set(err, PTS_UNAVAILABLE,
-                         "model '%s': custom operator library '%s' (%s) not found at '%s': %s", model,
-                         name, field, joined, strerror(errno));
+                         "model '%s': custom operator library '%s' (%s) not found at '%s': %s",
+                         model, name, field, joined, strerror(errno));
   size_t n = strlen(dir);
   if (strncmp(out, dir, n) != 0 || out[n] != '/')
     return pts_error_set(err, PTS_INVALID_ARG,
@@ -957,7 +960,8 @@ static enum pts_status aoti_check_run(struct pt_instance *in, int64_t b,
     size_t nd = ci->reshape ? ci->reshape->n_shape : ci->n_dims;
     struct pts_shape shape = {0};
     if (b > 0) shape.dims[shape.ndim++] = b;
-    for (size_t k = 0; k < nd && shape.ndim < PTS_TORCH_MAX_DIMS; k++) shape.dims[shape.ndim++] = d[k];
+    for (size_t k = 0; k < nd && shape.ndim < PTS_TORCH_MAX_DIMS; k++)
+      shape.dims[shape.ndim++] = d[k];
     int64_t bytes = pts_shape_byte_size((enum pts_dtype)ci->data_type, &shape);
     if (bytes < 0)
       return pts_error_set(err, PTS_INVALID_ARG, "model '%s': input '%s' is too large", m->name,
@@ -1631,7 +1635,8 @@ static enum pts_status shape_strings(const struct pt_model *m, size_t i,
       size_t j = k == 0 ? i : k - 1;
       if (j >= batch->n_inputs || (k > 0 && j == i)) continue;
       const struct pts_tensor *t = &batch->inputs[j];
-      if (t->dtype != PTS_DTYPE_BYTES || t->shape.ndim != want.ndim || pts_shape_count(&t->shape) != n)
+      if (t->dtype != PTS_DTYPE_BYTES || t->shape.ndim != want.ndim ||
+          pts_shape_count(&t->shape) != n)
         continue;
       found = true;
       for (int x = 0; x < want.ndim; x++)

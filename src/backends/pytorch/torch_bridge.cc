@@ -1534,7 +1534,8 @@ enum pts_status pts_torch_optimize(struct pts_torch_module *m, bool freeze,
 enum pts_status pts_torch_inference_tensors(struct pts_torch_module *m, size_t *converted,
                                             struct pts_error *err) {
   *converted = 0;
-  return guarded(err, PTS_INTERNAL, "making the module's tensors inference tensors failed: ", [&]() {
+  const char *what = "making the module's tensors inference tensors failed: ";
+  return guarded(err, PTS_INTERNAL, what, [&]() {
     if (m->is_aoti) return PTS_OK;  // a compiled package keeps its own constants
     c10::InferenceMode guard;       // what at::empty makes here is an inference tensor
     // By TensorImpl, so that one tensor held by two attributes stays one.
@@ -1558,7 +1559,8 @@ enum pts_status pts_torch_inference_tensors(struct pts_torch_module *m, size_t *
           continue;
         auto it = made.find(t.unsafeGetTensorImpl());
         if (it == made.end()) {
-          at::Tensor fresh = at::empty({0}, at::TensorOptions().dtype(t.dtype()).device(t.device()));
+          at::TensorOptions like = at::TensorOptions().dtype(t.dtype()).device(t.device());
+          at::Tensor fresh = at::empty({0}, like);
           fresh.set_(t.storage(), t.storage_offset(), t.sizes(), t.strides());
           it = made.emplace(t.unsafeGetTensorImpl(), std::move(fresh)).first;
           ++*converted;
@@ -1721,7 +1723,8 @@ enum pts_status pts_torch_profile_stop(struct pts_torch_module *m, struct pts_to
       o.shapes = pts_strdup(op.shapes.c_str());
       o.dtypes = pts_strdup(op.dtypes.c_str());
       out->count++;
-      if (!o.name || !o.shapes || !o.dtypes) fail(PTS_NOMEM, "out of memory collecting the profiler's events");
+      if (!o.name || !o.shapes || !o.dtypes)
+        fail(PTS_NOMEM, "out of memory collecting the profiler's events");
       o.start_ns = op.start;
       o.cpu_ns = op.dur;
       o.device_ns = op.device;

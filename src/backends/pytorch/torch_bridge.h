@@ -231,10 +231,10 @@ enum pts_status pts_torch_optimize(struct pts_torch_module *m, bool freeze,
  * ADInplaceOrView key even there, so each view or in-place op on a weight
  * (linear's t(), addmm's expand of the bias) builds autograd view metadata
  * that nothing reads; about 3k instructions per forward of the 16 → 4
- * MLP (callgrind, 90.4k → 87.7k per HTTP request). Nothing is copied and tensors that shared a storage still do.
- * Sparse, quantized and other non-strided tensors are left as they are.
- * Never call it for a model run without InferenceMode: in-place ops on
- * inference tensors are refused outside it. *converted: tensors changed. */
+ * MLP (callgrind, 90.4k → 87.7k per HTTP request). Nothing is copied and tensors that shared a
+ * storage still do. Sparse, quantized and other non-strided tensors are left as they are. Never
+ * call it for a model run without InferenceMode: in-place ops on inference tensors are refused
+ * outside it. *converted: tensors changed. */
 enum pts_status pts_torch_inference_tensors(struct pts_torch_module *m, size_t *converted,
                                             struct pts_error *err);
 

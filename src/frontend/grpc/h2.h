@@ -23,8 +23,8 @@
  *
  * Deadlines (`grpc-timeout`) end a call with DEADLINE_EXCEEDED; inference
  * responses are compressed (gzip or deflate, whichever the client accepts)
- * at --grpc-infer-response-compression-level. Keepalive pings, the policing of the client's pings and connection age
- * follow gRPC core's flags (--grpc-keepalive-*, --grpc-http2-*,
+ * at --grpc-infer-response-compression-level. Keepalive pings, the policing of the client's pings
+ * and connection age follow gRPC core's flags (--grpc-keepalive-*, --grpc-http2-*,
  * --grpc-max-connection-age*).
  *
  * Threading: every function runs on the transport's loop thread, except

@@ -177,7 +177,8 @@ static void handle_health(struct pts_http *h, struct conn *cn, bool ready) {
 static void handle_server_metadata(struct pts_http *h, struct conn *cn) {
   size_t len = 0, n = sizeof EXTENSIONS / sizeof EXTENSIONS[0];
   if (!pts_shm_cuda_available(pts_server_shm(h->server))) n--; /* cuda_shared_memory is last */
-  char *json = pts_v2_server_metadata(pts_server_id(h->server), pts_server_version(), EXTENSIONS, n, &len);
+  char *json =
+      pts_v2_server_metadata(pts_server_id(h->server), pts_server_version(), EXTENSIONS, n, &len);
   send_owned_json(cn, 200, json, len);
 }
 

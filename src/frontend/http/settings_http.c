@@ -31,8 +31,9 @@ static enum pts_status parse_object(const char *what, const char *body, size_t l
                          "failed to parse the %s request JSON at line %d column %d: %s", what,
                          je.line, je.column, je.text);
   if (!json_is_object(root)) {
-    enum pts_status st = pts_error_set(
-        err, PTS_INVALID_ARG, "the %s request JSON must be an object, got %s", what, pts_json_kind_name(root));
+    enum pts_status st =
+        pts_error_set(err, PTS_INVALID_ARG, "the %s request JSON must be an object, got %s", what,
+                      pts_json_kind_name(root));
     json_decref(root);
     return st;
   }
@@ -166,7 +167,8 @@ enum pts_status pts_http_trace_setting(struct pts_server *s, const char *model, 
 
 static enum pts_status log_bool(const char *key, json_t *v, bool *out, struct pts_error *err) {
   if (!json_is_boolean(v))
-    return pts_error_set(err, PTS_INVALID_ARG, "expect boolean for '%s', got %s", key, pts_json_kind_name(v));
+    return pts_error_set(err, PTS_INVALID_ARG, "expect boolean for '%s', got %s", key,
+                         pts_json_kind_name(v));
   *out = json_is_true(v);
   return PTS_OK;
 }

@@ -382,7 +382,8 @@ static enum pts_status put_integer(struct walk *w, const json_t *v, bool is_sign
                            "input '%s': element %" PRId64
                            " of %s (%lld) is out of range "
                            "for %s [%" PRId64 ", %" PRId64 "]",
-                           w->name, w->count, w->field, (long long)x, pts_dtype_name(w->dtype), lo, hi);
+                           w->name, w->count, w->field, (long long)x, pts_dtype_name(w->dtype), lo,
+                           hi);
   } else {
     uint64_t hi = size == 8 ? UINT64_MAX : ((uint64_t)1 << (8 * size)) - 1;
     if (x < 0 || (uint64_t)x > hi)
