@@ -19,6 +19,7 @@
 #include "core/alloc.h"
 #include "core/name.h"
 #include "tensor/dtype.h"
+#include "tensor/tensor.h"
 
 /* Every message names the model first: it may be read far from the file,
  * in a repository-load response or a log line. */
@@ -440,6 +441,16 @@ static enum pts_status check_tensor(const Inference__ModelConfig *cfg, const cha
         err, cfg,
         "model %s '%s' dimension must be integer >= 1, or -1 to indicate a variable-size dimension",
         io, name);
+  /* Every shape made from these dims (a request's, the backend's load check,
+   * a warmup sample) has the batch dimension in front when the model
+   * batches, and must fit a struct pts_shape. Triton has no such limit;
+   * PyTorch kernels rarely go past a dozen dims. */
+  size_t lead = cfg->max_batch_size > 0 ? 1 : 0;
+  size_t most = reshape && reshape->n_shape > n_dims ? reshape->n_shape : n_dims;
+  if (most + lead > PTS_TENSOR_MAX_DIMS)
+    return fail(err, cfg,
+                "model %s '%s' has %zu dimensions%s, more than the %d ptserve supports", io, name,
+                most + lead, lead ? " with the batch dimension" : "", PTS_TENSOR_MAX_DIMS);
   return reshape ? check_reshape(cfg, io, name, dims, n_dims, reshape, err) : PTS_OK;
 }
 

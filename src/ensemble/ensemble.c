@@ -609,11 +609,9 @@ static void fit_batching(struct pts_shape *shape, bool tensor_batched, bool want
                          const int64_t *dims, size_t n_dims) {
   if (tensor_batched == want_batched) return;
   bool same = dims_agree(dims, n_dims, shape->dims, (size_t)shape->ndim);
-  if (want_batched && same && shape->ndim < PTS_TENSOR_MAX_DIMS) {
-    memmove(shape->dims + 1, shape->dims, sizeof(int64_t) * (size_t)shape->ndim);
-    shape->dims[0] = 1;
-    shape->ndim++;
-  } else if (!want_batched && !same && shape->ndim > 0 && shape->dims[0] == 1) {
+  if (want_batched) {
+    if (same) (void)pts_shape_prepend(shape, 1); /* at the rank limit, passed as it is */
+  } else if (!same && shape->ndim > 0 && shape->dims[0] == 1) {
     memmove(shape->dims, shape->dims + 1, sizeof(int64_t) * (size_t)(shape->ndim - 1));
     shape->ndim--;
   }

@@ -167,12 +167,13 @@ static bool shape_matches(const Inference__ModelInput *in, const struct pts_shap
 static enum pts_status shape_error(const Inference__ModelConfig *cfg, const char *model,
                                    const Inference__ModelInput *in, const struct pts_tensor *t,
                                    struct pts_error *err) {
-  struct pts_shape full = {0};
-  if (cfg->max_batch_size > 0) full.dims[full.ndim++] = -1;
-  for (size_t d = 0; d < in->n_dims && full.ndim < PTS_TENSOR_MAX_DIMS; d++)
-    full.dims[full.ndim++] = in->dims[d];
+  struct pts_shape full;
   char want[192], got[192];
-  pts_shape_format(&full, want, sizeof want);
+  if (pts_shape_set(&full, in->dims, in->n_dims) &&
+      (cfg->max_batch_size == 0 || pts_shape_prepend(&full, -1)))
+    pts_shape_format(&full, want, sizeof want);
+  else
+    snprintf(want, sizeof want, "(more dims than ptserve supports)");
   pts_shape_format(&t->shape, got, sizeof got);
   if (cfg->max_batch_size > 0)
     return pts_error_set(err, PTS_INVALID_ARG,

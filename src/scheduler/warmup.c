@@ -107,10 +107,9 @@ static enum pts_status make_input(const Inference__ModelConfig *cfg, const char 
                                   const Inference__ModelInput *in,
                                   const Inference__ModelWarmup__Input *v, int64_t batch,
                                   uint32_t *rng, struct pts_tensor *out, struct pts_error *err) {
-  struct pts_shape sample = {.ndim = (int)v->n_dims};
-  if (v->n_dims > PTS_TENSOR_MAX_DIMS)
+  struct pts_shape sample;
+  if (!pts_shape_set(&sample, v->dims, v->n_dims))
     return pts_error_set(err, PTS_INVALID_ARG, "input '%s' has too many dims", in->name);
-  memcpy(sample.dims, v->dims, v->n_dims * sizeof(int64_t));
   int64_t count = pts_shape_count(&sample);
   if (count < 0) return pts_error_set(err, PTS_INVALID_ARG, "input '%s': bad dims", in->name);
 
@@ -121,11 +120,8 @@ static enum pts_status make_input(const Inference__ModelConfig *cfg, const char 
     if (st) return st;
   }
   if (cfg->max_batch_size > 0) {
-    if (shape.ndim >= PTS_TENSOR_MAX_DIMS)
+    if (!pts_shape_prepend(&shape, batch))
       return pts_error_set(err, PTS_INVALID_ARG, "input '%s' has too many dims", in->name);
-    memmove(shape.dims + 1, shape.dims, (size_t)shape.ndim * sizeof(int64_t));
-    shape.dims[0] = batch;
-    shape.ndim++;
   } else {
     batch = 1;
   }

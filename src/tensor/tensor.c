@@ -32,6 +32,21 @@ bool pts_shape_equal(const struct pts_shape *a, const struct pts_shape *b) {
   return true;
 }
 
+bool pts_shape_set(struct pts_shape *out, const int64_t *dims, size_t n) {
+  if (n > PTS_TENSOR_MAX_DIMS) return false;
+  out->ndim = (int)n;
+  if (n) memcpy(out->dims, dims, n * sizeof *dims);
+  return true;
+}
+
+bool pts_shape_prepend(struct pts_shape *s, int64_t lead) {
+  if (s->ndim >= PTS_TENSOR_MAX_DIMS) return false;
+  memmove(s->dims + 1, s->dims, (size_t)s->ndim * sizeof *s->dims);
+  s->dims[0] = lead;
+  s->ndim++;
+  return true;
+}
+
 void pts_shape_format(const struct pts_shape *s, char *out, size_t out_size) {
   size_t used = 0;
   if (out_size == 0) return;

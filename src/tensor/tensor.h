@@ -60,6 +60,17 @@ int64_t pts_shape_count(const struct pts_shape *s);
  * for BYTES (whose size depends on the data). */
 int64_t pts_shape_byte_size(enum pts_dtype t, const struct pts_shape *s);
 bool pts_shape_equal(const struct pts_shape *a, const struct pts_shape *b);
+/* *out = dims[0..n). Returns false, leaving *out alone, when n is over
+ * PTS_TENSOR_MAX_DIMS. */
+bool pts_shape_set(struct pts_shape *out, const int64_t *dims, size_t n);
+/* Puts `lead` in front of s's dims: how a configuration's dims become a
+ * shape with its batch dimension, which each caller fills with what it knows
+ * of the batch (its size, -1 for any, 1 for a request of one). Returns
+ * false, leaving *s alone, when s already has PTS_TENSOR_MAX_DIMS dims; the
+ * configuration check (config/model_config_complete.c) refuses at load a
+ * tensor whose dims could not take the batch dimension, so for dims that
+ * passed it this never fails. */
+bool pts_shape_prepend(struct pts_shape *s, int64_t lead);
 /* Writes "[1,3,224,224]" into out (always NUL-terminated). */
 void pts_shape_format(const struct pts_shape *s, char *out, size_t out_size);
 

@@ -329,6 +329,31 @@ def test_load_with_config_override(start_server, tmp_path):
     assert_clean_exit(s)
 
 
+def test_load_refuses_dims_over_the_rank_limit(start_server, tmp_path):
+    # 16 dims fit a tensor; with the batch dimension in front they are 17,
+    # one more than ptserve's shapes hold. The load names the input and the
+    # count, and the model already loaded keeps serving.
+    write_model(tmp_path, "m", max_batch=8)
+    s = start_server(tmp_path, "--model-control-mode=explicit", "--load-model=m")
+    cfg = {"backend": "identity", "max_batch_size": 4,
+           "input": [{"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [1] * 16}],
+           "output": [{"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [1] * 16}]}
+    r = load(s, "m", {"config": json.dumps(cfg)})
+    assert r.status_code == 400, r.text
+    assert ("model input 'INPUT0' has 17 dimensions with the batch dimension, more than the 16 "
+            "ptserve supports") in r.json()["error"], r.text
+    infer_ok(s, "m")
+    # Without a batch dimension the same 16 dims load and serve.
+    cfg["max_batch_size"] = 0
+    assert load(s, "m", {"config": json.dumps(cfg)}).status_code == 200
+    body = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1] * 16, "data": [7]}]}
+    r = requests.post(s.url + "/v2/models/m/infer", data=json.dumps(body), timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    assert r.json()["outputs"][0]["shape"] == [1] * 16
+    assert r.json()["outputs"][0]["data"] == [7]
+    assert_clean_exit(s)
+
+
 def test_load_with_file_override(start_server, tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()

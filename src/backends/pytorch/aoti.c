@@ -354,16 +354,13 @@ static enum pts_status check_one(const Inference__ModelConfig *cfg, const char *
                          "%s '%s' is %s in the configuration, but the package's %s is %s", what,
                          cfg_name, pts_dtype_config_name((enum pts_dtype)data_type), pkg_name,
                          pts_dtype_config_name(rec->dtype));
+  if (cfg->max_batch_size > 0 && (rec->shape.ndim == 0 || rec->shape.dims[0] != -1))
+    return static_batch(cfg, what, pkg_name, &rec->shape, err);
   /* The shape the package sees: the batch dimension, then reshape or dims. */
-  struct pts_shape want = {0};
-  if (cfg->max_batch_size > 0) {
-    if (rec->shape.ndim == 0 || rec->shape.dims[0] != -1)
-      return static_batch(cfg, what, pkg_name, &rec->shape, err);
-    want.dims[want.ndim++] = -1;
-  }
-  const int64_t *d = reshape ? reshape->shape : dims;
-  size_t nd = reshape ? reshape->n_shape : n_dims;
-  for (size_t k = 0; k < nd && want.ndim < PTS_TENSOR_MAX_DIMS; k++) want.dims[want.ndim++] = d[k];
+  struct pts_shape want;
+  if (!pts_shape_set(&want, reshape ? reshape->shape : dims, reshape ? reshape->n_shape : n_dims) ||
+      (cfg->max_batch_size > 0 && !pts_shape_prepend(&want, -1)))
+    return pts_error_set(err, PTS_INVALID_ARG, "%s '%s' has too many dimensions", what, cfg_name);
   bool ok = want.ndim == rec->shape.ndim;
   for (int k = 0; ok && k < want.ndim; k++)
     ok = rec->shape.dims[k] == -1 || rec->shape.dims[k] == want.dims[k];

@@ -860,19 +860,23 @@ static enum pts_status capture_graphs(struct pt_instance *in, const char *dev,
       const int64_t *d = ci->reshape ? ci->reshape->shape : ci->dims;
       size_t nd = ci->reshape ? ci->reshape->n_shape : ci->n_dims;
       struct pts_torch_input *slot = &in->inputs[m->input_slot[i]];
-      int ndim = 0;
-      if (cfg->max_batch_size > 0) dims[i][ndim++] = b;
-      for (size_t k = 0; k < nd && ndim < PTS_TORCH_MAX_DIMS; k++) {
+      struct pts_shape shape;
+      if (!pts_shape_set(&shape, d, nd) ||
+          (cfg->max_batch_size > 0 && !pts_shape_prepend(&shape, b))) {
+        st = pts_error_set(err, PTS_INVALID_ARG, "model '%s': input '%s' has too many dimensions",
+                           m->name, ci->name);
+        break;
+      }
+      for (size_t k = 0; k < nd; k++)
         if (d[k] < 0)
           st = pts_error_set(err, PTS_INVALID_ARG,
                              "model '%s': CUDA graphs need fixed dims, but input '%s' has a "
                              "variable (-1) dimension",
                              m->name, ci->name);
-        dims[i][ndim++] = d[k];
-      }
+      memcpy(dims[i], shape.dims, sizeof dims[i]);
       *slot = (struct pts_torch_input){.name = ci->name,
                                        .dtype = (enum pts_dtype)ci->data_type,
-                                       .ndim = ndim,
+                                       .ndim = shape.ndim,
                                        .dims = dims[i]};
     }
     struct pts_torch_run_opts opts = run_opts(m);
@@ -958,10 +962,10 @@ static enum pts_status aoti_check_run(struct pt_instance *in, int64_t b,
     const Inference__ModelInput *ci = cfg->input[i];
     const int64_t *d = ci->reshape ? ci->reshape->shape : ci->dims;
     size_t nd = ci->reshape ? ci->reshape->n_shape : ci->n_dims;
-    struct pts_shape shape = {0};
-    if (b > 0) shape.dims[shape.ndim++] = b;
-    for (size_t k = 0; k < nd && shape.ndim < PTS_TORCH_MAX_DIMS; k++)
-      shape.dims[shape.ndim++] = d[k];
+    struct pts_shape shape;
+    if (!pts_shape_set(&shape, d, nd) || (b > 0 && !pts_shape_prepend(&shape, b)))
+      return pts_error_set(err, PTS_INVALID_ARG, "model '%s': input '%s' has too many dimensions",
+                           m->name, ci->name);
     int64_t bytes = pts_shape_byte_size((enum pts_dtype)ci->data_type, &shape);
     if (bytes < 0)
       return pts_error_set(err, PTS_INVALID_ARG, "model '%s': input '%s' is too large", m->name,
@@ -1167,9 +1171,9 @@ static void install_pinned_bodies(void) {
  * not known before requests come (a variable dim, BYTES). */
 static int64_t largest_batch_bytes(const Inference__ModelConfig *cfg, size_t k) {
   const Inference__ModelInput *ci = cfg->input[k];
-  if (ci->n_dims >= PTS_TENSOR_MAX_DIMS) return -1;
-  struct pts_shape s = {.ndim = 1, .dims = {cfg->max_batch_size}};
-  for (size_t d = 0; d < ci->n_dims; d++) s.dims[s.ndim++] = ci->dims[d];
+  struct pts_shape s;
+  if (!pts_shape_set(&s, ci->dims, ci->n_dims) || !pts_shape_prepend(&s, cfg->max_batch_size))
+    return -1;
   return pts_shape_byte_size((enum pts_dtype)ci->data_type, &s);
 }
 
@@ -1607,13 +1611,11 @@ static enum pts_status shape_strings(const struct pt_model *m, size_t i,
   const Inference__ModelOutput *co = m->cfg->output[i];
   const int64_t *d = co->reshape ? co->reshape->shape : co->dims;
   size_t nd = co->reshape ? co->reshape->n_shape : co->n_dims;
-  bool batched = m->cfg->max_batch_size > 0;
-  struct pts_shape want = {.ndim = (int)nd + (batched ? 1 : 0)};
-  if (want.ndim > PTS_TORCH_MAX_DIMS || want.ndim > PTS_TENSOR_MAX_DIMS)
+  struct pts_shape want;
+  if (!pts_shape_set(&want, d, nd) ||
+      (m->cfg->max_batch_size > 0 && !pts_shape_prepend(&want, batch->batch_size)))
     return pts_error_set(err, PTS_INVALID_ARG, "output '%s' of model '%s' has too many dimensions",
                          co->name, m->name);
-  if (batched) want.dims[0] = batch->batch_size;
-  memcpy(want.dims + (batched ? 1 : 0), d, nd * sizeof *d);
   int64_t n = o->dims[0], known = 1;
   int open = -1, n_open = 0;
   for (int k = 0; k < want.ndim; k++) {

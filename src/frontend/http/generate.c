@@ -38,14 +38,12 @@ struct gen {
  * it). */
 static enum pts_status fill_shape(const struct gen *g, const Inference__ModelInput *in,
                                   int64_t count, struct pts_shape *shape) {
-  shape->ndim = 0;
-  if (g->cfg->max_batch_size > 0) shape->dims[shape->ndim++] = -1;
-  if (in->n_dims + (size_t)shape->ndim > PTS_TENSOR_MAX_DIMS)
+  if (!pts_shape_set(shape, in->dims, in->n_dims) ||
+      (g->cfg->max_batch_size > 0 && !pts_shape_prepend(shape, -1)))
     return pts_error_set(g->err, PTS_INVALID_ARG,
                          "input '%s' has %zu dimensions in '%s' model configuration, more than "
                          "ptserve supports",
                          in->name, in->n_dims, g->cfg->name);
-  for (size_t i = 0; i < in->n_dims; i++) shape->dims[shape->ndim++] = in->dims[i];
   int64_t left = count;
   bool fits = true;
   for (int i = shape->ndim - 1; i >= 0 && fits; i--) {
@@ -65,8 +63,8 @@ static enum pts_status fill_shape(const struct gen *g, const Inference__ModelInp
   }
   if (!fits || left != 1) {
     char dims[256];
-    struct pts_shape cfg_shape = {0};
-    for (size_t i = 0; i < in->n_dims; i++) cfg_shape.dims[cfg_shape.ndim++] = in->dims[i];
+    struct pts_shape cfg_shape;
+    pts_shape_set(&cfg_shape, in->dims, in->n_dims); /* fits: the batched shape did */
     pts_shape_format(&cfg_shape, dims, sizeof dims);
     return pts_error_set(g->err, PTS_INVALID_ARG,
                          "The schema can not convert input '%s' to tensor with proper shape: "

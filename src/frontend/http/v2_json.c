@@ -96,28 +96,27 @@ enum pts_status pts_v2_decode_raw(struct pts_buf *body, const Inference__ModelCo
                          cfg->n_input, cfg->name);
   const Inference__ModelInput *in = cfg->input[0];
   enum pts_dtype dtype = (enum pts_dtype)in->data_type;
-  struct pts_shape shape = {0};
-  if (cfg->max_batch_size != 0) shape.dims[shape.ndim++] = 1;
-  if (in->n_dims + (size_t)shape.ndim > PTS_TENSOR_MAX_DIMS)
+  struct pts_shape shape;
+  if (!pts_shape_set(&shape, in->dims, in->n_dims) ||
+      (cfg->max_batch_size != 0 && !pts_shape_prepend(&shape, 1)))
     return pts_error_set(err, PTS_INVALID_ARG,
                          "the raw input '%s' has %zu dimensions in '%s' model configuration, more "
                          "than ptserve supports",
                          in->name, in->n_dims, cfg->name);
   int variable = -1;
   int64_t known = 1; /* elements of the fixed dims */
-  for (size_t i = 0; i < in->n_dims; i++) {
-    int64_t d = in->dims[i];
+  for (int i = cfg->max_batch_size != 0 ? 1 : 0; i < shape.ndim; i++) {
+    int64_t d = shape.dims[i];
     if (d == -1) {
       if (variable >= 0)
         return pts_error_set(err, PTS_INVALID_ARG,
                              "The shape of the raw input '%s' can not be deduced because there "
                              "are more than one variable-sized dimension (model '%s')",
                              in->name, cfg->name);
-      variable = shape.ndim;
+      variable = i;
     } else {
       known *= d; /* the configuration's dims were validated at load */
     }
-    shape.dims[shape.ndim++] = d;
   }
   struct pts_tensor *t = pts_infer_request_calloc(req, 1, sizeof *t);
   if (!t || !(t->name = pts_strdup(in->name))) {

@@ -263,6 +263,21 @@ static void sequence_defaults_and_exec_config(void **state) {
   pts_model_config_free(cfg);
 }
 
+/* At the rank limit: 16 dims without a batch dimension, 15 with one. */
+static void dims_up_to_the_rank_limit(void **state) {
+  (void)state;
+  Inference__ModelConfig *cfg = completed(
+      "backend: 'identity' input { name: 'i' data_type: TYPE_FP32 dims: [ "
+      "1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 ] }");
+  assert_int_equal(cfg->input[0]->n_dims, 16);
+  pts_model_config_free(cfg);
+  cfg = completed("backend: 'identity' max_batch_size: 4 input { name: 'i' data_type: TYPE_FP32 "
+                  "dims: [ 1 ] reshape { shape: [ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 ] "
+                  "} }");
+  assert_int_equal(cfg->input[0]->reshape->n_shape, 15);
+  pts_model_config_free(cfg);
+}
+
 static void name_must_match_directory(void **state) {
   (void)state;
   struct pts_error err;
@@ -329,6 +344,14 @@ static const struct {
     {"backend: 'identity' input { name: 'i' data_type: TYPE_FP32 dims: [ 4611686018427387904, 4 ] "
      "reshape { shape: [ 1 ] } }",
      "too many elements"},
+    /* struct pts_shape's rank limit (16), the batch dimension counted */
+    {"backend: 'identity' max_batch_size: 2 input { name: 'i' data_type: TYPE_FP32 dims: [ "
+     "1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 ] }",
+     "model input 'i' has 17 dimensions with the batch dimension, more than the 16 ptserve "
+     "supports"},
+    {"backend: 'identity' output { name: 'o' data_type: TYPE_FP32 dims: [ 1 ] reshape { shape: [ "
+     "1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 ] } }",
+     "model output 'o' has 17 dimensions, more than the 16"},
     /* §3.3 dynamic batching */
     {"backend: 'identity' max_batch_size: 8 dynamic_batching { preferred_batch_size: [ 0 ] }",
      "dynamic batching preferred size must be positive"},
@@ -788,6 +811,7 @@ int main(void) {
       cmocka_unit_test(kept_when_given),
       cmocka_unit_test(preferred_batch_default),
       cmocka_unit_test(name_must_match_directory),
+      cmocka_unit_test(dims_up_to_the_rank_limit),
       cmocka_unit_test(refusals),
       cmocka_unit_test(ensemble_completes_without_instances),
       cmocka_unit_test(unsigned_types_for_pytorch),

@@ -42,6 +42,38 @@ static void formats_shapes(void **state) {
   assert_int_equal(strlen(tiny), 3); /* truncated but terminated */
 }
 
+static void builds_a_batched_shape_from_dims(void **state) {
+  (void)state;
+  const int64_t dims[] = {3, -1, 224};
+  struct pts_shape s;
+  assert_true(pts_shape_set(&s, dims, 3));
+  assert_true(pts_shape_prepend(&s, 8));
+  struct pts_shape want = {4, {8, 3, -1, 224}};
+  assert_true(pts_shape_equal(&s, &want));
+  /* No dims at all: the batch dimension alone. */
+  assert_true(pts_shape_set(&s, NULL, 0));
+  assert_true(pts_shape_prepend(&s, -1));
+  assert_int_equal(s.ndim, 1);
+  assert_int_equal(s.dims[0], -1);
+}
+
+static void refuses_a_shape_over_the_rank_limit(void **state) {
+  (void)state;
+  int64_t many[PTS_TENSOR_MAX_DIMS + 1];
+  for (int i = 0; i <= PTS_TENSOR_MAX_DIMS; i++) many[i] = i + 1;
+  struct pts_shape s = {1, {7}};
+  assert_false(pts_shape_set(&s, many, PTS_TENSOR_MAX_DIMS + 1));
+  assert_int_equal(s.ndim, 1); /* left alone */
+  assert_int_equal(s.dims[0], 7);
+  /* At the limit the dims fit, and the batch dimension does not: no dim is
+   * dropped to make room. */
+  assert_true(pts_shape_set(&s, many, PTS_TENSOR_MAX_DIMS));
+  assert_false(pts_shape_prepend(&s, 2));
+  assert_int_equal(s.ndim, PTS_TENSOR_MAX_DIMS);
+  assert_int_equal(s.dims[0], 1);
+  assert_int_equal(s.dims[PTS_TENSOR_MAX_DIMS - 1], PTS_TENSOR_MAX_DIMS);
+}
+
 static void views_share_the_buffer(void **state) {
   (void)state;
   struct pts_buf *b = pts_buf_new(8);
@@ -78,6 +110,8 @@ static void copy_view_reports_allocation_failure(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(counts_and_sizes),
+      cmocka_unit_test(builds_a_batched_shape_from_dims),
+      cmocka_unit_test(refuses_a_shape_over_the_rank_limit),
       cmocka_unit_test(formats_shapes),
       cmocka_unit_test(views_share_the_buffer),
       cmocka_unit_test(copy_view_reports_allocation_failure),
