@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/name.h"
 #include "tensor/dtype.h"
+#include "tensor/tensor.h"
 
 typedef Inference__ModelSequenceBatching Seq;
 typedef Inference__ModelSequenceBatching__Control Control;
@@ -230,6 +231,21 @@ static enum pts_status check_states(const Inference__ModelConfig *cfg, struct pt
                     "'sequence_batching.state' with variable-size dims is not supported by "
                     "ptserve: state '%s' has dimension %lld; give every dimension a size",
                     st->input_name, (long long)st->dims[d]);
+    /* The state's tensor in a batch: max_batch_size rows of it (one row
+     * without batching), a shape that must fit and a size that must not
+     * overflow (scheduler/sequence.c builds both). */
+    struct pts_shape rows;
+    bool lead = cfg->max_batch_size > 0;
+    if (!pts_shape_set(&rows, st->dims, st->n_dims) ||
+        (lead && !pts_shape_prepend(&rows, cfg->max_batch_size)))
+      return fail(err, cfg,
+                  "sequence_batching state '%s' has %zu dimensions%s, more than the %d ptserve "
+                  "supports",
+                  st->input_name, st->n_dims + lead, lead ? " with the batch dimension" : "",
+                  PTS_TENSOR_MAX_DIMS);
+    if (pts_shape_byte_size((enum pts_dtype)st->data_type, &rows) < 0)
+      return fail(err, cfg, "sequence_batching state '%s' is too large: its dims overflow",
+                  st->input_name);
     enum pts_status s = check_initial_state(cfg, st, err);
     if (s != PTS_OK) return s;
   }

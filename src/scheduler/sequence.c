@@ -623,6 +623,11 @@ static enum pts_status state_input(struct pts_seq *q, size_t k, struct pts_pendi
                                    size_t n, struct pts_tensor *dst, struct pts_buf **owned,
                                    struct pts_error *err) {
   const Inference__ModelSequenceBatching__State *st = q->sb->state[k];
+  /* Fits: the configuration check refused a state whose rows would not. */
+  if (!pts_shape_set(&dst->shape, st->dims, st->n_dims) ||
+      (q->batching && !pts_shape_prepend(&dst->shape, (int64_t)n)))
+    return pts_error_set(err, PTS_INTERNAL, "state '%s' of model '%s' has too many dimensions",
+                         st->input_name, q->model_name);
   size_t bytes = q->state_bytes[k], total = n * bytes;
   *owned = pts_buf_new(total > 0 ? total : 1);
   if (!*owned)
@@ -640,10 +645,6 @@ static enum pts_status state_input(struct pts_seq *q, size_t k, struct pts_pendi
     memcpy(w, e->has_state ? e->state[k] : q->initial[k], bytes);
   }
   dst->dtype = (enum pts_dtype)st->data_type;
-  int lead = q->batching ? 1 : 0;
-  dst->shape.ndim = (int)st->n_dims + lead;
-  if (lead) dst->shape.dims[0] = (int64_t)n;
-  for (size_t d = 0; d < st->n_dims; d++) dst->shape.dims[d + (size_t)lead] = st->dims[d];
   dst->buf = *owned;
   dst->data = (*owned)->data;
   dst->byte_size = n * bytes;

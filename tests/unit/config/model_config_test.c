@@ -461,6 +461,13 @@ static const struct {
     {"backend: 'pytorch' sequence_batching { state { input_name: 'i' output_name: 'o' "
      "data_type: TYPE_STRING dims: [ 1 ] } }",
      "'sequence_batching.state' of TYPE_STRING is not supported"},
+    {"backend: 'identity' max_batch_size: 2 sequence_batching { state { input_name: 'i' "
+     "output_name: 'o' data_type: TYPE_FP32 dims: [ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, "
+     "1 ] } }",
+     "sequence_batching state 'i' has 17 dimensions with the batch dimension, more than the 16"},
+    {"backend: 'identity' max_batch_size: 2 sequence_batching { state { input_name: 'i' "
+     "output_name: 'o' data_type: TYPE_FP32 dims: [ 4611686018427387904, 2 ] } }",
+     "sequence_batching state 'i' is too large"},
     /* sequence_batching validation */
     {"backend: 'pytorch' sequence_batching { oldest { } }",
      "max_candidate_sequences must be > 0, got 0"},
