@@ -41,7 +41,9 @@ from the offline bundle .bundle/debs when present), numpy and requests.
 4. report.py turns the raw files (BENCH_RAW, default bench/gpu/raw) into
    BENCH_RESULTS (bench/gpu/results, or results-aoti): results.md,
    results.csv, plot.png. BENCH_GIT names the commit where the tree's .git
-   is not its own (a copy sent to the host).
+   is not its own (a copy sent to the host). The server inherits the
+   environment, so a server setting (PTSERVE_INLINE_MAX_US=2000, say) is
+   measured by setting it for this command; the report's command names it.
 """
 import os
 import shutil
@@ -298,8 +300,10 @@ def main():
         if os.path.exists(os.path.join(run.raw, f)):
             os.remove(os.path.join(run.raw, f))
     m = h.meta(meta, interval_ms=run.interval, set=run.set, warm=512 if run.warm else 0,
+               # PTSERVE_* reach the server (it inherits this environment),
+               # so a run with a server knob set says so in its command.
                command=" ".join("%s=%s" % (k, os.environ[k]) for k in sorted(os.environ)
-                                if k.startswith("BENCH_") and k != "BENCH_GIT")
+                                if k.startswith(("BENCH_", "PTSERVE_")) and k != "BENCH_GIT")
                + " python3 bench/harness.py gpu")
     cache = open(os.path.join(run.build, "CMakeCache.txt")).read() if os.path.exists(
         os.path.join(run.build, "CMakeCache.txt")) else ""
