@@ -121,6 +121,26 @@ static bool return_free_memory(void) {
 #endif
 }
 
+/* jemalloc's free pages not yet returned to the system, in bytes, from
+ * its statistics ("epoch" refreshes them); -1 where the allocator does not
+ * say (the C library's malloc, a jemalloc built without statistics). */
+static int64_t allocator_dirty_bytes(void) {
+  pts_mallctl_fn mallctl_fn = pts_jemalloc_mallctl();
+  if (!mallctl_fn) return -1;
+  uint64_t epoch = 1;
+  size_t pdirty = 0, page = 0, len = sizeof epoch, plen = sizeof pdirty, glen = sizeof page;
+  if (mallctl_fn("epoch", &epoch, &len, &epoch, sizeof epoch) != 0 ||
+      mallctl_fn("stats.arenas.4096.pdirty", &pdirty, &plen, NULL, 0) != 0 ||
+      mallctl_fn("arenas.page", &page, &glen, NULL, 0) != 0)
+    return -1;
+  return (int64_t)(pdirty * page);
+}
+
+bool pts_overload_burst_ended(size_t held, size_t peak, int64_t dirty) {
+  if (held > peak / 4) return false;
+  return dirty >= 0 ? (uint64_t)dirty >= PTS_OVERLOAD_TRIM_MIN : peak >= PTS_OVERLOAD_TRIM_MIN;
+}
+
 bool pts_overload_tick(void) {
   if (!trim_wanted()) return false;
   size_t held = pts_overload_held();
@@ -129,7 +149,8 @@ bool pts_overload_tick(void) {
    * counted (their bufferevents are finalized later in the loop), so the
    * trim after a burst is done again one tick later. */
   bool again = atomic_exchange(&trim_again, false);
-  if (!again && (peak < PTS_OVERLOAD_TRIM_MIN || held > peak / 4)) return false;
+  if (!again && (held > peak / 4 || !pts_overload_burst_ended(held, peak, allocator_dirty_bytes())))
+    return false;
   if (!again) atomic_store(&trim_again, true);
   atomic_store(&peak_bytes, held);
   if (!return_free_memory()) return false;

@@ -85,15 +85,25 @@ struct pts_overload_stats {
 };
 void pts_overload_snapshot(struct pts_overload_stats *out);
 
-/* Housekeeping, about once a second: after a burst (the bytes held peaked
- * at PTS_OVERLOAD_TRIM_MIN or more and have fallen to a quarter of that
- * peak) the allocator's free pages are returned to the system
+/* Housekeeping, about once a second: after a burst (the bytes held have
+ * fallen to a quarter of their peak, and jemalloc's free pages, or where
+ * it is not the allocator that peak, are PTS_OVERLOAD_TRIM_MIN or more)
+ * the allocator's free pages are returned to the system
  * (jemalloc's arena purge, or glibc's malloc_trim), so the resident size
  * comes back down; once then, and once more at the next tick. Returns
  * whether it trimmed (never with PTSERVE_MALLOC_TRIM=0 in the environment,
  * a benchmark's switch). Call it from one thread. */
 #define PTS_OVERLOAD_TRIM_MIN ((size_t)64 << 20)
 bool pts_overload_tick(void);
+/* The tick's rule (pure, unit-tested): the bytes held have fallen to a
+ * quarter of their peak since the last return, and the return is worth
+ * it: the allocator's free pages not yet returned (`dirty`, bytes) are
+ * PTS_OVERLOAD_TRIM_MIN or more, or, where the allocator does not say
+ * (dirty < 0: the C library's malloc), the peak was. jemalloc keeps its
+ * free pages for reuse in this server (main.c, malloc_conf), so after a
+ * steady load whose bytes held never reached the minimum they are what
+ * is left to return. */
+bool pts_overload_burst_ended(size_t held, size_t peak, int64_t dirty);
 
 /* ---- defaults (pure, unit-tested) ---- */
 

@@ -118,3 +118,11 @@ def test_startup_names_the_allocator_in_use(start_server, ptserve_bin):
     with open(ptserve_bin, "rb") as f:
         sanitized = b"__asan_init" in f.read()
     assert mapped == (not sanitized), (lines[0], "sanitized" if sanitized else "normal build")
+    if mapped:
+        # ptserve's own setting: freed pages stay for reuse (main.c,
+        # malloc_conf), and MALLOC_CONF in the environment overrides it.
+        assert lines[0].endswith("(dirty_decay_ms -1)"), lines[0]
+        assert server.stop() == 0
+        server = start_server(REPO, env={"MALLOC_CONF": "dirty_decay_ms:10000"})
+        (line,) = [l for l in server.log().splitlines() if "Memory allocator:" in l]
+        assert line.endswith("(dirty_decay_ms 10000)"), line

@@ -109,6 +109,22 @@ static void trims_only_after_a_burst(void **state) {
   assert_false(pts_overload_tick());
 }
 
+static void burst_ends_by_the_free_pages_when_the_allocator_says(void **state) {
+  (void)state;
+  const size_t min = PTS_OVERLOAD_TRIM_MIN;
+  /* Still held: more than a quarter of the peak, whatever is free. */
+  assert_false(pts_overload_burst_ended(min, min, (int64_t)min * 4));
+  /* jemalloc's count decides: a small burst that left many free pages
+   * (a steady load below the minimum, ended) returns them... */
+  assert_true(pts_overload_burst_ended(0, min / 8, (int64_t)min));
+  assert_true(pts_overload_burst_ended(0, 0, (int64_t)min)); /* idle since */
+  /* ...and a large burst whose pages are already back does not. */
+  assert_false(pts_overload_burst_ended(0, min * 4, (int64_t)min - 1));
+  /* The C library's malloc does not say: the peak decides. */
+  assert_true(pts_overload_burst_ended(min / 4, min, -1));
+  assert_false(pts_overload_burst_ended(0, min - 1, -1));
+}
+
 static void default_budget(void **state) {
   (void)state;
   const uint64_t gib = (uint64_t)1 << 30, mib = (uint64_t)1 << 20;
@@ -158,6 +174,7 @@ int main(void) {
       cmocka_unit_test(release_without_charge_is_clamped),
       cmocka_unit_test(counters_and_snapshot),
       cmocka_unit_test(trims_only_after_a_burst),
+      cmocka_unit_test(burst_ends_by_the_free_pages_when_the_allocator_says),
       cmocka_unit_test(default_budget),
       cmocka_unit_test(default_connections),
       cmocka_unit_test(log_limit),
