@@ -3,7 +3,8 @@
     .venv/bin/python bench/cpu/report.py RAW_DIR RESULTS_DIR
 
 RAW_DIR holds what run.py measured: meta.txt (machine, load, versions),
-inproc.csv (bench_inproc), ptperf_<protocol>_<model>.csv (ptperf over HTTP,
+torch.csv (PyTorch itself, the reference: torch_ref.py), inproc.csv
+(bench_inproc, the bridge: a diagnostic), ptperf_<protocol>_<model>.csv (ptperf over HTTP,
 gRPC ModelInfer and gRPC ModelStreamInfer; the protocol is also a column of
 the CSV), perf_analyzer_<protocol>_<model>_c<N>.csv (NVIDIA's perf_analyzer
 on the same server, one file per concurrency) and pinned_mlp.csv (ptperf
@@ -28,6 +29,7 @@ PROTOCOL_LABEL = {"http": "HTTP", "grpc": "gRPC", "grpc_stream": "gRPC stream"}
 
 COLUMNS = ["model", "protocol", "dynamic_batching", "concurrency", "infer_per_sec", "p50_us",
            "p90_us", "p99_us", "inproc_p50_us", "overhead_p50_us", "inproc_per_sec",
+           "bridge_p50_us", "bridge_per_sec",
            "throughput_ratio", "server_request_us", "server_queue_us", "server_compute_infer_us",
            "avg_batch", "server_cpu_us", "client_cpu_us", "other_cpu_pct", "errors", "stable",
            "client"]
@@ -40,7 +42,7 @@ def num(row, key):
     return float(v) if v not in ("", None) else None
 
 
-def rows_for(raw, inproc, prefix="ptperf_"):
+def rows_for(raw, inproc, prefix="ptperf_", bridge=None):
     out = []
     for name in sorted(os.listdir(raw)):
         if not (name.startswith(prefix) and name.endswith(".csv")):
@@ -49,6 +51,7 @@ def rows_for(raw, inproc, prefix="ptperf_"):
             model = r["model"]
             base = model[:-4] if model.endswith("_dyn") else model
             ip = inproc.get(base)
+            br = (bridge or {}).get(base)
             thr, p50 = num(r, "infer_per_sec"), num(r, "p50_us")
             out.append({
                 "model": base,
@@ -62,6 +65,8 @@ def rows_for(raw, inproc, prefix="ptperf_"):
                 "inproc_p50_us": ip["p50_us"] if ip else None,
                 "overhead_p50_us": p50 - ip["p50_us"] if ip else None,
                 "inproc_per_sec": ip["per_sec"] if ip else None,
+                "bridge_p50_us": br["p50_us"] if br else None,
+                "bridge_per_sec": br["per_sec"] if br else None,
                 "throughput_ratio": thr / ip["per_sec"] if ip else None,
                 "server_request_us": num(r, "server_request_us"),
                 "server_queue_us": num(r, "server_queue_us"),
@@ -291,14 +296,16 @@ def protocol_lines(rows):
     return L
 
 
-def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
+def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=(), pytorch=True):
     cores = int(meta.get("cpus", "0") or 0)
     L = []
-    L.append("# CPU benchmark: ptserve over HTTP and gRPC vs LibTorch in process")
+    L.append("# CPU benchmark: ptserve over HTTP and gRPC vs %s in process"
+             % ("PyTorch" if pytorch else "LibTorch"))
     L.append("")
     L.append(f"Produced by `{meta.get('command', 'bench/cpu/run.py')}` (`make bench`) on "
              f"{meta.get('date', '?')}, ptserve `{meta.get('commit', '?')}`, "
-             f"LibTorch {meta.get('libtorch', '?')}.")
+             + (f"PyTorch {meta.get('pytorch', '?')}, " if pytorch else "")
+             + f"LibTorch {meta.get('libtorch', '?')}.")
     L.append("")
     L.append(f"- Machine: {meta.get('cpu_model', '?')}, **{meta.get('cpus', '?')} cores shared by "
              "the client (ptperf), the server (ptserve) and LibTorch** — and by anything "
@@ -320,9 +327,17 @@ def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
              "stream** (`ModelStreamInfer`, one stream per request in flight, as "
              "perf_analyzer's `--streaming`); every gRPC response checked for status OK, no "
              "`error_message` and one raw output per output.")
-    L.append("- In process: `bench_inproc`, the same model.pt through the same bridge "
-             "(`torch_bridge.h`) with the backend's default options, forward() back to back "
-             "on one thread at batch 1.")
+    if pytorch:
+        L.append("- In process, the reference: PyTorch itself running the same model.pt "
+                 "(`bench/cpu/torch_ref.py`: `torch.jit.load`, eval, `torch.inference_mode()`, "
+                 "LibTorch's default intra-op threads), forward() back to back on one thread at "
+                 "batch 1, as a team's ten-line script would. *Bridge /s*: the same file "
+                 "through ptserve's own bridge (`bench_inproc`, `torch_bridge.h`, the backend's "
+                 "default options), a diagnostic of the server's C path, not a reference.")
+    else:
+        L.append("- In process: `bench_inproc`, the same model.pt through the same bridge "
+                 "(`torch_bridge.h`) with the backend's default options, forward() back to "
+                 "back on one thread at batch 1 (this run had no PyTorch reference).")
     L.append("- Compare ratios within this run only: the client and the server compete for "
              "the same two cores, so absolute numbers move with the machine and its load.")
     L.append("")
@@ -333,11 +348,11 @@ def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
              "thread.")
     L.append("")
     L.append("| model | protocol | concurrency | infer/s | p50 µs | p90 µs | p99 µs | "
-             "in-process p50 µs | overhead µs | in-process /s | ratio | server µs | queue µs | "
-             "infer µs | server CPU µs/req | client CPU µs/req | CPU bound /s | others' CPU % | "
-             "errors |")
+             "in-process p50 µs | overhead µs | in-process /s | ratio | bridge /s | server µs | "
+             "queue µs | infer µs | server CPU µs/req | client CPU µs/req | CPU bound /s | "
+             "others' CPU % | errors |")
     L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-             "---:|---:|")
+             "---:|---:|---:|")
     for m in SWEEP_MODELS:
         for r in sorted((r for r in rows if r["model"] == m and r["dynamic_batching"] == "no"),
                         key=lambda r: (PROTOCOLS.index(r["protocol"]), r["concurrency"])):
@@ -346,7 +361,7 @@ def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
                      f"{fmt(r['p50_us'])} | {fmt(r['p90_us'])} | {fmt(r['p99_us'])} | "
                      f"{fmt(r['inproc_p50_us'], 1)} | {fmt(r['overhead_p50_us'])} | "
                      f"{fmt(r['inproc_per_sec'])} | {fmt(r['throughput_ratio'], 3)} | "
-                     f"{fmt(r['server_request_us'], 1)} | {fmt(r['server_queue_us'], 1)} | "
+                     f"{fmt(r['bridge_per_sec'])} | {fmt(r['server_request_us'], 1)} | {fmt(r['server_queue_us'], 1)} | "
                      f"{fmt(r['server_compute_infer_us'], 1)} | {fmt(r['server_cpu_us'], 1)} | "
                      f"{fmt(r['client_cpu_us'], 1)} | {fmt(cpu_bound(r, cores))} | "
                      f"{fmt(r['other_cpu_pct'], 1)} | "
@@ -400,7 +415,9 @@ def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=()):
                  f" from receipt to response, of which {c1['server_queue_us']:.0f} µs queued "
                  "(the instance thread waking up) and "
                  f"{c1['server_compute_infer_us']:.0f} µs in forward() (in process, back to "
-                 f"back: {c1['inproc_p50_us']:.1f} µs); the rest is HTTP, the loopback network "
+                 f"back: {c1['inproc_p50_us']:.1f} µs"
+                 + (f"; through ptserve's bridge {c1['bridge_p50_us']:.1f} µs"
+                    if pytorch and c1.get("bridge_p50_us") else "") + "); the rest is HTTP, the loopback network "
                  "and the client. CPU per request: server "
                  f"{fmt(c1['server_cpu_us'])} µs, client {fmt(c1['client_cpu_us'])} µs.")
         L.append("")
@@ -431,7 +448,7 @@ def write_plot(rows, inproc, path, pinned=(), pa_rows=()):
         ip = inproc.get(m)
         if ip:
             ax2.axhline(ip["p50_us"], color=color, linestyle="-.", linewidth=1,
-                        label=f"{m} in-process p50")
+                        label=f"{m} in-process p50 (reference)")
     for p in PROTOCOLS:
         ps = sorted((r for r in pa_rows if r["protocol"] == p and r["model"] == "mlp"),
                     key=lambda r: r["concurrency"])
@@ -489,18 +506,28 @@ def main(argv):
     raw, out = argv[1], argv[2]
     os.makedirs(out, exist_ok=True)
     meta = h.read_meta(os.path.join(raw, "meta.txt"))
-    inproc = {r["label"]: {"per_sec": float(r["per_sec"]), "p50_us": float(r["p50_us"])}
-              for r in h.read_csv(os.path.join(raw, "inproc.csv"))}
+    def calls(name):
+        path = os.path.join(raw, name)
+        if not os.path.exists(path):
+            return None
+        return {r["label"]: {"per_sec": float(r["per_sec"]), "p50_us": float(r["p50_us"])}
+                for r in h.read_csv(path)}
+    # The reference is PyTorch itself (torch.csv); the bridge (inproc.csv)
+    # is a diagnostic column. Raw files of runs before torch_ref.py have
+    # the bridge alone, and the report says so.
+    bridge = calls("inproc.csv") or {}
+    pytorch = calls("torch.csv")
+    inproc = pytorch if pytorch else bridge
     order = lambda r: (r["model"], r["dynamic_batching"], PROTOCOLS.index(r["protocol"]),
                        r["concurrency"])
-    rows = sorted(rows_for(raw, inproc), key=order)
+    rows = sorted(rows_for(raw, inproc, bridge=bridge if pytorch else None), key=order)
     pinned = sorted(rows_for(raw, inproc, prefix="pinned_"), key=order)
     pa_rows = sorted(perf_analyzer_rows(raw), key=order)
     # In the CSV the one-core rows are a model of their own.
     write_csv(rows + [dict(r, model="mlp_one_core") for r in pinned] + pa_rows,
               os.path.join(out, "results.csv"))
     write_md(rows, inproc, meta, os.path.join(out, "results.md"), pinned, pa_rows,
-             perf_analyzer_failures(raw))
+             perf_analyzer_failures(raw), pytorch=pytorch is not None)
     write_plot(rows, inproc, os.path.join(out, "plot.png"), pinned, pa_rows)
     print("wrote", ", ".join(os.path.join(out, f) for f in
                              ("results.md", "results.csv", "plot.png")))

@@ -1,12 +1,15 @@
 """bench/cpu/run.py — ptserve on the CPU, over HTTP and gRPC, against
-LibTorch alone.
+PyTorch itself running the same files.
 
     .venv/bin/python bench/cpu/run.py        (or: make bench)
 
 Builds ptserve, ptperf and bench_inproc in build-bench/, writes the models
 (gen_models.py → bench/cpu/models/), waits (BENCH_QUIET_WAIT s, 180) for
 the machine to be nearly idle, then measures in one run:
-  - each model's forward() alone, in process, at batch 1 (bench_inproc);
+  - the reference: PyTorch itself (torch_ref.py: torch.jit.load, eval,
+    inference_mode) calling each model's forward() back to back, at batch 1;
+  - a diagnostic, not a reference: the same files through ptserve's own
+    bridge in process (bench_inproc), what the server's C path costs;
   - mlp and add_sub at concurrency 1, 2, 4, 8 with ptperf over HTTP, gRPC
     ModelInfer and gRPC ModelStreamInfer, one after the other, and mlp with
     NVIDIA's perf_analyzer right after ptperf's sweep of each protocol;
@@ -54,6 +57,22 @@ def inproc(build, models, raw):
     return m.group(1) if m else "?"
 
 
+def torch_ref(models, raw):
+    """PyTorch itself on each file of INPROC: the reference (torch_ref.py),
+    with the venv's torch, the one whose LibTorch ptserve links."""
+    h.log("the reference: PyTorch itself, batch 1 (one thread, forward() back to back)")
+    with open(os.path.join(raw, "torch.csv"), "w") as f:
+        f.write("label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us\n")
+    text = ""
+    for label, (model, inputs) in INPROC.items():
+        text += subprocess.run([h.PY, os.path.join(HERE, "torch_ref.py"),
+                                os.path.join(models, model, "1", "model.pt"), label,
+                                os.path.join(raw, "torch.csv"), *inputs],
+                               check=True, capture_output=True, text=True).stdout
+    m = re.search(r"\(PyTorch (.*)\)$", text, re.M)
+    return m.group(1) if m else "?"
+
+
 def perf_analyzer(pa, server, model, proto, raw, interval):
     """perf_analyzer with ptperf's windows and stability rule, one run per
     concurrency; a run that fails or never settles leaves no row and is
@@ -94,6 +113,7 @@ def main():
         h.meta(meta, busy_before=h.wait_quiet(quiet), interval_ms=interval,
                command="BENCH_INTERVAL_MS=%d BENCH_QUIET_WAIT=%d bench/cpu/run.py"
                % (interval, quiet), server_args=" ".join(s.args[:-2]))
+        h.add_meta(meta, pytorch=torch_ref(models, raw))
         h.add_meta(meta, libtorch=inproc(build, models, raw))
         has_pa = os.access(pa, os.X_OK)
         h.add_meta(meta, perf_analyzer=h.version_line(pa) if has_pa else "missing")
