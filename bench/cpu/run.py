@@ -41,36 +41,36 @@ PA_PROTO = {"http": ["-i", "http"], "grpc": ["-i", "grpc"], "grpc_stream": ["-i"
                                                                              "--streaming"]}
 
 
-def inproc(build, models, raw):
-    h.log("in-process LibTorch, batch 1 (one thread, forward() back to back)")
-    with open(os.path.join(raw, "inproc.csv"), "w") as f:
+def calls(models, csv, version_of, command):
+    """Each INPROC file's forward() back to back at batch 1, one row each
+    into csv, by command(model_path, label, csv, inputs); returns the
+    version the runs print last on a line as "(<version_of> X)"."""
+    with open(csv, "w") as f:
         f.write("label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us\n")
     text = ""
     for label, (model, inputs) in INPROC.items():
-        args = [os.path.join(build, "bench_inproc"), "--model",
-                os.path.join(models, model, "1", "model.pt"), "--label", label, "--csv",
-                os.path.join(raw, "inproc.csv")]
-        for i in inputs:
-            args += ["--input", i]
-        text += subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    m = re.search(r"\(LibTorch (.*)\)$", text, re.M)
+        text += subprocess.run(command(os.path.join(models, model, "1", "model.pt"), label, csv,
+                                       inputs), check=True, capture_output=True, text=True).stdout
+    m = re.search(r"\(%s (.*)\)$" % version_of, text, re.M)
     return m.group(1) if m else "?"
 
 
 def torch_ref(models, raw):
-    """PyTorch itself on each file of INPROC: the reference (torch_ref.py),
-    with the venv's torch, the one whose LibTorch ptserve links."""
+    """The reference: PyTorch itself (torch_ref.py), with the venv's torch,
+    the one whose LibTorch ptserve links."""
     h.log("the reference: PyTorch itself, batch 1 (one thread, forward() back to back)")
-    with open(os.path.join(raw, "torch.csv"), "w") as f:
-        f.write("label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us\n")
-    text = ""
-    for label, (model, inputs) in INPROC.items():
-        text += subprocess.run([h.PY, os.path.join(HERE, "torch_ref.py"),
-                                os.path.join(models, model, "1", "model.pt"), label,
-                                os.path.join(raw, "torch.csv"), *inputs],
-                               check=True, capture_output=True, text=True).stdout
-    m = re.search(r"\(PyTorch (.*)\)$", text, re.M)
-    return m.group(1) if m else "?"
+    return calls(models, os.path.join(raw, "torch.csv"), "PyTorch",
+                 lambda path, label, csv, inputs: [h.PY, os.path.join(HERE, "torch_ref.py"), path,
+                                                   label, csv, *inputs])
+
+
+def inproc(build, models, raw):
+    """A diagnostic: the same files through ptserve's bridge (bench_inproc)."""
+    h.log("ptserve's bridge in process, batch 1 (one thread, forward() back to back)")
+    return calls(models, os.path.join(raw, "inproc.csv"), "LibTorch",
+                 lambda path, label, csv, inputs: [
+                     os.path.join(build, "bench_inproc"), "--model", path, "--label", label,
+                     "--csv", csv, *[a for i in inputs for a in ("--input", i)]])
 
 
 def perf_analyzer(pa, server, model, proto, raw, interval):
