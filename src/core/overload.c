@@ -149,6 +149,8 @@ bool pts_overload_tick(void) {
    * counted (their bufferevents are finalized later in the loop), so the
    * trim after a burst is done again one tick later. */
   bool again = atomic_exchange(&trim_again, false);
+  /* The first test is burst_ended's own, asked first so that a server
+   * under load does not refresh jemalloc's statistics every second. */
   if (!again && (held > peak / 4 || !pts_overload_burst_ended(held, peak, allocator_dirty_bytes())))
     return false;
   if (!again) atomic_store(&trim_again, true);
