@@ -78,6 +78,7 @@ struct window {
   struct ptperf_samples samples;
   double seconds, infer_per_sec, p50_us;
   double cpu_client, cpu_server; /* CPU seconds used in the window; server < 0: unknown */
+  double faults_server;          /* the server's minor page faults in it; < 0: unknown */
   double cpu_machine;            /* busy CPU seconds of the whole machine; < 0: unknown */
   bool have_stats;
   struct ptperf_stats before, after;
@@ -561,24 +562,30 @@ static double self_cpu_s(void) {
   return timeval_s(ru.ru_utime) + timeval_s(ru.ru_stime);
 }
 
-/* CPU seconds of another process (proc(5): utime and stime are fields 14
- * and 15 of /proc/PID/stat, after the parenthesised command name); -1 when
- * unknown. */
-static double pid_cpu_s(long pid) {
-  if (pid <= 0) return -1;
+/* CPU seconds and minor page faults of another process (proc(5): minflt,
+ * utime and stime are fields 10, 14 and 15 of /proc/PID/stat, after the
+ * parenthesised command name); false when unknown. The faults say whether
+ * the server is still growing its memory while it is measured: a page it
+ * touches for the first time, or again after its allocator gave it back. */
+static bool pid_stat(long pid, double *cpu_s, double *minflt) {
+  if (pid <= 0) return false;
   char path[64], buf[1024];
   snprintf(path, sizeof path, "/proc/%ld/stat", pid);
   FILE *f = fopen(path, "r");
-  if (!f) return -1;
+  if (!f) return false;
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = '\0';
   const char *p = strrchr(buf, ')');
-  unsigned long long ut, st;
-  if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-    return -1;
+  unsigned long long mf, ut, st;
+  if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %llu %*u %*u %*u %llu %llu", &mf, &ut,
+                   &st) != 3)
+    return false;
   long hz = sysconf(_SC_CLK_TCK);
-  return hz > 0 ? (double)(ut + st) / (double)hz : -1;
+  if (hz <= 0) return false;
+  *cpu_s = (double)(ut + st) / (double)hz;
+  *minflt = (double)mf;
+  return true;
 }
 
 /* Busy CPU seconds of the whole machine so far (proc(5): the first line of
@@ -623,7 +630,7 @@ static enum pts_status merge_windows(const struct options *o, struct window *w, 
   if (!all) return pts_error_set(err, PTS_NOMEM, "no memory to merge %zu latencies", total);
   size_t at = 0;
   bool stats = true;
-  double cpu_client = 0, cpu_server = 0, cpu_machine = 0;
+  double cpu_client = 0, cpu_server = 0, cpu_machine = 0, faults = 0;
   for (int i = first; i < n; i++) {
     if (w[i].samples.n) /* lat_ns is NULL when nothing completed */
       memcpy(all + at, w[i].samples.lat_ns, w[i].samples.n * sizeof *all);
@@ -633,6 +640,7 @@ static enum pts_status merge_windows(const struct options *o, struct window *w, 
     stats &= w[i].have_stats;
     cpu_client += w[i].cpu_client;
     cpu_server = cpu_server < 0 || w[i].cpu_server < 0 ? -1 : cpu_server + w[i].cpu_server;
+    faults = faults < 0 || w[i].faults_server < 0 ? -1 : faults + w[i].faults_server;
     cpu_machine = cpu_machine < 0 || w[i].cpu_machine < 0 ? -1 : cpu_machine + w[i].cpu_machine;
   }
   ptperf_latency_summarize(all, total, &r->lat);
@@ -640,6 +648,7 @@ static enum pts_status merge_windows(const struct options *o, struct window *w, 
   r->infer_per_sec = r->seconds > 0 ? (double)total * o->batch_size / r->seconds : 0;
   r->client_cpu_us = total ? cpu_client * 1e6 / (double)total : -1;
   r->server_cpu_us = total && cpu_server >= 0 ? cpu_server * 1e6 / (double)total : -1;
+  r->server_faults = total && faults >= 0 ? faults / (double)total : -1;
   /* What neither ptperf nor the server used: other processes competing for
    * the cores, as a share of all the cores' time. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -680,21 +689,26 @@ static enum pts_status measure(const struct options *o, const struct ptperf_addr
   struct ptperf_samples discard = {0};
   load_take(&load, &discard); /* whatever completed before the first window */
   ptperf_samples_free(&discard);
-  double t0 = now_s(), c0 = self_cpu_s(), s0 = pid_cpu_s(o->server_pid), m0 = machine_busy_s();
+  double t0 = now_s(), c0 = self_cpu_s(), m0 = machine_busy_s(), s0, f0;
+  bool have_s0 = pid_stat(o->server_pid, &s0, &f0);
   int n = 0;
   while (n < o->max_trials) {
     struct window *cur = &w[n];
     sleep_until(t0 + o->interval_ms / 1000.0);
     load_take(&load, &cur->samples);
-    double t1 = now_s(), c1 = self_cpu_s(), s1 = pid_cpu_s(o->server_pid), m1 = machine_busy_s();
+    double t1 = now_s(), c1 = self_cpu_s(), m1 = machine_busy_s(), s1, f1;
+    bool have_s1 = pid_stat(o->server_pid, &s1, &f1);
     cur->seconds = t1 - t0;
     cur->cpu_client = c1 - c0;
-    cur->cpu_server = s0 >= 0 && s1 >= 0 ? s1 - s0 : -1;
+    cur->cpu_server = have_s0 && have_s1 ? s1 - s0 : -1;
+    cur->faults_server = have_s0 && have_s1 ? f1 - f0 : -1;
     cur->cpu_machine = m0 >= 0 && m1 >= 0 ? m1 - m0 : -1;
     t0 = t1;
     c0 = c1;
-    s0 = s1;
     m0 = m1;
+    have_s0 = have_s1;
+    s0 = s1;
+    f0 = f1;
     cur->before = before;
     cur->have_stats = have_before && stats_path &&
                       read_stats(a, stats_path, m->name, &cur->after, why, sizeof why);

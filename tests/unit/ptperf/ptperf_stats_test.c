@@ -143,6 +143,7 @@ static void csv_row(void **state) {
       .client_cpu_us = 12.5,
       .server_cpu_us = -1,
       .other_cpu_pct = -1,
+      .server_faults = -1,
       .lat = {
           .count = 7407, .avg_us = 100, .p50_us = 90, .p90_us = 120, .p95_us = 130, .p99_us = 200}};
   char buf[512];
@@ -151,6 +152,7 @@ static void csv_row(void **state) {
   r.server_cpu_us = 0; /* known and zero is not unknown */
   r.protocol = "grpc_stream";
   r.other_cpu_pct = 3.3;
+  r.server_faults = 0.25;
   r.server = (struct ptperf_breakdown){.valid = true,
                                        .request_us = 60,
                                        .queue_us = 10,
@@ -163,9 +165,9 @@ static void csv_row(void **state) {
   assert_string_equal(
       buf,
       "\"a,b\",http,1,4,1234.5,90.0,120.0,130.0,200.0,100.0,7407,2,6.000,3,1,,,,,,,,"
-      "12.50,,\n"
+      "12.50,,,\n"
       "\"a,b\",grpc_stream,1,4,1234.5,90.0,120.0,130.0,200.0,100.0,7407,2,6.000,3,1,"
-      "10.00,1.00,40.00,2.00,60.00,40.00,1.000,12.50,0.00,3.3\n");
+      "10.00,1.00,40.00,2.00,60.00,40.00,1.000,12.50,0.00,3.3,0.25\n");
 }
 
 int main(void) {

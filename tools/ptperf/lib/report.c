@@ -40,7 +40,8 @@ void ptperf_report_csv_header(FILE *f) {
       "model,protocol,batch_size,concurrency,infer_per_sec,p50_us,p90_us,p95_us,p99_us,avg_us,"
       "requests,errors,seconds,windows,stable,server_queue_us,server_compute_input_us,"
       "server_compute_infer_us,server_compute_output_us,server_request_us,"
-      "client_overhead_us,server_avg_batch,client_cpu_us,server_cpu_us,other_cpu_pct\n",
+      "client_overhead_us,server_avg_batch,client_cpu_us,server_cpu_us,other_cpu_pct,"
+      "server_faults_per_req\n",
       f);
 }
 
@@ -81,7 +82,11 @@ void ptperf_report_csv_row(FILE *f, const struct ptperf_result *r) {
       fputc(',', f);
   }
   if (r->other_cpu_pct >= 0)
-    fprintf(f, ",%.1f\n", r->other_cpu_pct);
+    fprintf(f, ",%.1f", r->other_cpu_pct);
+  else
+    fputc(',', f);
+  if (r->server_faults >= 0)
+    fprintf(f, ",%.2f\n", r->server_faults);
   else
     fputs(",\n", f);
 }

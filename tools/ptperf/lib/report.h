@@ -39,6 +39,9 @@ struct ptperf_result {
    * processes used during the windows, i.e. how disturbed the numbers are;
    * < 0: unknown. */
   double other_cpu_pct;
+  /* With the server's pid: its minor page faults per successful request
+   * (CSV only); < 0: unknown. Near 0 once its pools have grown to the load. */
+  double server_faults;
 };
 
 void ptperf_report_table_header(FILE *f);
