@@ -269,6 +269,25 @@ def produced_by(script, meta):
                 meta["cpus"], meta["cpu_model"], meta["load_before"], meta.get("load_after")))
 
 
+def reference_env():
+    """(environment, note) for a CPU reference process, PyTorch itself: with
+    jemalloc preloaded where the system has it, and ptserve's own jemalloc
+    options (src/main.c's malloc_conf, unless MALLOC_CONF is set, which the
+    server would read too). PyTorch's CPU performance tuning guide
+    recommends jemalloc or tcmalloc for inference, and ptserve runs on
+    jemalloc, so both sides allocate alike and a table compares the
+    serving, not the allocators. The note says what was preloaded, for
+    the meta block."""
+    import ctypes.util
+    env = dict(os.environ)
+    lib = ctypes.util.find_library("jemalloc")
+    if not lib:
+        return env, "the system's malloc (no jemalloc found)"
+    env["LD_PRELOAD"] = lib + (" " + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+    env.setdefault("MALLOC_CONF", "dirty_decay_ms:-1")
+    return env, "%s preloaded, MALLOC_CONF=%s" % (lib, env["MALLOC_CONF"])
+
+
 def add_meta(path, **kv):
     with open(path, "a") as f:
         f.writelines("%s=%s\n" % i for i in kv.items())

@@ -3,8 +3,10 @@
 
     .venv/bin/python bench/aoti/report.py RAW_DIR RESULTS_DIR
 
-RAW_DIR: meta.txt, inproc.csv (eager.py and bench_inproc rows labelled
-<model>/<eager|ts|aoti>/b<batch>) and ptperf_<model>_<ts|aoti>_b<batch>.csv.
+RAW_DIR: meta.txt, inproc.csv (torch_ref.py's rows labelled
+<model>/<eager|ts|aoti>/b<batch>, PyTorch itself, and bench_inproc's
+<model>/<bridge_ts|bridge_aoti>/b<batch>, ptserve's bridge) and
+ptperf_<model>_<ts|aoti>_b<batch>[_r<round>].csv.
 RESULTS_DIR gets results.csv (one row per model and batch), results.md (the
 tables and where AOTInductor wins or loses, by median latency and by
 throughput) and plot.png.
@@ -19,11 +21,16 @@ import csv
 import os
 import sys
 
-VARIANTS = [("eager", "eager PyTorch, in process"), ("ts", "TorchScript, in process"),
-            ("aoti", "AOTInductor, in process"), ("ptserve_ts", "ptserve TorchScript"),
+VARIANTS = [("eager", "eager PyTorch, in process"),
+            ("ts", "TorchScript, PyTorch in process"),
+            ("aoti", "AOTInductor, PyTorch in process"), ("ptserve_ts", "ptserve TorchScript"),
             ("ptserve_aoti", "ptserve AOTInductor")]
-COLUMNS = ["model", "batch"] + ["%s_p50_us" % v for v, _ in VARIANTS] + \
-          ["%s_items_per_sec" % v for v, _ in VARIANTS] + \
+# The same files through ptserve's own bridge in process (bench_inproc): a
+# diagnostic of where served time goes, never the reference.
+BRIDGE = [("bridge_ts", "TorchScript, ptserve's bridge"),
+          ("bridge_aoti", "AOTInductor, ptserve's bridge")]
+COLUMNS = ["model", "batch"] + ["%s_p50_us" % v for v, _ in VARIANTS + BRIDGE] + \
+          ["%s_items_per_sec" % v for v, _ in VARIANTS + BRIDGE] + \
           ["aoti_vs_ts_inproc", "aoti_vs_ts_ptserve", "ptserve_aoti_server_compute_us",
            "ptserve_ts_server_compute_us"]
 
@@ -51,10 +58,13 @@ def heading(meta):
                 meta.get("load_before", "?"), meta.get("load_after", "?")), "",
             "Median latency of one call in microseconds, one call at a time (lower is better), "
             "the best of %s interleaved rounds. " % meta.get("rounds", "1") +
-            "In process: the model alone, inputs from the host and results back on it. "
-            "ptserve: HTTP with binary tensors, concurrency 1 (ptperf), the whole round trip. "
+            "In process: PyTorch itself running the same file (torch.jit.load, "
+            "aoti_load_package; eager: the module it was made from), inputs from the host "
+            "and results back on it%s. ptserve: HTTP with binary tensors, concurrency 1 (ptperf), the whole round trip. "
             "The last two columns are TorchScript's median over AOTInductor's (above 1: "
-            "AOTInductor is faster).", ""]
+            "AOTInductor is faster)." % (
+                ", with %s (as ptserve runs on jemalloc)" % meta["pytorch_allocator"]
+                if meta.get("pytorch_allocator") else ""), ""]
 
 
 def throughput_ratios(row):
@@ -105,6 +115,22 @@ def write_md(out, head, ordered):
         lines.append("| %s | %d | %s |" % (row["model"], row["batch"], " | ".join(
             "%.0f" % row["%s_items_per_sec" % v] if row.get("%s_items_per_sec" % v) else "-"
             for v, _ in VARIANTS)))
+    lines += ["", "## What serving adds, and ptserve's bridge (diagnostic)", "",
+              "Served median minus PyTorch's in process for the same file: HTTP, the "
+              "server's request path and the client. The bridge columns are the same files "
+              "run by ptserve's own code in process (bench_inproc), a diagnostic of where "
+              "the served time goes, not a reference.", "",
+              "| model | batch | served − PyTorch, TorchScript (µs) | "
+              "served − PyTorch, AOTInductor (µs) | " +
+              " | ".join(label for _, label in BRIDGE) + " |",
+              "|---|---:|---:|---:|" + "---:|" * len(BRIDGE)]
+    for row in ordered:
+        def gap(k):
+            a, b = row.get("ptserve_%s_p50_us" % k), row.get("%s_p50_us" % k)
+            return "%.1f" % (a - b) if a is not None and b is not None else "-"
+        lines.append("| %s | %d | %s | %s | %s |" % (
+            row["model"], row["batch"], gap("ts"), gap("aoti"),
+            " | ".join(cell(row, "%s_p50_us" % v) for v, _ in BRIDGE)))
     lines += ["", "## Where AOTInductor wins and where it loses (median latency, 5 % margin)", ""]
     lines += wins_and_losses(ordered, lambda r: r, "faster", "slower")
 

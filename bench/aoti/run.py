@@ -11,10 +11,12 @@ models, in process and served by ptserve (issue 10, part 7).
    minutes);
 3. measures, at batch 1 and 8 (cpu) or 1, 8 and 32 (cuda), one call at a
    time, in BENCH_ROUNDS (3) interleaved rounds, keeping each variant's best
-   round: eager PyTorch in process (eager.py), TorchScript and AOTInductor
-   in process (bench_inproc, through the bridge ptserve uses), and ptserve
-   TorchScript and AOTInductor over HTTP, binary tensors, concurrency 1
-   (ptperf, BENCH_INTERVAL_MS windows, 2000);
+   round: PyTorch itself in process (torch_ref.py: the eager module, the
+   TorchScript file through torch.jit.load, the package through
+   aoti_load_package), ptserve TorchScript and AOTInductor over HTTP,
+   binary tensors, concurrency 1 (ptperf, BENCH_INTERVAL_MS windows, 2000),
+   and, as a diagnostic, both files through ptserve's own bridge in process
+   (bench_inproc);
 4. report.py writes BENCH_RESULTS (bench/aoti/results for cpu,
    bench/aoti/results-cuda for cuda): results.md, results.csv, plot.png.
 
@@ -75,6 +77,11 @@ def main():
         h.add_meta(meta_path, gpu=subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
             capture_output=True, text=True).stdout.split("\n")[0])
+    # On the CPU, PyTorch on jemalloc as ptserve is (harness.reference_env);
+    # on CUDA the host allocator is CUDA's either way.
+    ref_env, allocator = h.reference_env() if device == "cpu" else (None, "")
+    if allocator:
+        h.add_meta(meta_path, pytorch_allocator=allocator)
     inproc_csv = os.path.join(raw, "inproc.csv")
     with open(inproc_csv, "w") as f:
         f.write("label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us\n")
@@ -86,20 +93,28 @@ def main():
         # from elsewhere hits one round, not one variant; the report keeps
         # each variant's best (lowest median) round.
         for r in range(1, n + 1):
-            h.log("round %d/%d: in process (eager, TorchScript, AOTInductor), then served "
-                  "(HTTP, concurrency 1)" % (r, n))
+            h.log("round %d/%d: PyTorch in process (eager, TorchScript, AOTInductor) and "
+                  "ptserve's bridge, then served (HTTP, concurrency 1)" % (r, n))
             for m in names:
                 for b in batches:
-                    subprocess.run([h.PY, os.path.join(HERE, "eager.py"), m, str(b), "--device",
-                                    device, "--csv", inproc_csv], check=True, stdout=log,
-                                   stderr=log)
+                    ref = [h.PY, os.path.join(HERE, "torch_ref.py"), m, str(b), "--device",
+                           device, "--csv", inproc_csv]
+                    subprocess.run(ref, check=True, stdout=log, stderr=log, env=ref_env)
                     for k, f in (("ts", "model.pt"), ("aoti", "model.pt2")):
+                        path = os.path.join(models, "%s_%s" % (m, k), "1", f)
+                        # PyTorch's own loader: torch 2.11's aoti_load_package
+                        # crashed on a CUDA package (docs/gpu.md); its column
+                        # is then empty, and the log says so.
+                        rc = subprocess.run(ref + ["--file", path], stdout=log, stderr=log,
+                                            env=ref_env).returncode
+                        if rc:
+                            h.log("PyTorch in process failed on %s (exit %d): its cell "
+                                  "stays empty" % (path, rc))
                         wire, dims = config(models, "%s_%s" % (m, k))
-                        subprocess.run([os.path.join(build, "bench_inproc"), "--model",
-                                        os.path.join(models, "%s_%s" % (m, k), "1", f),
+                        subprocess.run([os.path.join(build, "bench_inproc"), "--model", path,
                                         "--input", "%s:%d,%s" % (wire, b, dims), *dev,
                                         "--seconds", "2", "--warmup", "100", "--label",
-                                        "%s/%s/b%d" % (m, k, b), "--csv", inproc_csv],
+                                        "%s/bridge_%s/b%d" % (m, k, b), "--csv", inproc_csv],
                                        check=True, stdout=log)
             for m in names:
                 for b in batches:

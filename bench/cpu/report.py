@@ -331,7 +331,11 @@ def write_md(rows, inproc, meta, path, pinned=None, pa_rows=(), pa_failed=(), py
         L.append("- In process, the reference: PyTorch itself running the same model.pt "
                  "(`bench/cpu/torch_ref.py`: `torch.jit.load`, eval, `torch.inference_mode()`, "
                  "LibTorch's default intra-op threads), forward() back to back on one thread at "
-                 "batch 1, as a team's ten-line script would. *Bridge /s*: the same file "
+                 "batch 1, as a team's ten-line script would, "
+                 + (f"with {meta['pytorch_allocator']} (as ptserve runs on jemalloc, and as "
+                    "PyTorch's CPU tuning guide advises). " if meta.get("pytorch_allocator")
+                    else "") +
+                 "*Bridge /s*: the same file "
                  "through ptserve's own bridge (`bench_inproc`, `torch_bridge.h`, the backend's "
                  "default options), a diagnostic of the server's C path, not a reference.")
     else:

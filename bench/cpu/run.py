@@ -41,27 +41,31 @@ PA_PROTO = {"http": ["-i", "http"], "grpc": ["-i", "grpc"], "grpc_stream": ["-i"
                                                                              "--streaming"]}
 
 
-def calls(models, csv, version_of, command):
+def calls(models, csv, version_of, command, env=None):
     """Each INPROC file's forward() back to back at batch 1, one row each
-    into csv, by command(model_path, label, csv, inputs); returns the
-    version the runs print last on a line as "(<version_of> X)"."""
+    into csv, by command(model_path, label, csv, inputs) in `env` (None:
+    this one); returns the version the runs print last on a line as
+    "(<version_of> X)"."""
     with open(csv, "w") as f:
         f.write("label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us\n")
     text = ""
     for label, (model, inputs) in INPROC.items():
         text += subprocess.run(command(os.path.join(models, model, "1", "model.pt"), label, csv,
-                                       inputs), check=True, capture_output=True, text=True).stdout
+                                       inputs), check=True, capture_output=True, text=True,
+                               env=env).stdout
     m = re.search(r"\(%s (.*)\)$" % version_of, text, re.M)
     return m.group(1) if m else "?"
 
 
 def torch_ref(models, raw):
     """The reference: PyTorch itself (torch_ref.py), with the venv's torch,
-    the one whose LibTorch ptserve links."""
+    the one whose LibTorch ptserve links, on jemalloc as ptserve is
+    (harness.reference_env). Returns (version, allocator note)."""
     h.log("the reference: PyTorch itself, batch 1 (one thread, forward() back to back)")
+    env, allocator = h.reference_env()
     return calls(models, os.path.join(raw, "torch.csv"), "PyTorch",
                  lambda path, label, csv, inputs: [h.PY, os.path.join(HERE, "torch_ref.py"), path,
-                                                   label, csv, *inputs])
+                                                   label, csv, *inputs], env), allocator
 
 
 def inproc(build, models, raw):
@@ -113,7 +117,8 @@ def main():
         h.meta(meta, busy_before=h.wait_quiet(quiet), interval_ms=interval,
                command="BENCH_INTERVAL_MS=%d BENCH_QUIET_WAIT=%d bench/cpu/run.py"
                % (interval, quiet), server_args=" ".join(s.args[:-2]))
-        h.add_meta(meta, pytorch=torch_ref(models, raw))
+        version, allocator = torch_ref(models, raw)
+        h.add_meta(meta, pytorch=version, pytorch_allocator=allocator)
         h.add_meta(meta, libtorch=inproc(build, models, raw))
         has_pa = os.access(pa, os.X_OK)
         h.add_meta(meta, perf_analyzer=h.version_line(pa) if has_pa else "missing")

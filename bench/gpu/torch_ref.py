@@ -39,11 +39,19 @@ allocator), then timed for --seconds of calls one after another. With
 (torch.cuda.graph) and replayed on its device-resident input.
 """
 import argparse
+import importlib.util
 import os
 import resource
 import time
 
 import torch
+
+# bench/aoti_package.py by its path: bench/ itself on sys.path would make
+# its scenario folders packages (bench/triton shadows the triton module).
+_spec = importlib.util.spec_from_file_location("aoti_package", os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "aoti_package.py"))
+aoti_package = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(aoti_package)
 
 
 def cpu_s():
@@ -53,12 +61,11 @@ def cpu_s():
 
 def load(path):
     if path.endswith(".pt2"):
-        from torch._inductor import aoti_load_package
         # CUDA initialized first, the device named: loading a CUDA package
         # into a process that has not touched the GPU yet crashed torch
         # 2.11's loader (a segmentation fault inside _load_aoti).
         torch.empty(0, device="cuda:0")
-        return aoti_load_package(path, device_index=0)
+        return aoti_package.load_package(path, device_index=0)
     return torch.jit.load(path, map_location="cuda:0").eval()
 
 
