@@ -20,10 +20,13 @@ same weights) exported with torch.export and compiled by AOTInductor for
 cuda:0 (examples/export_aoti.py, batch dimension dynamic 1..128) as
 model.pt2, served by the torch_aoti platform with the same dynamic batching,
 instances and padded CUDA graphs at the same 13 batch sizes (the package
-takes its batch in NCHW, as exported). The compile takes minutes.
+takes its batch in NCHW, as exported), and resnet50_fp16_aoti_graph: the
+same package with a CUDA graph at batch 1 only and no queue delay, the
+set's latency model. The compile takes minutes.
 """
 import argparse
 import os
+import shutil
 import sys
 
 import torch
@@ -84,6 +87,16 @@ def write_aoti(outdir):
     with open(os.path.join(d, "config.pbtxt"), "w") as f:
         f.write(config(name, "TYPE_FP16", [3, 224, 224], [1000], BUCKETS,
                        engine='platform: "torch_aoti"'))
+    # The batch-1 latency model of the set, as resnet50_fp16_graph is the
+    # TorchScript set's: the same package, a CUDA graph at batch 1 only, no
+    # queue delay.
+    g = os.path.join(outdir, name + "_graph")
+    os.makedirs(os.path.join(g, "1"), exist_ok=True)
+    shutil.copyfile(os.path.join(d, "1", "model.pt2"), os.path.join(g, "1", "model.pt2"))
+    with open(os.path.join(g, "config.pbtxt"), "w") as f:
+        f.write(config(name + "_graph", "TYPE_FP16", [3, 224, 224], [1000],
+                       'parameters { key: "CUDA_GRAPH_BATCH_SIZES" value: { string_value: "1" } }',
+                       delay_us=0, engine='platform: "torch_aoti"'))
 
 
 def main(outdir):

@@ -18,10 +18,22 @@ import sys
 
 INPUT_BYTES = {"resnet50_fp32": 3 * 224 * 224 * 4, "resnet50_fp16": 3 * 224 * 224 * 2,
                "mlp": 64 * 4, "resnet50_fp16_graph": 3 * 224 * 224 * 2,
-               "resnet50_fp16_aoti": 3 * 224 * 224 * 2}
+               "resnet50_fp16_aoti": 3 * 224 * 224 * 2,
+               "resnet50_fp16_aoti_graph": 3 * 224 * 224 * 2}
 # The models served under every load (HTTP, shared memory, gRPC): the
 # TorchScript ResNet-50s, or (BENCH_SET=aoti) the AOTInductor one.
 RESNETS = ("resnet50_fp32", "resnet50_fp16", "resnet50_fp16_aoti")
+# Each set's batch-1 CUDA-graph model (served at concurrency 1), the model
+# of PyTorch's reference runs it is held against, PyTorch's batch-1 graph
+# variants of that model (the best one is the target's base), and a name.
+# The TorchScript graph model reorders its input to channels-last
+# (INPUT_MEMORY_FORMAT), and PyTorch's graph of a channels-last batch is
+# the faster one (939 against 1,032 µs on an H100), so both count; the
+# package takes NCHW, as exported.
+GRAPH = {"torchscript": ("resnet50_fp16_graph", "resnet50_fp16", ("graph", "device_cl_graph"),
+                         "FP16 ResNet-50"),
+         "aoti": ("resnet50_fp16_aoti_graph", "resnet50_fp16_aoti", ("device_graph",),
+                  "FP16 ResNet-50 package")}
 
 
 # Suffixes of the ResNet-50 loads besides plain HTTP, as run.py names them.
@@ -83,7 +95,8 @@ def main(raw, out):
         return max(runs) if runs else (None, None, None)
 
     served = {}
-    for m in RESNETS + ("mlp", "resnet50_fp16_graph"):
+    graph_models = tuple(g[0] for g in GRAPH.values())
+    for m in RESNETS + ("mlp",) + graph_models:
         served[m] = read_csv(os.path.join(raw, "ptperf_%s.csv" % m))
     # The same load with inputs and outputs in system shared memory, in CUDA
     # shared memory (absent from runs before ptperf had it, or on a host
@@ -93,11 +106,12 @@ def main(raw, out):
             served[m + kind] = read_csv(os.path.join(raw, "ptperf_%s%s.csv" % (m, kind)))
     # The CUDA-graph model at c=1 with its input in shared memory (runs
     # before these rows have only HTTP).
-    for kind in ("_shm", "_cudashm"):
-        served["resnet50_fp16_graph" + kind] = read_csv(
-            os.path.join(raw, "ptperf_resnet50_fp16_graph%s.csv" % kind))
+    for m in graph_models:
+        for kind in ("_shm", "_cudashm"):
+            served[m + kind] = read_csv(os.path.join(raw, "ptperf_%s%s.csv" % (m, kind)))
     rows, md = [], []
     aoti = meta.get("set") == "aoti"
+    graph_model, graph_ref, graph_variants, graph_name = GRAPH["aoti" if aoti else "torchscript"]
     resnets = [m for m in RESNETS if served[m]]
     md.append("# GPU benchmark%s: ptserve against PyTorch in process\n"
               % (" (AOTInductor)" if aoti else ""))
@@ -253,7 +267,11 @@ def main(raw, out):
                                   ("PyTorch, CUDA graph, FP16 ResNet-50, channels-last",
                                    "resnet50_fp16", "device_cl_graph"),
                                   ("PyTorch, eager, MLP, batch on the device", "mlp", "device"),
-                                  ("PyTorch, CUDA graph, MLP", "mlp", "graph")):
+                                  ("PyTorch, CUDA graph, MLP", "mlp", "graph"),
+                                  ("PyTorch, eager, FP16 ResNet-50 package, batch on the device",
+                                   "resnet50_fp16_aoti", "device"),
+                                  ("PyTorch, CUDA graph, FP16 ResNet-50 package",
+                                   "resnet50_fp16_aoti", "device_graph")):
         run = ref.get(model, {}).get(variant, {}).get(1)
         if run:
             md.append("| %s | %.0f µs |" % (label, run["p50_us"]))
@@ -261,15 +279,16 @@ def main(raw, out):
                        ("bridge (diagnostic), CUDA graph, MLP", "mlp_graph")):
         if 1 in inproc.get(key, {}):
             md.append("| %s | %.0f µs |" % (label, inproc[key][1]["p50_us"]))
-    g = served.get("resnet50_fp16_graph")
+    g = served.get(graph_model)
     graph_paths = (("", "HTTP, binary tensors"), ("_shm", "HTTP, system shared memory"),
                    ("_cudashm", "HTTP, CUDA shared memory"))
     for kind, how in graph_paths:
-        r = served.get("resnet50_fp16_graph" + kind)
+        r = served.get(graph_model + kind)
         if r:
-            md.append("| ptserve, CUDA graph, FP16 ResNet-50, c=1, %s | %s µs |" % (how, r[0]["p50_us"]))
+            md.append("| ptserve, CUDA graph, %s, c=1, %s | %s µs |" % (graph_name, how,
+                                                                       r[0]["p50_us"]))
     if g:
-        eager = ref.get("resnet50_fp16", {}).get("device", {}).get(1, {}).get("p50_us")
+        eager = ref.get(graph_ref, {}).get("device", {}).get(1, {}).get("p50_us")
         if eager:
             md.append("\nBatch-1 p50 with CUDA graphs below PyTorch's eager batch-1 "
                       "time (%.0f µs): **%s** (%s µs)." % (
@@ -305,15 +324,11 @@ def main(raw, out):
                     m, kind, b, "met" if b >= 90 else "missed"))
     if not busy:
         md.append("| device busy ≥ 90% of wall time at saturation | not measured by this run | |")
-    # PyTorch's best batch-1 graph: the served graph model reorders its
-    # input to channels-last (INPUT_MEMORY_FORMAT), and PyTorch's graph of
-    # a channels-last batch is the faster one (939 against 1,032 µs on an
-    # H100), so the target is measured against the faster of the two.
-    graph_runs = [ref.get("resnet50_fp16", {}).get(v, {}).get(1)
-                  for v in ("graph", "device_cl_graph")]
+    # PyTorch's best batch-1 graph of the same model (GRAPH says which).
+    graph_runs = [ref.get(graph_ref, {}).get(v, {}).get(1) for v in graph_variants]
     graph_ip = min((run["p50_us"] for run in graph_runs if run), default=None)
     for kind, how in graph_paths:
-        r = served.get("resnet50_fp16_graph" + kind)
+        r = served.get(graph_model + kind)
         if r and graph_ip:
             got = float(r[0]["p50_us"])
             md.append("| batch-1 CUDA graph p50 ≤ PyTorch's graph + 150 µs (%.0f µs), %s | %.0f µs | %s |"
@@ -324,7 +339,7 @@ def main(raw, out):
     # events) is the server's own share; the client's latency less the span
     # is HTTP on loopback and the client.
     for kind, how in graph_paths:
-        r = served.get("resnet50_fp16_graph" + kind)
+        r = served.get(graph_model + kind)
         if r and r[0].get("server_request_us") and graph_ip:
             r = r[0]
             f = lambda k: float(r.get(k) or 0)
@@ -339,7 +354,7 @@ def main(raw, out):
     # For eager models the in-process CPU per call at batch 1 (bench_inproc's
     # calling thread) is what launching the network costs LibTorch, with no
     # server around it.
-    for m in ("resnet50_fp32", "resnet50_fp16", "resnet50_fp16_graph"):
+    for m in ("resnet50_fp32", "resnet50_fp16") + graph_models:
         c1 = [r for r in served.get(m) or [] if r["concurrency"] == "1"]
         if c1 and c1[0].get("server_cpu_us"):
             cpu = float(c1[0]["server_cpu_us"])

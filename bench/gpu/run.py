@@ -37,7 +37,8 @@ from the offline bundle .bundle/debs when present), numpy and requests.
        (BENCH_SKIP_FIRST=1 leaves it out);
    BENCH_SET=aoti instead: the FP16 ResNet-50 as an AOTInductor package,
    PyTorch's aoti_load_package of it as the reference (LibTorch's loader
-   from C++, aoti_ref, where Python's crashes), and (b), (b') on it;
+   from C++, aoti_ref, where Python's crashes), and (b), (b') on it, and
+   (c) on its batch-1 CUDA-graph model (the same package);
 4. report.py turns the raw files (BENCH_RAW, default bench/gpu/raw) into
    BENCH_RESULTS (bench/gpu/results, or results-aoti): results.md,
    results.csv, plot.png. BENCH_GIT names the commit where the tree's .git
@@ -332,6 +333,16 @@ def main():
     report.main(run.raw, out)
 
 
+def graph_batch1(run, m):
+    """(c) the set's batch-1 CUDA-graph model at concurrency 1, its input
+    in the body, in system and in CUDA shared memory."""
+    h.log("ptperf %s, concurrency 1: binary tensors, system and CUDA shared memory" % m)
+    for suffix, args in run.loads():
+        if suffix != "_grpc":
+            run.ptperf("-m", m, *args, "--concurrency", 1, "-f",
+                       os.path.join(run.raw, "ptperf_%s%s.csv" % (m, suffix)))
+
+
 def measure(run, cudart):
     if run.set == "aoti":
         m = "resnet50_fp16_aoti"
@@ -343,6 +354,7 @@ def measure(run, cudart):
         run.served_loads(m)
         h.log("device busy at concurrency 512 (nvidia-smi)")
         run.busy_loads(m)
+        graph_batch1(run, "resnet50_fp16_aoti_graph")
         run.server.stop()
     else:
         h.log("(a) the reference: PyTorch itself running the same files (torch_ref.py)")
@@ -369,12 +381,7 @@ def measure(run, cudart):
         h.log("device busy at concurrency 512 (nvidia-smi)")
         for name in ("resnet50_fp32", "resnet50_fp16"):
             run.busy_loads(name)
-        h.log("ptperf resnet50_fp16_graph, concurrency 1: binary tensors, system and CUDA "
-              "shared memory")
-        for suffix, args in run.loads():
-            if suffix != "_grpc":
-                run.ptperf("-m", "resnet50_fp16_graph", *args, "--concurrency", 1, "-f",
-                           os.path.join(run.raw, "ptperf_resnet50_fp16_graph%s.csv" % suffix))
+        graph_batch1(run, "resnet50_fp16_graph")
         run.sh(["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv"],
                "nvidia-smi.txt", check=False)
         run.server.stop()
