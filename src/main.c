@@ -30,6 +30,7 @@
 #include "core/host_policy.h"
 #include "core/log.h"
 #include "core/metrics_config.h"
+#include "core/pinned.h"
 #include "frontend/grpc/grpc.h"
 #include "frontend/http/restrict.h"
 #include "net/tls.h"
@@ -60,6 +61,7 @@ enum {
   OPT_HTTP_MAX_CONNECTIONS,
   OPT_DEFAULT_MAX_QUEUE_SIZE,
   OPT_REQUEST_MEMORY_BUDGET,
+  OPT_PINNED_MEMORY_POOL,
   OPT_GRPC_MAX_CONNECTIONS,
   OPT_HTTP_RESTRICTED_API,
   OPT_GRPC_RESTRICTED_PROTOCOL,
@@ -214,7 +216,7 @@ static const struct option long_options[] = {
     {"cache-directory", required_argument, NULL, OPT_NO_EFFECT},
     {"rate-limit", required_argument, NULL, OPT_RATE_LIMIT},
     {"rate-limit-resource", required_argument, NULL, OPT_RATE_LIMIT_RESOURCE},
-    {"pinned-memory-pool-byte-size", required_argument, NULL, OPT_NO_EFFECT},
+    {"pinned-memory-pool-byte-size", required_argument, NULL, OPT_PINNED_MEMORY_POOL},
     {"cuda-memory-pool-byte-size", required_argument, NULL, OPT_NO_EFFECT},
     {"cuda-virtual-address-size", required_argument, NULL, OPT_NO_EFFECT},
     {"min-supported-compute-capability", optional_argument, NULL, OPT_UNSUPPORTED},
@@ -287,6 +289,11 @@ static const char usage_text[] =
     "                               tensors, queued requests; HTTP and gRPC together);\n"
     "                               beyond it new requests get 503 / RESOURCE_EXHAUSTED\n"
     "                               (default: a quarter of the memory; ptserve only).\n"
+    "  --pinned-memory-pool-byte-size <bytes>\n"
+    "                               Pinned host memory reserved at load for request bodies\n"
+    "                               of the models on CUDA devices, so that a first peak of\n"
+    "                               load does not pin new memory while it is served (default\n"
+    "                               0: none reserved; bodies are pinned as they come).\n"
     "  --http-restricted-api <apis>:<header>=<value>\n"
     "                               Answer 403 to the API groups listed (health, metadata,\n"
     "                               inference, shared-memory, model-config, model-repository,\n"
@@ -441,6 +448,7 @@ struct cli {
   size_t n_cache;
   const char **load_models; /* --load-model values (argv strings, borrowed) */
   size_t n_load_models;
+  size_t pinned_pool; /* --pinned-memory-pool-byte-size (0: none; core/pinned.h) */
   const char *no_effect[16]; /* accepted tritonserver flags without effect (static names) */
   size_t n_no_effect;
   /* --disable-auto-complete-config, and the deprecated --strict-model-config
@@ -768,6 +776,10 @@ static int handle(struct cli *c, int opt, const char *flag, const char *v) {
       if (parse_long(flag, v, 1, LONG_MAX, &n) != 0) return -1;
       o->request_memory_budget = (size_t)n;
       return 0;
+    case OPT_PINNED_MEMORY_POOL:
+      if (parse_long(flag, v, 0, LONG_MAX, &n) != 0) return -1;
+      c->pinned_pool = (size_t)n;
+      return 0;
     case OPT_GRPC_MAX_CONNECTIONS:
       if (parse_long(flag, v, 1, INT_MAX, &n) != 0) return -1;
       o->grpc_max_connections = (int)n;
@@ -1054,8 +1066,6 @@ static const struct {
     {"enable-peer-access", "ptserve makes no copies between GPUs"},
     {"grpc-infer-allocation-pool-size", "the gRPC transport keeps no per-call pool"},
     {"grpc-max-response-pool-size", "the gRPC transport keeps no response pool"},
-    {"pinned-memory-pool-byte-size", "pinned memory comes from LibTorch's caching host "
-                                     "allocator"},
     {"cuda-memory-pool-byte-size", "device memory comes from LibTorch's CUDA caching "
                                    "allocator (cap it per model with MEMORY_FRACTION)"},
     {"cuda-virtual-address-size", "device memory comes from LibTorch's CUDA caching "
@@ -1265,6 +1275,12 @@ int main(int argc, char **argv) {
     free_trace(&c);
     return 1;
   }
+  /* Before any model loads: the first CUDA model reserves it. */
+  pts_pinned_set_pool(c.pinned_pool);
+  if (c.pinned_pool)
+    PTS_LOG_INFO("Pinned memory pool: %zu bytes of request bodies, reserved when models load "
+                 "on a CUDA device",
+                 c.pinned_pool);
   for (size_t i = 0; i < c.n_no_effect; i++)
     PTS_LOG_INFO("--%s is accepted for tritonserver's command lines and has no effect: %s",
                  c.no_effect[i], reason_of(c.no_effect[i], 1));

@@ -44,7 +44,8 @@ from the offline bundle .bundle/debs when present), numpy and requests.
    results.csv, plot.png. BENCH_GIT names the commit where the tree's .git
    is not its own (a copy sent to the host). The server inherits the
    environment, so a server setting (PTSERVE_INLINE_MAX_US=2000, say) is
-   measured by setting it for this command; the report's command names it.
+   measured by setting it for this command, and BENCH_SERVER_ARGS adds
+   flags to its command line; the report's command names both.
 """
 import os
 import shutil
@@ -90,10 +91,12 @@ class Run:
                                   check=check, **kw).returncode
 
     def start(self, repo, name):
+        # BENCH_SERVER_ARGS: more flags for the server, space-separated
+        # (--pinned-memory-pool-byte-size=268435456, say).
         self.server = h.Server(os.path.join(self.build, "ptserve"), [
             "--model-repository", repo, "--http-address", "127.0.0.1", "--http-thread-count", 16,
-            "--allow-client-shm=true"], os.path.join(self.raw, "server-%s.log" % name),
-            grpc=True, metrics=True)
+            "--allow-client-shm=true", *os.environ.get("BENCH_SERVER_ARGS", "").split()],
+            os.path.join(self.raw, "server-%s.log" % name), grpc=True, metrics=True)
 
     def ptperf(self, *args, check=True):
         """ptperf against the server; exit 2 (not stable) is a result too."""

@@ -6,11 +6,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "core/alloc.h"
+
 static _Atomic(const struct pts_pinned_allocator *) installed;
 /* Bodies in pinned memory now, and how many may be: PTSERVE_PINNED_BODIES_MAX,
  * read when the allocator is installed (SIZE_MAX: no cap). */
 static atomic_size_t held;
 static atomic_size_t cap = SIZE_MAX;
+/* The pool's bytes, and how many of them models have reserved so far. */
+static atomic_size_t pool;
+static atomic_size_t reserved;
 
 static size_t cap_from_env(void) {
   const char *v = getenv("PTSERVE_PINNED_BODIES_MAX");
@@ -56,7 +61,42 @@ struct pts_buf *pts_buf_new_io(size_t size) {
   return pts_buf_new(size);
 }
 
+void pts_pinned_set_pool(size_t bytes) { atomic_store(&pool, bytes); }
+
+/* Claims room for up to `want` bodies of `body` bytes in the pool; returns
+ * how many it claimed. A compare-and-swap loop: two models loading at once
+ * never claim the same bytes. */
+static size_t claim(size_t body) {
+  size_t total = atomic_load(&pool), got = atomic_load(&reserved), n;
+  do {
+    n = got < total ? (total - got) / body : 0;
+    if (n == 0) return 0;
+  } while (!atomic_compare_exchange_weak(&reserved, &got, got + n * body));
+  return n;
+}
+
+size_t pts_pinned_reserve(size_t body_bytes) {
+  const struct pts_pinned_allocator *a = atomic_load(&installed);
+  if (!a || body_bytes < PTS_PINNED_MIN_BYTES) return 0;
+  size_t n = claim(body_bytes);
+  if (n == 0) return 0;
+  /* Every block is held until the last is made: released one by one, a
+   * caching allocator would hand the first back for the second. */
+  void **data = pts_calloc(n, sizeof *data), **ctx = pts_calloc(n, sizeof *ctx);
+  size_t made = 0;
+  while (data && ctx && made < n && (data[made] = a->alloc(body_bytes, &ctx[made])) != NULL)
+    made++;
+  for (size_t i = 0; i < made; i++) a->release(ctx[i], data[i]);
+  pts_free(data);
+  pts_free(ctx);
+  /* What the allocator refused goes back to the pool for a later model. */
+  atomic_fetch_sub(&reserved, (n - made) * body_bytes);
+  return made;
+}
+
 void pts_pinned_reset_for_tests(void) {
   atomic_store(&installed, NULL);
   atomic_store(&cap, SIZE_MAX);
+  atomic_store(&pool, 0);
+  atomic_store(&reserved, 0);
 }

@@ -18,10 +18,22 @@
  * bodies help only batches of one, and an H100 measured FP32 ResNet-50
  * over HTTP faster at c=64 with none (docs/experiments/gpu-http-tail).
  *
- * Threading: pts_pinned_install and pts_buf_new_io may be called from any
- * thread at any time (a model loads while requests arrive); the allocator's
- * functions are called from frontend threads and from whichever thread drops
- * a buffer's last reference.
+ * The pool (tritonserver's --pinned-memory-pool-byte-size): a caching
+ * allocator such as LibTorch's makes a new block whenever more bodies are
+ * in flight than ever before, on the frontend thread that reads the body,
+ * and keeps it. A server meeting a load higher than any before then grows
+ * in those very requests (docs/experiments/gpu-inline-limit). With a pool
+ * set, each CUDA model reserves bodies of its one-request size at load
+ * (pts_pinned_reserve): made and handed back at once, so that the
+ * allocator holds them for the first peak. Unlike tritonserver's fixed
+ * pool, bodies past it are still pinned, from new blocks.
+ *
+ * Threading: pts_pinned_install, pts_pinned_reserve and pts_buf_new_io may
+ * be called from any thread at any time (a model loads while requests
+ * arrive); the allocator's functions are called from frontend threads,
+ * model-loading threads and whichever thread drops a buffer's last
+ * reference. pts_pinned_set_pool is called once at start-up, before any
+ * model loads.
  */
 #ifndef PTS_CORE_PINNED_H
 #define PTS_CORE_PINNED_H
@@ -58,7 +70,20 @@ bool pts_pinned_enabled(void);
  * otherwise pts_buf_new(size). NULL when out of memory. */
 struct pts_buf *pts_buf_new_io(size_t size);
 
-/* Tests only: forgets the installed allocator. */
+/* Sets the pool: `bytes` of bodies that CUDA models reserve at load, all
+ * models together (0, the default: none). */
+void pts_pinned_set_pool(size_t bytes);
+
+/* Reserves what is left of the pool as bodies of `body_bytes`: as many as
+ * fit, all allocated from the installed allocator, then all released, so
+ * that a caching allocator holds that many blocks of that size. Returns
+ * how many were made (fewer where the allocator refused one; 0 without an
+ * allocator or a pool, for bodies under PTS_PINNED_MIN_BYTES, or with the
+ * pool spent by earlier calls). Safe from concurrent model loads: each
+ * byte of the pool is reserved once. */
+size_t pts_pinned_reserve(size_t body_bytes);
+
+/* Tests only: forgets the installed allocator and the pool. */
 void pts_pinned_reset_for_tests(void);
 
 #endif

@@ -203,6 +203,14 @@ def test_host_policy_refusals(ptserve_bin, model_repo, value, words):
     assert words in out, out
 
 
+@pytest.mark.parametrize("value", ["abc", "-1", "1e9", ""])
+def test_pinned_memory_pool_refuses_what_is_not_a_byte_count(ptserve_bin, model_repo, value):
+    rc, out = run_cli(ptserve_bin, "--model-repository", model_repo("identity"),
+                      "--pinned-memory-pool-byte-size=" + value)
+    assert rc != 0, out
+    assert "invalid value '%s' for --pinned-memory-pool-byte-size" % value in out, out
+
+
 def test_tritonserver_flags_without_effect_and_id(start_server, model_repo):
     """A tritonserver command line with flags for parts ptserve lacks starts,
     and the log names each flag that has no effect; --id is the name the
@@ -212,9 +220,11 @@ def test_tritonserver_flags_without_effect_and_id(start_server, model_repo):
                      "--pinned-memory-pool-byte-size=268435456",
                      "--cuda-memory-pool-byte-size=0:67108864", "--id=triton")
     log = s.log()
-    for flag in ("--backend-directory", "--pinned-memory-pool-byte-size",
-                 "--cuda-memory-pool-byte-size"):
+    for flag in ("--backend-directory", "--cuda-memory-pool-byte-size"):
         assert flag + " is accepted for tritonserver's command lines and has no effect: " in log
+    # The pinned pool has an effect: models on CUDA devices reserve it.
+    assert "--pinned-memory-pool-byte-size is accepted" not in log, log
+    assert "Pinned memory pool: 268435456 bytes of request bodies" in log, log
     assert requests.get(s.url + "/v2", timeout=10).json()["name"] == "triton"
     with grpcclient.InferenceServerClient(s.grpc_target) as c:
         assert c.get_server_metadata().name == "triton"

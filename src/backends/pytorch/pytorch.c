@@ -1161,6 +1161,41 @@ static void install_pinned_bodies(void) {
                PTS_PINNED_MIN_BYTES / 1024);
 }
 
+/* A request body's bytes besides its tensors: HTTP's JSON header (154
+ * bytes for one input from ptperf) or gRPC's message fields. An estimate:
+ * LibTorch's host allocator rounds every block up to a power of two, so a
+ * reserved block serves any body of the same rounding. */
+#define BODY_HEADER_BYTES 1024
+
+/* The pinned body pool (--pinned-memory-pool-byte-size, core/pinned.h),
+ * reserved as blocks of this model's one-request body: every input's
+ * bytes at batch 1 plus a header, rounded up to the power of two LibTorch's
+ * allocator makes of it (so the pool counts the memory pinned). A model
+ * with an input of variable dims or BYTES has no one size, and reserves
+ * none. */
+static void reserve_bodies(struct pt_instance *in) {
+  const Inference__ModelConfig *cfg = in->model->cfg;
+  uint64_t body = BODY_HEADER_BYTES;
+  for (size_t k = 0; k < cfg->n_input; k++) {
+    const Inference__ModelInput *ci = cfg->input[k];
+    struct pts_shape one;
+    if (!pts_shape_set(&one, ci->dims, ci->n_dims) ||
+        (cfg->max_batch_size > 0 && !pts_shape_prepend(&one, 1)))
+      return;
+    int64_t n = pts_shape_byte_size((enum pts_dtype)ci->data_type, &one);
+    if (n <= 0 || (uint64_t)n > SIZE_MAX - body) return;
+    body += (uint64_t)n;
+  }
+  uint64_t block = 1;
+  while (block < body && block <= SIZE_MAX / 2) block <<= 1;
+  if (block < body) return;
+  size_t made = pts_pinned_reserve((size_t)block);
+  if (made)
+    PTS_LOG_INFO("Reserved %zu pinned request bodies of %llu bytes (blocks of %llu) for model "
+                 "instance '%s' (--pinned-memory-pool-byte-size)",
+                 made, (unsigned long long)body, (unsigned long long)block, in->name);
+}
+
 /* The most input bytes a CUDA instance reserves staging for at load (its
  * power of two is at most this too): Triton's default pinned pool
  * (--pinned-memory-pool-byte-size, 256 MB) for a whole server. Beyond it
@@ -1318,7 +1353,10 @@ static enum pts_status pt_instance_create(void *model_state,
                  in->name, m->intra.threads, m->intra.cores, m->intra.instances,
                  m->intra.libtorch_default);
   PTS_LOG_INFO("PyTorch instance initialized on device: %s", dev);
-  if (pt_pipelined(in)) install_pinned_bodies();
+  if (pt_pipelined(in)) {
+    install_pinned_bodies();
+    reserve_bodies(in);
+  }
   reserve_staging(in);
   *state = in;
   return PTS_OK;

@@ -4,7 +4,9 @@
  * marked pinned, and go back to it (with their context) on the last
  * release; smaller ones, and any the allocator can not serve, are
  * ordinary; the first allocator installed stays; PTSERVE_PINNED_BODIES_MAX
- * caps how many are pinned at once. The request side:
+ * caps how many are pinned at once; pts_pinned_reserve fills the pool
+ * (--pinned-memory-pool-byte-size) once, every block held until the last
+ * is made. The request side:
  * pts_infer_request_note_pinned marks exactly the host inputs that lie in
  * a pinned buffer. A fake allocator stands in for LibTorch's, counting. */
 #include <setjmp.h>
@@ -22,14 +24,19 @@
 #include "scheduler/request.h"
 
 static int allocs, releases, fail_next;
+/* Blocks handed out and not yet back, the most at once, and allocations
+ * left before every later one fails (-1: none fails). */
+static int outstanding, most_outstanding, allocs_left;
 static size_t last_n;
 static void *last_ctx_seen;
 
 static void *fake_alloc(size_t n, void **ctx) {
-  if (fail_next) {
+  if (fail_next || allocs_left == 0) {
     fail_next = 0;
     return NULL;
   }
+  if (allocs_left > 0) allocs_left--;
+  if (++outstanding > most_outstanding) most_outstanding = outstanding;
   allocs++;
   last_n = n;
   *ctx = &allocs; /* any pointer: checked on release */
@@ -37,6 +44,7 @@ static void *fake_alloc(size_t n, void **ctx) {
 }
 
 static void fake_release(void *ctx, void *data) {
+  outstanding--;
   releases++;
   last_ctx_seen = ctx;
   pts_free(data);
@@ -55,6 +63,8 @@ static int reset(void **state) {
   (void)state;
   pts_pinned_reset_for_tests();
   allocs = releases = fail_next = 0;
+  outstanding = most_outstanding = 0;
+  allocs_left = -1;
   last_n = 0;
   last_ctx_seen = NULL;
   return 0;
@@ -178,6 +188,55 @@ static void request_inputs_marked(void **state) {
   assert_int_equal(releases, 1);
 }
 
+/* Nothing is reserved without an allocator, without a pool, or for bodies
+ * too small to be pinned. */
+static void reserve_needs_allocator_pool_and_size(void **state) {
+  (void)state;
+  pts_pinned_set_pool(PTS_PINNED_MIN_BYTES * 8);
+  assert_int_equal(pts_pinned_reserve(PTS_PINNED_MIN_BYTES), 0); /* no allocator */
+  pts_pinned_install(&fake);
+  assert_int_equal(pts_pinned_reserve(PTS_PINNED_MIN_BYTES - 1), 0); /* too small */
+  pts_pinned_set_pool(0);
+  assert_int_equal(pts_pinned_reserve(PTS_PINNED_MIN_BYTES), 0); /* no pool */
+  assert_int_equal(allocs, 0);
+}
+
+/* A pool of 5.5 bodies: 5 made, all held at once, then all handed back;
+ * the pool is then spent for that size, and what is left (half a body)
+ * serves a smaller one. */
+static void reserve_fills_the_pool_once(void **state) {
+  (void)state;
+  const size_t body = PTS_PINNED_MIN_BYTES * 2;
+  pts_pinned_install(&fake);
+  pts_pinned_set_pool(body * 5 + body / 2);
+  assert_int_equal(pts_pinned_reserve(body), 5);
+  assert_int_equal(allocs, 5);
+  assert_int_equal(most_outstanding, 5);
+  assert_int_equal(releases, 5);
+  assert_int_equal(last_n, body);
+  assert_int_equal(pts_pinned_reserve(body), 0);
+  assert_int_equal(pts_pinned_reserve(PTS_PINNED_MIN_BYTES), 1);
+  assert_int_equal(pts_pinned_reserve(PTS_PINNED_MIN_BYTES), 0);
+  assert_int_equal(allocs, 6);
+  assert_int_equal(releases, 6);
+}
+
+/* The allocator refuses the third of four: two are made, and the room of
+ * the two not made goes back to the pool for the next model. */
+static void reserve_refused_gives_the_rest_back(void **state) {
+  (void)state;
+  const size_t body = PTS_PINNED_MIN_BYTES;
+  pts_pinned_install(&fake);
+  pts_pinned_set_pool(body * 4);
+  allocs_left = 2;
+  assert_int_equal(pts_pinned_reserve(body), 2);
+  assert_int_equal(releases, 2);
+  allocs_left = -1;
+  assert_int_equal(pts_pinned_reserve(body), 2);
+  assert_int_equal(pts_pinned_reserve(body), 0);
+  assert_int_equal(allocs, 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(ordinary_without_allocator, reset),
@@ -185,6 +244,9 @@ int main(void) {
       cmocka_unit_test_setup(small_or_refused_stay_ordinary, reset),
       cmocka_unit_test_setup(cap_keeps_the_rest_ordinary, reset),
       cmocka_unit_test_setup(request_inputs_marked, reset),
+      cmocka_unit_test_setup(reserve_needs_allocator_pool_and_size, reset),
+      cmocka_unit_test_setup(reserve_fills_the_pool_once, reset),
+      cmocka_unit_test_setup(reserve_refused_gives_the_rest_back, reset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
