@@ -282,6 +282,48 @@ def test_staging_for_the_largest_batch_is_pinned_at_load(start_server, repo, tmp
     assert grew("conv_var") == ["0.1"], s.log()
 
 
+def test_pinned_pool_reserves_request_bodies_at_load(start_server, repo, tmp_path):
+    """--pinned-memory-pool-byte-size: a CUDA instance reserves the pool at
+    load as blocks of its model's one-request body (core/pinned.h): for
+    conv_big one 3x128x128 FP32 image plus 1 KiB of header, 197,632 bytes,
+    in LibTorch's power-of-two block of 256 KiB, so 4 blocks in a pool of
+    1 MiB. The pool is shared: of conv_big and its copy, one reserves all
+    4 and the other none. The MLP's bodies (256 bytes) are too small to be
+    pinned and reserve nothing. Requests are answered as torch answers
+    them, their bodies in pinned memory (no host copy)."""
+    from conftest import host_copy_bytes
+    d = subset(repo, tmp_path, ["conv_big", "mlp"])
+    shutil.copytree(os.path.join(d, "conv_big"), os.path.join(d, "conv_big_copy"))
+    cfg = os.path.join(d, "conv_big_copy", "config.pbtxt")
+    with open(cfg) as f:
+        text = f.read()
+    with open(cfg, "w") as f:
+        f.write(text.replace('"conv_big"', '"conv_big_copy"'))
+    s = start_server(d, "--pinned-memory-pool-byte-size=1048576")
+    log = s.log()
+    assert "Pinned memory pool: 1048576 bytes of request bodies" in log, log
+    body = 3 * 128 * 128 * 4 + 1024
+    block = 1
+    while block < body:
+        block *= 2
+    lines = re.findall(r"Reserved (\d+) pinned request bodies of (\d+) bytes \(blocks of (\d+)\) "
+                       r"for model instance '([^']*)'", log)
+    assert [(n, b, k) for n, b, k, _ in lines] == [(str(1048576 // block), str(body),
+                                                    str(block))], log
+    assert lines[0][3].startswith("conv_big"), log
+
+    ref = load(repo, "conv_big")
+    torch.manual_seed(7)
+    x = torch.randn(1, 3, 128, 128)
+    with torch.no_grad():
+        want = ref(x.cuda()).cpu()
+    for model in ("conv_big", "conv_big_copy"):
+        before = host_copy_bytes(s)
+        got = infer(s.url, model, [("INPUT__0", x)], ["OUTPUT__0"])["OUTPUT__0"]
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        assert host_copy_bytes(s) - before == 0
+
+
 def test_large_bodies_reach_the_gpu_from_pinned_memory(start_server, repo, tmp_path):
     """Request bodies of 64 KiB and more are read into pinned memory once a
     model runs on CUDA (core/pinned.h), so a batch of one goes to the device
