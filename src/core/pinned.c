@@ -63,8 +63,8 @@ struct pts_buf *pts_buf_new_io(size_t size) {
 
 void pts_pinned_set_pool(size_t bytes) { atomic_store(&pool, bytes); }
 
-/* Claims room for up to `want` bodies of `body` bytes in the pool; returns
- * how many it claimed. A compare-and-swap loop: two models loading at once
+/* Claims room for as many bodies of `body` bytes as the unreserved rest of
+ * the pool holds; returns how many it claimed. A compare-and-swap loop: two models loading at once
  * never claim the same bytes. */
 static size_t claim(size_t body) {
   size_t total = atomic_load(&pool), got = atomic_load(&reserved), n;

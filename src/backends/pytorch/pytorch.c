@@ -1161,6 +1161,18 @@ static void install_pinned_bodies(void) {
                PTS_PINNED_MIN_BYTES / 1024);
 }
 
+/* Input k's bytes in a batch of `rows` (the config's dims, with the batch
+ * dim where the model batches), or -1 where they are not known before
+ * requests come (a variable dim, BYTES). */
+static int64_t input_bytes(const Inference__ModelConfig *cfg, size_t k, int64_t rows) {
+  const Inference__ModelInput *ci = cfg->input[k];
+  struct pts_shape s;
+  if (!pts_shape_set(&s, ci->dims, ci->n_dims) ||
+      (cfg->max_batch_size > 0 && !pts_shape_prepend(&s, rows)))
+    return -1;
+  return pts_shape_byte_size((enum pts_dtype)ci->data_type, &s);
+}
+
 /* A request body's bytes besides its tensors: HTTP's JSON header (154
  * bytes for one input from ptperf) or gRPC's message fields. An estimate:
  * LibTorch's host allocator rounds every block up to a power of two, so a
@@ -1177,12 +1189,7 @@ static void reserve_bodies(struct pt_instance *in) {
   const Inference__ModelConfig *cfg = in->model->cfg;
   uint64_t body = BODY_HEADER_BYTES;
   for (size_t k = 0; k < cfg->n_input; k++) {
-    const Inference__ModelInput *ci = cfg->input[k];
-    struct pts_shape one;
-    if (!pts_shape_set(&one, ci->dims, ci->n_dims) ||
-        (cfg->max_batch_size > 0 && !pts_shape_prepend(&one, 1)))
-      return;
-    int64_t n = pts_shape_byte_size((enum pts_dtype)ci->data_type, &one);
+    int64_t n = input_bytes(cfg, k, 1);
     if (n <= 0 || (uint64_t)n > SIZE_MAX - body) return;
     body += (uint64_t)n;
   }
@@ -1202,16 +1209,6 @@ static void reserve_bodies(struct pt_instance *in) {
  * the buffer grows as batches need it. */
 #define STAGING_RESERVE_MAX ((size_t)256 << 20)
 
-/* Input k's bytes in a batch of max_batch_size rows, or -1 where they are
- * not known before requests come (a variable dim, BYTES). */
-static int64_t largest_batch_bytes(const Inference__ModelConfig *cfg, size_t k) {
-  const Inference__ModelInput *ci = cfg->input[k];
-  struct pts_shape s;
-  if (!pts_shape_set(&s, ci->dims, ci->n_dims) || !pts_shape_prepend(&s, cfg->max_batch_size))
-    return -1;
-  return pts_shape_byte_size((enum pts_dtype)ci->data_type, &s);
-}
-
 /* Pinned staging for the largest batch (max_batch_size rows of every input
  * of fixed dims), reserved at load, so that no batch pins memory in its
  * input phase, as CUDA graphs are captured at load rather than by the first
@@ -1229,7 +1226,7 @@ static void reserve_staging(struct pt_instance *in) {
     return;
   uint64_t total = 0; /* each term below 2^63: no overflow before the cap stops it */
   for (size_t k = 0; k < cfg->n_input && total <= STAGING_RESERVE_MAX; k++) {
-    int64_t n = largest_batch_bytes(cfg, k);
+    int64_t n = input_bytes(cfg, k, cfg->max_batch_size);
     total += n > 0 ? (uint64_t)n : 0;
   }
   if (total == 0) return;
@@ -1244,7 +1241,7 @@ static void reserve_staging(struct pt_instance *in) {
   struct pts_error err = {0};
   size_t reserved = 0;
   for (size_t k = 0; k < cfg->n_input; k++) {
-    int64_t n = largest_batch_bytes(cfg, k);
+    int64_t n = input_bytes(cfg, k, cfg->max_batch_size);
     void *at;
     size_t grown;
     if (n <= 0) continue;
