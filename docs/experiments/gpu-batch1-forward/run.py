@@ -184,7 +184,7 @@ def served(out, cudart):
     try:
         for rnd in range(2):
             for label, args in (loads if rnd == 0 else loads[::-1]):
-                ptperf(args, 300, 2, os.path.join(out, "warm.csv"))
+                ptperf(args, 300, 3, os.path.join(out, "warm.csv"))
                 a = stats(server)
                 clock = Clock()
                 ptperf(args, 1000, 3, os.path.join(out, "ptperf_%d_%s.csv" % (rnd + 1, label[:4])))
@@ -203,13 +203,106 @@ def served(out, cudart):
                                          data=json.dumps({"profile_executions": "3"}).encode(),
                                          method="POST")
             urllib.request.urlopen(req).read()
-            ptperf(args, 300, 2, os.path.join(out, "profiled.csv"))
+            ptperf(args, 300, 3, os.path.join(out, "profiled.csv"))
             time.sleep(1)
             new = sorted(set(os.listdir(prof)) - before)
             profiled.append((label, [f for f in new if f.endswith(".trace.json")]))
             h.log("%s profiled: %s" % (label, new))
     finally:
         server.stop()
+    return rows, profiled
+
+
+VARIANTS = [
+    ("2 instances, instance threads", 2, {"PTSERVE_INLINE_MAX_US": "0"}),
+    ("2 instances, receiving thread", 2, {"PTSERVE_INLINE_MAX_US": "2000"}),
+    ("1 instance, instance thread", 1, {"PTSERVE_INLINE_MAX_US": "0"}),
+    ("1 instance, receiving thread", 1, {"PTSERVE_INLINE_MAX_US": "2000"}),
+    ("1 instance, instance thread, spin wait", 1,
+     {"PTSERVE_INLINE_MAX_US": "0", "PTSERVE_CUDA_WAIT": "spin"}),
+    ("1 instance, instance thread, blocking wait", 1,
+     {"PTSERVE_INLINE_MAX_US": "0", "PTSERVE_CUDA_WAIT": "block"}),
+    # A woken virtual CPU runs slowly for a while (docs/experiments/haltpoll:
+    # a forward took 19 us after a halt, 5 us with halt polling): the same
+    # two with the guest polling 200 us before it halts, where it can.
+    ("1 instance, instance thread, guest halt polling 200 us", 1,
+     {"PTSERVE_INLINE_MAX_US": "0", "B1F_HALTPOLL": "200000"}),
+    ("1 instance, receiving thread, guest halt polling 200 us", 1,
+     {"PTSERVE_INLINE_MAX_US": "2000", "B1F_HALTPOLL": "200000"}),
+]
+HALTPOLL = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
+
+
+def set_haltpoll(value):
+    """Writes guest_halt_poll_ns where the guest has it (root); returns
+    what it was, or None."""
+    try:
+        old = open(HALTPOLL).read().strip()
+        with open(HALTPOLL, "w") as f:
+            f.write(value)
+        return old
+    except OSError as e:
+        h.log("guest halt polling not set (%s)" % e)
+        return None
+
+
+def variants(out):
+    """HTTP with binary tensors at concurrency 1 on a fresh server per
+    variant: the batch run by an instance thread (PTSERVE_INLINE_MAX_US=0)
+    or by the thread that received it (2000), with one instance or two,
+    and the instance thread's wait spinning or blocking; twice, the second
+    round in reverse order; three profiled executions in the first."""
+    repos = {}
+    for count in (1, 2):
+        repo = "/tmp/pts-b1f-repo%d" % count
+        shutil.rmtree(repo, ignore_errors=True)
+        shutil.copytree(os.path.join(MODELS, MODEL), os.path.join(repo, MODEL))
+        cfg = os.path.join(repo, MODEL, "config.pbtxt")
+        text = open(cfg).read()
+        open(cfg, "w").write(text.replace("count: 2 ", "count: %d " % count))
+        repos[count] = repo
+    rows, profiled = [], []
+    for rnd in range(2):
+        for label, count, env in (VARIANTS if rnd == 0 else VARIANTS[::-1]):
+            sub = "v%d-%d" % (VARIANTS.index((label, count, env)), rnd + 1)
+            prof = os.path.join(out, "vprofiles", sub)
+            os.makedirs(prof, exist_ok=True)
+            restore = set_haltpoll(env["B1F_HALTPOLL"]) if "B1F_HALTPOLL" in env else None
+            server = h.Server(os.path.join(BUILD, "ptserve"),
+                              ["--model-repository", repos[count], "--http-address",
+                               "127.0.0.1", "--profile-dir", prof],
+                              os.path.join(out, "server-variants.log"), env=env)
+
+            def ptperf(interval, trials, csv):
+                return subprocess.run([os.path.join(BUILD, "ptperf"), "-u",
+                                       "127.0.0.1:%d" % server.port, "-m", MODEL,
+                                       "--concurrency", "1", "-p", str(interval), "-r",
+                                       str(trials), "-q", "-f", csv]).returncode
+            try:
+                ptperf(300, 3, os.path.join(out, "warm.csv"))
+                a = stats(server)
+                ptperf(1000, 3, os.path.join(out, "variants.csv"))
+                b = stats(server)
+                n = b["success"][0] - a["success"][0]
+                per = {k: (b[k][1] - a[k][1]) / 1000 / max(1, n) for k in b if k != "success"}
+                row = (label, rnd + 1, n, per["queue"], per["compute_input"],
+                       per["compute_infer"], per["compute_output"])
+                h.log("%s, round %d: %d requests, queue %.1f, input %.1f, infer %.1f, "
+                      "output %.1f us" % row)
+                rows.append(row)
+                if rnd == 0:
+                    req = urllib.request.Request(
+                        server.url("/v2/models/%s/trace/setting" % MODEL),
+                        data=json.dumps({"profile_executions": "3"}).encode(), method="POST")
+                    urllib.request.urlopen(req).read()
+                    ptperf(300, 3, os.path.join(out, "profiled.csv"))
+                    time.sleep(1)
+                    new = sorted(f for f in os.listdir(prof) if f.endswith(".trace.json"))
+                    profiled.append((label, [os.path.join("vprofiles", sub, f) for f in new]))
+            finally:
+                server.stop()
+                if restore is not None:
+                    set_haltpoll(restore)
     return rows, profiled
 
 
@@ -245,6 +338,27 @@ def main():
                "events 0-3 µs | wall per call µs | SM MHz | W |",
                "|---|---:|---:|---:|---:|---:|---:|---:|"]
         md += ["| %s | %d | %d | %.1f | %.1f | %.1f | %s | %s |" % r for r in torch_alone()]
+    if os.environ.get("B1F_PART") == "variants":
+        rows, profiled = variants(out)
+        idle = "/sys/devices/system/cpu/cpuidle/current_driver"
+        md += ["cpuidle driver: %s" % (open(idle).read().strip() if os.path.exists(idle)
+                                       else "none")]
+        md += ["", "## ptserve, HTTP with binary tensors, concurrency 1, by variant "
+               "(statistics per request)", "",
+               "| variant | round | requests | queue µs | compute input µs | compute infer µs | "
+               "compute output µs |", "|---|---:|---:|---:|---:|---:|---:|"]
+        md += ["| %s | %d | %d | %.1f | %.1f | %.1f | %.1f |" % r for r in rows]
+        md += ["", "## Profiled executions: device rows", ""]
+        for label, files in profiled:
+            for f in files:
+                for tid, n, span, busy, gaps, first in device_rows(os.path.join(out, f)):
+                    md.append("- %s, %s (row %s): %d device events over %.1f µs, busy %.1f µs; "
+                              "first %s; gaps over 5 µs (at, length, before): %s"
+                              % (label, f, tid, n, span, busy, first, gaps))
+        text = "\n".join(md) + "\n"
+        open(os.path.join(out, "results-variants.md"), "w").write(text)
+        print(text)
+        return
     rows, profiled = served(out, find_cudart())
     md += ["", "## ptserve, resnet50_fp16_graph, concurrency 1 (statistics per request)", "",
            "| load | round | requests | queue µs | compute input µs | compute infer µs | "
