@@ -367,6 +367,11 @@ def measure(run, cudart):
                 ("mlp", "FP32", "64", "1,8,32,128", ("--graph",))):
             run.torch_ref(os.path.join(run.models, name, "1", "model.pt"), dtype, shape, name,
                           batches, *flags)
+        # The batch-1 target's base again from a process that runs batch 1
+        # alone: PyTorch's batch-1 graph was 100 us faster so on an H100
+        # (docs/experiments/gpu-batch1-forward); the fastest counts.
+        run.torch_ref(os.path.join(run.models, "resnet50_fp16", "1", "model.pt"), "FP16",
+                      "3,224,224", "resnet50_fp16_b1", "1", "--graph")
         if h.env("SKIP_BRIDGE", 0) == 1:
             h.log("(a') skipped (BENCH_SKIP_BRIDGE=1)")
         else:

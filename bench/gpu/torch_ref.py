@@ -36,7 +36,9 @@ SHAPE is one item's shape (3,224,224); BATCHES a comma list (default
 Each variant is warmed for 20 calls (cuDNN's algorithm choice, the caching
 allocator), then timed for --seconds of calls one after another. With
 --graph, LABEL/graph/b1 too: batch 1 captured as a CUDA graph
-(torch.cuda.graph) and replayed on its device-resident input.
+(torch.cuda.graph) and replayed on its device-resident input; for images
+also LABEL/graph_cl_stream/b1, the channels-last batch-1 graph replayed on
+a stream of its own and waited for by an event.
 """
 import argparse
 import importlib.util
@@ -211,6 +213,29 @@ def main():
             row = measure(replay, 1, a.seconds)
             out.write("%s/graph/b1,%d,%.1f,%.1f,%.1f,%.1f,%.1f\n" % ((a.label,) + row))
             print("%s/graph/b1: p50 %.0f us" % (a.label, row[3]), flush=True)
+            if len(shape) == 3 and not a.model.endswith(".pt2"):
+                # The channels-last graph replayed on a stream of its own,
+                # each call waited for by an event on it, not by a
+                # device-wide synchronize: what a server's instance does.
+                # In a process of its own an H100 replayed this graph so in
+                # 837 us a call, where the sweep's device_cl_graph row had
+                # 935 us (docs/experiments/gpu-batch1-forward).
+                side = torch.cuda.Stream()
+                x_cl = torch.randn([1] + shape, device="cuda:0").to(dtype).contiguous(
+                    memory_format=torch.channels_last)
+                g_cl, _ = capture(model, x_cl)
+                done = torch.cuda.Event()
+
+                def replay_stream():
+                    with torch.cuda.stream(side):
+                        g_cl.replay()
+                        done.record(side)
+                    done.synchronize()
+
+                row = measure(replay_stream, 1, a.seconds)
+                out.write("%s/graph_cl_stream/b1,%d,%.1f,%.1f,%.1f,%.1f,%.1f\n"
+                          % ((a.label,) + row))
+                print("%s/graph_cl_stream/b1: p50 %.0f us" % (a.label, row[3]), flush=True)
 
 
 if __name__ == "__main__":
