@@ -89,14 +89,14 @@ def write_aoti(outdir):
                        engine='platform: "torch_aoti"'))
     # The batch-1 latency model of the set, as resnet50_fp16_graph is the
     # TorchScript set's: the same package, a CUDA graph at batch 1 only, no
-    # queue delay, one instance.
+    # queue delay.
     g = os.path.join(outdir, name + "_graph")
     os.makedirs(os.path.join(g, "1"), exist_ok=True)
     shutil.copyfile(os.path.join(d, "1", "model.pt2"), os.path.join(g, "1", "model.pt2"))
     with open(os.path.join(g, "config.pbtxt"), "w") as f:
         f.write(config(name + "_graph", "TYPE_FP16", [3, 224, 224], [1000],
                        'parameters { key: "CUDA_GRAPH_BATCH_SIZES" value: { string_value: "1" } }',
-                       delay_us=0, count=1, engine='platform: "torch_aoti"'))
+                       delay_us=0, engine='platform: "torch_aoti"'))
 
 
 def main(outdir):
@@ -119,14 +119,13 @@ def main(outdir):
         graph_extra = ('parameters { key: "CUDA_GRAPH_BATCH_SIZES" value: { string_value: "1" } }\n'
                        + cl)
         # A batch-1 latency model (its graph is captured for batch 1 only):
-        # no queue delay, which would only add to every request's latency,
-        # and one instance, Triton's default: at concurrency 1 a second one
-        # has nothing to do, and with it the device's forward took 930 us
-        # a request against 825 with one, on an H100, whichever thread ran
-        # the batch (docs/experiments/gpu-batch1-forward).
+        # no queue delay, which would only add to every request's latency.
+        # Two instances as the others: one alone made no difference in a
+        # server holding the other models' graphs
+        # (docs/experiments/gpu-batch1-forward).
         write(outdir, "resnet50_fp16_graph",
               config("resnet50_fp16_graph", "TYPE_FP16", [3, 224, 224], [1000], graph_extra,
-                     delay_us=0, count=1),
+                     delay_us=0),
               traced16)
         mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
                                   torch.nn.Linear(256, 8)).eval().cuda()

@@ -149,7 +149,7 @@ def main(raw, out):
               "ptperf on the same host and forms batches with its dynamic batcher (2 instances, "
               "max batch 128, 200 µs queue delay; the ResNet-50s replay CUDA graphs captured "
               "at 13 batch sizes, each batch padded up to the next (`CUDA_GRAPH_PAD_BATCHES`); "
-              "the batch-1 CUDA-graph model: one instance, no delay). The "
+              "the batch-1 CUDA-graph model: no delay). The "
               "*bridge* column is ptserve's own code run in process (`bench_inproc`: pinned "
               "staging, one stream): a diagnostic of where the server's time goes, not a "
               "reference.\n" % MAX_BATCH)

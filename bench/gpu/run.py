@@ -368,8 +368,11 @@ def measure(run, cudart):
             run.torch_ref(os.path.join(run.models, name, "1", "model.pt"), dtype, shape, name,
                           batches, *flags)
         # The batch-1 target's base again from a process that runs batch 1
-        # alone: PyTorch's batch-1 graph was 100 us faster so on an H100
-        # (docs/experiments/gpu-batch1-forward); the fastest counts.
+        # alone; the fastest counts. On an H100 it took 937 us, as the
+        # sweep's 938: this process too runs the model eagerly before it
+        # captures, and that alone slows a graph to this level, from the
+        # 851 us of a graph that is the first thing a process does
+        # (docs/experiments/gpu-batch1-forward).
         run.torch_ref(os.path.join(run.models, "resnet50_fp16", "1", "model.pt"), "FP16",
                       "3,224,224", "resnet50_fp16_b1", "1", "--graph")
         if h.env("SKIP_BRIDGE", 0) == 1:

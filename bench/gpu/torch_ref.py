@@ -217,9 +217,10 @@ def main():
                 # The channels-last graph replayed on a stream of its own,
                 # each call waited for by an event on it, not by a
                 # device-wide synchronize: what a server's instance does.
-                # In a process of its own an H100 replayed this graph so in
-                # 837 us a call, where the sweep's device_cl_graph row had
-                # 935 us (docs/experiments/gpu-batch1-forward).
+                # On an H100 this took 951 us against the default stream's
+                # 938: the stream is not what slows a graph, the process's
+                # other graphs and eager calls are
+                # (docs/experiments/gpu-batch1-forward).
                 side = torch.cuda.Stream()
                 x_cl = torch.randn([1] + shape, device="cuda:0").to(dtype).contiguous(
                     memory_format=torch.channels_last)
