@@ -2,6 +2,7 @@
 (docs/experiments/gpu-batch1-forward, part 4.)
 
     python3 graph_order.py ORDER [ORDER ...]   # ORDER: cl or nchw
+    python3 graph_order.py --variants          # the next questions, below
 
 For each ORDER, in this one process: the served FP16 ResNet-50 loaded
 again (torch.jit.load), for nchw first run eagerly 25 times on an NCHW
@@ -9,25 +10,44 @@ batch of one; then its channels-last batch-1 forward captured as a CUDA
 graph (after 10 eager runs on a side stream, as bench/gpu/torch_ref.py
 captures) and its replay timed (replay, synchronize; p50 of 600 after 30);
 a second graph of the same module captured and timed the same way; the
-first graph timed again.
+first graph timed again. Calls 6 and 7 of the README ran this (call 6 an
+earlier form that timed the first graph only).
+
+--variants runs `cl` again in a process of its own per setting, to tell
+the README's candidate causes apart, and times the first graph once the
+second exists fed the way the bridge feeds it: its image copied in from a
+pinned host buffer (the HTTP and system shared-memory rows) or from device
+memory (the CUDA shared-memory rows, which stayed at the fast level in the
+bench's server). Not run yet; the settings:
+
+  base                        as above
+  CUDA_MODULE_LOADING=EAGER   every kernel loaded at start (lazy loading
+                              is CUDA's default since 12.2)
+  expandable segments         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  cudnn.benchmark             cuDNN's autotuner picks each convolution
 """
+import os
 import statistics
+import subprocess
 import sys
 import time
 
 import torch
 
-P = "/tmp/pts-bench-gpu-models/resnet50_fp16/1/model.pt"
+P = os.environ.get("GRAPH_ORDER_MODEL", "/tmp/pts-bench-gpu-models/resnet50_fp16/1/model.pt")
+VARIANTS = [("base", {}), ("CUDA_MODULE_LOADING=EAGER", {"CUDA_MODULE_LOADING": "EAGER"}),
+            ("expandable segments", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+            ("cudnn.benchmark", {"GRAPH_ORDER_CUDNN_BENCHMARK": "1"})]
 
 
-def bench(g, n=600):
+def bench(call, n=600):
     for _ in range(30):
-        g.replay()
+        call()
         torch.cuda.synchronize()
     t = []
     for _ in range(n):
         s = time.perf_counter()
-        g.replay()
+        call()
         torch.cuda.synchronize()
         t.append((time.perf_counter() - s) * 1e6)
     return statistics.median(t)
@@ -46,17 +66,49 @@ def cap(m, x):
     return g
 
 
-with torch.no_grad():
-    for order in sys.argv[1:]:
-        m = torch.jit.load(P, map_location="cuda:0").eval()
-        x = torch.randn(1, 3, 224, 224, device="cuda").half()
-        xcl = x.contiguous(memory_format=torch.channels_last)
-        if order == "nchw":
-            for _ in range(25):
-                m(x)
-        g = cap(m, xcl)
-        a = bench(g)
-        g2 = cap(m, xcl)
-        b = bench(g2)
-        print(order, "first graph %.0f us, second graph of the same module %.0f us, "
-              "first again %.0f us" % (a, b, bench(g)), flush=True)
+def fed(g, static_in, src):
+    """A replay fed as the bridge feeds it: the image to the device (from
+    pinned host memory, or already there), reordered to channels-last,
+    copied into the static input."""
+    def call():
+        a = src.to("cuda:0", non_blocking=True) if src.device.type == "cpu" else src
+        static_in.copy_(a.contiguous(memory_format=torch.channels_last), non_blocking=True)
+        g.replay()
+    return call
+
+
+def orders(names):
+    if os.environ.get("GRAPH_ORDER_CUDNN_BENCHMARK") == "1":
+        torch.backends.cudnn.benchmark = True
+    with torch.no_grad():
+        for order in names:
+            m = torch.jit.load(P, map_location="cuda:0").eval()
+            x = torch.randn(1, 3, 224, 224, device="cuda").half()
+            xcl = x.contiguous(memory_format=torch.channels_last)
+            if order == "nchw":
+                for _ in range(25):
+                    m(x)
+            g = cap(m, xcl)
+            a = bench(g.replay)
+            g2 = cap(m, xcl)
+            b = bench(g2.replay)
+            line = ("%s: first graph %.0f us, second graph of the same module %.0f us, "
+                    "first again %.0f us" % (order, a, b, bench(g.replay)))
+            if "--fed" in sys.argv:
+                line += ("; first, fed from pinned host memory %.0f us, from the device %.0f us"
+                         % (bench(fed(g, xcl, x.cpu().pin_memory())), bench(fed(g, xcl, x))))
+            print(line, flush=True)
+
+
+def variants():
+    for label, env in VARIANTS:
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "cl", "--fed"],
+                             env=dict(os.environ, **env), capture_output=True, text=True)
+        print("%s | %s" % (label, (out.stdout.strip() or out.stderr.strip()[-300:])), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--variants"]:
+        variants()
+    else:
+        orders([a for a in sys.argv[1:] if not a.startswith("--")])
