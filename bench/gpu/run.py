@@ -20,7 +20,8 @@ from the offline bundle .bundle/debs when present), numpy and requests.
 3. (a) the reference: PyTorch itself (torch_ref.py) running the same model
        files at batch 1..256, the batch on the device and a pinned host
        batch copied in and out each call, eager and as CUDA graphs
-       (BENCH_REF_SECONDS per point, 2);
+       (BENCH_REF_SECONDS per point, 2), and the FP16 one again at batch 1
+       alone in a process of its own, for the batch-1 target's base;
    (a') a diagnostic, not a reference: the same files through ptserve's
        bridge in process (bench_inproc); BENCH_SKIP_BRIDGE=1 leaves it out;
    (b) ptserve over HTTP, binary tensors, dynamic batching, one image per
