@@ -3,6 +3,7 @@
 
     python3 graph_order.py ORDER [ORDER ...]   # ORDER: cl or nchw
     python3 graph_order.py --variants          # the next questions, below
+    python3 graph_order.py --decay             # whether the slow level wears off
 
 For each ORDER, in this one process: the served FP16 ResNet-50 loaded
 again (torch.jit.load), for nchw first run eagerly 25 times on an NCHW
@@ -100,6 +101,30 @@ def orders(names):
             print(line, flush=True)
 
 
+def decay(seconds=30):
+    """--decay: does the slow level wear off? The first graph replayed back
+    to back for `seconds` once a second graph exists, its p50 printed for
+    every two seconds. The bench's servers came to the fast level after
+    about 10-14 s of batch-1 traffic (README, part 4)."""
+    with torch.no_grad():
+        m = torch.jit.load(P, map_location="cuda:0").eval()
+        xcl = torch.randn(1, 3, 224, 224, device="cuda").half().contiguous(
+            memory_format=torch.channels_last)
+        g = cap(m, xcl)
+        print("first graph alone: %.0f us" % bench(g.replay), flush=True)
+        cap(m, xcl)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            lat, start = [], time.perf_counter()
+            while time.perf_counter() - start < 2:
+                s = time.perf_counter()
+                g.replay()
+                torch.cuda.synchronize()
+                lat.append((time.perf_counter() - s) * 1e6)
+            print("%4.0f s after the second graph: %.0f us (%d replays)"
+                  % (time.perf_counter() - t0, statistics.median(lat), len(lat)), flush=True)
+
+
 def variants():
     for label, env in VARIANTS:
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "cl", "--fed"],
@@ -110,5 +135,7 @@ def variants():
 if __name__ == "__main__":
     if sys.argv[1:] == ["--variants"]:
         variants()
+    elif sys.argv[1:] == ["--decay"]:
+        decay()
     else:
         orders([a for a in sys.argv[1:] if not a.startswith("--")])
