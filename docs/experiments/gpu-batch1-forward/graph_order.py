@@ -8,8 +8,8 @@
 For each ORDER, in this one process: the served FP16 ResNet-50 loaded
 again (torch.jit.load), for nchw first run eagerly 25 times on an NCHW
 batch of one; then its channels-last batch-1 forward captured as a CUDA
-graph (after 10 eager runs on a side stream, as bench/gpu/torch_ref.py
-captures) and its replay timed (replay, synchronize; p50 of 600 after 30);
+graph (by bench/gpu/torch_ref.py's capture(): 10 eager runs on a side
+stream first) and its replay timed (replay, synchronize; p50 of 600 after 30);
 a second graph of the same module captured and timed the same way; the
 first graph timed again. Calls 6 and 7 of the README ran this (call 6 an
 earlier form that timed the first graph only).
@@ -27,6 +27,7 @@ bench's server). Not run yet; the settings:
   expandable segments         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   cudnn.benchmark             cuDNN's autotuner picks each convolution
 """
+import importlib.util
 import os
 import statistics
 import subprocess
@@ -34,6 +35,13 @@ import sys
 import time
 
 import torch
+
+# bench/gpu/torch_ref.py by its path (bench/ on sys.path would shadow
+# packages: bench/triton), for its capture().
+_spec = importlib.util.spec_from_file_location("torch_ref", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "gpu", "torch_ref.py"))
+torch_ref = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(torch_ref)
 
 P = os.environ.get("GRAPH_ORDER_MODEL", "/tmp/pts-bench-gpu-models/resnet50_fp16/1/model.pt")
 VARIANTS = [("base", {}), ("CUDA_MODULE_LOADING=EAGER", {"CUDA_MODULE_LOADING": "EAGER"}),
@@ -55,16 +63,8 @@ def bench(call, n=600):
 
 
 def cap(m, x):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(10):
-            m(x)
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        m(x)
-    return g
+    """x's forward captured as torch_ref.py captures it: (the graph)."""
+    return torch_ref.capture(m, x)[0]
 
 
 def fed(g, static_in, src):

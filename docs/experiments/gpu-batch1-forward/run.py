@@ -206,7 +206,8 @@ def served(out, cudart):
             ptperf(args, 300, 3, os.path.join(out, "profiled.csv"))
             time.sleep(1)
             new = sorted(set(os.listdir(prof)) - before)
-            profiled.append((label, [f for f in new if f.endswith(".trace.json")]))
+            profiled.append((label, [os.path.join("profiles", f) for f in new
+                                     if f.endswith(".trace.json")]))
             h.log("%s profiled: %s" % (label, new))
     finally:
         server.stop()
@@ -328,6 +329,21 @@ def device_rows(path):
     return out
 
 
+def finish(out, name, md, profiled):
+    """Appends the profiled executions' device rows to md and writes it
+    to out/name (and stdout)."""
+    md += ["", "## Profiled executions: device rows", ""]
+    for label, files in profiled:
+        for f in files:
+            for tid, n, span, busy, gaps, first in device_rows(os.path.join(out, f)):
+                md.append("- %s, %s (row %s): %d device events over %.1f µs, busy %.1f µs; "
+                          "first %s; gaps over 5 µs (at, length, before): %s"
+                          % (label, f, tid, n, span, busy, first, gaps))
+    text = "\n".join(md) + "\n"
+    open(os.path.join(out, name), "w").write(text)
+    print(text)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -348,32 +364,14 @@ def main():
                "| variant | round | requests | queue µs | compute input µs | compute infer µs | "
                "compute output µs |", "|---|---:|---:|---:|---:|---:|---:|"]
         md += ["| %s | %d | %d | %.1f | %.1f | %.1f | %.1f |" % r for r in rows]
-        md += ["", "## Profiled executions: device rows", ""]
-        for label, files in profiled:
-            for f in files:
-                for tid, n, span, busy, gaps, first in device_rows(os.path.join(out, f)):
-                    md.append("- %s, %s (row %s): %d device events over %.1f µs, busy %.1f µs; "
-                              "first %s; gaps over 5 µs (at, length, before): %s"
-                              % (label, f, tid, n, span, busy, first, gaps))
-        text = "\n".join(md) + "\n"
-        open(os.path.join(out, "results-variants.md"), "w").write(text)
-        print(text)
+        finish(out, "results-variants.md", md, profiled)
         return
     rows, profiled = served(out, find_cudart())
     md += ["", "## ptserve, resnet50_fp16_graph, concurrency 1 (statistics per request)", "",
            "| load | round | requests | queue µs | compute input µs | compute infer µs | "
            "compute output µs | SM MHz | W |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     md += ["| %s | %d | %d | %.1f | %.1f | %.1f | %.1f | %s | %s |" % r for r in rows]
-    md += ["", "## Profiled executions: device rows", ""]
-    for label, files in profiled:
-        for f in files:
-            for tid, n, span, busy, gaps, first in device_rows(os.path.join(out, "profiles", f)):
-                md.append("- %s, %s (row %s): %d device events over %.1f µs, busy %.1f µs; "
-                          "first %s; gaps over 5 µs (at, length, before): %s"
-                          % (label, f, tid, n, span, busy, first, gaps))
-    text = "\n".join(md) + "\n"
-    open(os.path.join(out, "results.md"), "w").write(text)
-    print(text)
+    finish(out, "results.md", md, profiled)
 
 
 if __name__ == "__main__":
