@@ -161,6 +161,32 @@ def stats(server):
             ("success", "queue", "compute_input", "compute_infer", "compute_output")}
 
 
+def ptperf(server, interval, trials, csv, args=(), env=None):
+    """ptperf on MODEL at concurrency 1."""
+    return subprocess.run([os.path.join(BUILD, "ptperf"), "-u", "127.0.0.1:%d" % server.port,
+                           "-m", MODEL, "--concurrency", "1", "-p", str(interval), "-r",
+                           str(trials), "-q", "-f", csv, *args], env=env).returncode
+
+
+def per_request(server, load):
+    """Runs load(); returns the requests it made and the statistics' queue,
+    compute input, infer and output µs per request over them."""
+    a = stats(server)
+    load()
+    b = stats(server)
+    n = b["success"][0] - a["success"][0]
+    per = {k: (b[k][1] - a[k][1]) / 1000 / max(1, n) for k in b if k != "success"}
+    return (n, per["queue"], per["compute_input"], per["compute_infer"], per["compute_output"])
+
+
+def profile_next(server, executions=3):
+    """Asks the server to profile MODEL's next executions (--profile-dir)."""
+    req = urllib.request.Request(server.url("/v2/models/%s/trace/setting" % MODEL),
+                                 data=json.dumps({"profile_executions": str(executions)}).encode(),
+                                 method="POST")
+    urllib.request.urlopen(req).read()
+
+
 def served(out, cudart):
     repo = "/tmp/pts-b1f-repo"
     shutil.rmtree(repo, ignore_errors=True)
@@ -175,35 +201,23 @@ def served(out, cudart):
     loads = [("HTTP, binary tensors", []), ("system shared memory", ["--shared-memory", "system"]),
              ("CUDA shared memory", ["--shared-memory", "cuda"])]
 
-    def ptperf(args, interval, trials, csv):
-        return subprocess.run([os.path.join(BUILD, "ptperf"), "-u", "127.0.0.1:%d" % server.port,
-                               "-m", MODEL, "--concurrency", "1", "-p", str(interval), "-r",
-                               str(trials), "-q", "-f", csv, *args], env=env).returncode
-
     rows, profiled = [], []
     try:
         for rnd in range(2):
             for label, args in (loads if rnd == 0 else loads[::-1]):
-                ptperf(args, 300, 3, os.path.join(out, "warm.csv"))
-                a = stats(server)
+                ptperf(server, 300, 3, os.path.join(out, "warm.csv"), args, env)
                 clock = Clock()
-                ptperf(args, 1000, 3, os.path.join(out, "ptperf_%d_%s.csv" % (rnd + 1, label[:4])))
+                csv = os.path.join(out, "ptperf_%d_%s.csv" % (rnd + 1, label[:4]))
+                got = per_request(server, lambda: ptperf(server, 1000, 3, csv, args, env))
                 mhz, watts = clock.stop()
-                b = stats(server)
-                n = b["success"][0] - a["success"][0]
-                per = {k: (b[k][1] - a[k][1]) / 1000 / max(1, n) for k in b if k != "success"}
-                row = (label, rnd + 1, n, per["queue"], per["compute_input"],
-                       per["compute_infer"], per["compute_output"], mhz, watts)
+                row = (label, rnd + 1) + got + (mhz, watts)
                 h.log("%s, round %d: %d requests, queue %.1f, input %.1f, infer %.1f, "
                       "output %.1f us, %s MHz %s W" % row)
                 rows.append(row)
         for label, args in loads:
             before = set(os.listdir(prof))
-            req = urllib.request.Request(server.url("/v2/models/%s/trace/setting" % MODEL),
-                                         data=json.dumps({"profile_executions": "3"}).encode(),
-                                         method="POST")
-            urllib.request.urlopen(req).read()
-            ptperf(args, 300, 3, os.path.join(out, "profiled.csv"))
+            profile_next(server)
+            ptperf(server, 300, 3, os.path.join(out, "profiled.csv"), args, env)
             time.sleep(1)
             new = sorted(set(os.listdir(prof)) - before)
             profiled.append((label, [os.path.join("profiles", f) for f in new
@@ -273,30 +287,17 @@ def variants(out):
                               ["--model-repository", repos[count], "--http-address",
                                "127.0.0.1", "--profile-dir", prof],
                               os.path.join(out, "server-variants.log"), env=env)
-
-            def ptperf(interval, trials, csv):
-                return subprocess.run([os.path.join(BUILD, "ptperf"), "-u",
-                                       "127.0.0.1:%d" % server.port, "-m", MODEL,
-                                       "--concurrency", "1", "-p", str(interval), "-r",
-                                       str(trials), "-q", "-f", csv]).returncode
             try:
-                ptperf(300, 3, os.path.join(out, "warm.csv"))
-                a = stats(server)
-                ptperf(1000, 3, os.path.join(out, "variants.csv"))
-                b = stats(server)
-                n = b["success"][0] - a["success"][0]
-                per = {k: (b[k][1] - a[k][1]) / 1000 / max(1, n) for k in b if k != "success"}
-                row = (label, rnd + 1, n, per["queue"], per["compute_input"],
-                       per["compute_infer"], per["compute_output"])
+                ptperf(server, 300, 3, os.path.join(out, "warm.csv"))
+                csv = os.path.join(out, "variants.csv")
+                row = (label, rnd + 1) + per_request(server,
+                                                     lambda: ptperf(server, 1000, 3, csv))
                 h.log("%s, round %d: %d requests, queue %.1f, input %.1f, infer %.1f, "
                       "output %.1f us" % row)
                 rows.append(row)
                 if rnd == 0:
-                    req = urllib.request.Request(
-                        server.url("/v2/models/%s/trace/setting" % MODEL),
-                        data=json.dumps({"profile_executions": "3"}).encode(), method="POST")
-                    urllib.request.urlopen(req).read()
-                    ptperf(300, 3, os.path.join(out, "profiled.csv"))
+                    profile_next(server)
+                    ptperf(server, 300, 3, os.path.join(out, "profiled.csv"))
                     time.sleep(1)
                     new = sorted(f for f in os.listdir(prof) if f.endswith(".trace.json"))
                     profiled.append((label, [os.path.join("vprofiles", sub, f) for f in new]))
