@@ -4,6 +4,7 @@
     python3 graph_order.py ORDER [ORDER ...]   # ORDER: cl or nchw
     python3 graph_order.py --variants          # the next questions, below
     python3 graph_order.py --decay             # whether the slow level wears off
+    python3 graph_order.py --decay-alone       # whether the fast level lasts
 
 For each ORDER, in this one process: the served FP16 ResNet-50 loaded
 again (torch.jit.load), for nchw first run eagerly 25 times on an NCHW
@@ -101,18 +102,32 @@ def orders(names):
             print(line, flush=True)
 
 
-def decay(seconds=30):
+def clocks():
+    """The SM and memory clocks (MHz), temperature (C) and power (W) now, by
+    nvidia-smi: a level that changes with time might be the card's."""
+    out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,"
+                          "power.draw", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True).stdout.strip().split("\n")[0]
+    return "sm/mem %s MHz, %s C, %s W" % tuple(
+        [" / ".join(v.strip() for v in out.split(",")[:2])] +
+        [v.strip() for v in out.split(",")[2:4]]) if out.count(",") == 3 else out
+
+
+def decay(second, seconds=40):
     """--decay: does the slow level wear off? The first graph replayed back
     to back for `seconds` once a second graph exists, its p50 printed for
-    every two seconds. The bench's servers came to the fast level after
-    about 10-14 s of batch-1 traffic (README, part 4)."""
+    every two seconds with the card's clocks. The bench's servers came to
+    the fast level after about 10-14 s of batch-1 traffic (README, part 4).
+    --decay-alone does the same without the second graph: does the fast
+    level last?"""
     with torch.no_grad():
         m = torch.jit.load(P, map_location="cuda:0").eval()
         xcl = torch.randn(1, 3, 224, 224, device="cuda").half().contiguous(
             memory_format=torch.channels_last)
         g = cap(m, xcl)
-        print("first graph alone: %.0f us" % bench(g.replay), flush=True)
-        cap(m, xcl)
+        print("first graph alone: %.0f us (%s)" % (bench(g.replay), clocks()), flush=True)
+        if second:
+            cap(m, xcl)
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < seconds:
             lat, start = [], time.perf_counter()
@@ -121,8 +136,9 @@ def decay(seconds=30):
                 g.replay()
                 torch.cuda.synchronize()
                 lat.append((time.perf_counter() - s) * 1e6)
-            print("%4.0f s after the second graph: %.0f us (%d replays)"
-                  % (time.perf_counter() - t0, statistics.median(lat), len(lat)), flush=True)
+            print("%4.0f s after the %s: %.0f us (%d replays; %s)"
+                  % (time.perf_counter() - t0, "second graph" if second else "first timing",
+                     statistics.median(lat), len(lat), clocks()), flush=True)
 
 
 def variants():
@@ -135,7 +151,7 @@ def variants():
 if __name__ == "__main__":
     if sys.argv[1:] == ["--variants"]:
         variants()
-    elif sys.argv[1:] == ["--decay"]:
-        decay()
+    elif sys.argv[1:] in (["--decay"], ["--decay-alone"]):
+        decay(sys.argv[1] == "--decay")
     else:
         orders([a for a in sys.argv[1:] if not a.startswith("--")])
