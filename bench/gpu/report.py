@@ -58,12 +58,13 @@ def read_csv(path):
 
 def aoti_reference(meta):
     """Which loader the AOTInductor rows of torch.csv came from (run.py
-    writes it: Python's, or LibTorch's class from C++ where Python's crashed)."""
+    writes it: Python's, or LibTorch's class from C++ where Python's crashed
+    or could not capture the package as a CUDA graph)."""
     ref = meta.get("aoti_reference", "python")
     if ref.startswith("cxx"):
         return ("LibTorch's `torch::inductor::AOTIModelPackageLoader` called from C++ "
                 "(`bench/gpu/aoti_ref.cc`, as PyTorch's C++ docs use it; no ptserve code), "
-                "because PyTorch's Python `aoti_load_package` crashed on this host (%s)"
+                "because PyTorch's Python `aoti_load_package` failed on this host (%s)"
                 % ref[len("cxx"):].strip(" ()"))
     return "PyTorch's `torch._inductor.aoti_load_package`"
 
