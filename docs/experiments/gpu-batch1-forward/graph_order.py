@@ -19,8 +19,9 @@ earlier form that timed the first graph only).
 the README's candidate causes apart, and times the first graph once the
 second exists fed the way the bridge feeds it: its image copied in from a
 pinned host buffer (the HTTP and system shared-memory rows) or from device
-memory (the CUDA shared-memory rows, which stayed at the fast level in the
-bench's server). Not run yet; the settings:
+memory (the CUDA shared-memory rows, which stayed at the fast level in
+three of the bench's servers). Run in the README's second lease (part 7:
+no setting changed either level); the settings:
 
   base                        as above
   CUDA_MODULE_LOADING=EAGER   every kernel loaded at start (lazy loading
