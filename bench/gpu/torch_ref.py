@@ -27,7 +27,9 @@ SHAPE is one item's shape (3,224,224); BATCHES a comma list (default
 
   LABEL/device_graph/b<N>, LABEL/pinned_graph/b<N>  with --package-graph,
                      for an AOTInductor package (.pt2), which takes its
-                     batch as it was exported (NCHW): the forward captured
+                     batch as it was exported (NCHW), loaded with
+                     run_single_threaded=True as PyTorch's docs say for
+                     CUDA graphs (aoti_ref.cc does the same): the forward captured
                      as a CUDA graph at this batch, these rows alone (a
                      separate run, so that a capture that kills the
                      process leaves the eager rows written); where capture
@@ -61,13 +63,20 @@ def cpu_s():
     return r.ru_utime + r.ru_stime
 
 
-def load(path):
+def load(path, single_threaded=False):
+    """The model; for a package, single_threaded is aoti_load_package's
+    run_single_threaded: without it the package's runner synchronizes
+    threads in a way a CUDA graph capture refuses ("operation not
+    permitted when stream is capturing", an H100 at 4de973e), and
+    PyTorch's docs give it for CUDA graphs. aoti_ref.cc and ptserve's
+    bridge capture a single-threaded loader too."""
     if path.endswith(".pt2"):
         # CUDA initialized first, the device named: loading a CUDA package
         # into a process that has not touched the GPU yet crashed torch
         # 2.11's loader (a segmentation fault inside _load_aoti).
         torch.empty(0, device="cuda:0")
-        return aoti_package.load_package(path, device_index=0)
+        return aoti_package.load_package(path, device_index=0,
+                                         run_single_threaded=single_threaded)
     return torch.jit.load(path, map_location="cuda:0").eval()
 
 
@@ -150,7 +159,7 @@ def main():
     a = ap.parse_args()
     dtype = {"FP32": torch.float32, "FP16": torch.float16}[a.dtype]
     shape = [int(d) for d in a.shape.split(",")]
-    model = load(a.model)
+    model = load(a.model, single_threaded=a.package_graph)
     new = not os.path.exists(a.csv)
     with open(a.csv, "a") as out, torch.no_grad():
         if new:
