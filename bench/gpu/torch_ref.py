@@ -65,11 +65,11 @@ def cpu_s():
 
 def load(path, single_threaded=False):
     """The model; for a package, single_threaded is aoti_load_package's
-    run_single_threaded: without it the package's runner synchronizes
-    threads in a way a CUDA graph capture refuses ("operation not
-    permitted when stream is capturing", an H100 at 4de973e), and
-    PyTorch's docs give it for CUDA graphs. aoti_ref.cc and ptserve's
-    bridge capture a single-threaded loader too."""
+    run_single_threaded, which PyTorch's docs give for CUDA graphs (the
+    runner's thread synchronization conflicts with capture). Loaded without
+    it, the package's capture failed on an H100 at 4de973e ("operation not
+    permitted when stream is capturing"); aoti_ref.cc and ptserve's bridge
+    capture a single-threaded loader."""
     if path.endswith(".pt2"):
         # CUDA initialized first, the device named: loading a CUDA package
         # into a process that has not touched the GPU yet crashed torch
