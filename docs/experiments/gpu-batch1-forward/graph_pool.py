@@ -1,6 +1,6 @@
 """What about a second graph slows the first? (docs/experiments/gpu-batch1-forward.)
 
-    python3 graph_pool.py            # each scenario in a process of its own
+    python3 graph_pool.py [SCENARIO ...]   # each in a process of its own (default: all)
 
 graph_order.py found a channels-last batch-1 graph replaying at ~830 us
 while it is its process's only graph, and ~935 us once a second graph of
@@ -16,7 +16,8 @@ and does one part of that second capture, then times the first again:
   tiny       10 runs of x + 1 on a side stream: any kernel, or the model's?
              then the first graph after 2 s idle, replayed on a new stream,
              and a graph captured then
-  tiny-before  10 runs of x + 1 before the first capture, nothing after
+  tiny-before  10 runs of x + 1 before the first capture; then a second
+             capture as own-pool does
   alloc      10 tensors of x's size allocated (kept), no kernel run
   alloc-before the same before the first capture
   eager-main the 10 eager runs on the current stream instead
@@ -97,8 +98,8 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
         scenario(sys.argv[2])
     else:
-        for s in sys.argv[1:] or ("eager", "same-pool", "own-pool", "tiny", "eager-main",
-                              "unoptimized"):
+        for s in sys.argv[1:] or ("eager", "same-pool", "own-pool", "tiny", "tiny-before",
+                                  "alloc", "alloc-before", "eager-main", "unoptimized"):
             out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", s],
                                  capture_output=True, text=True)
             print(out.stdout.strip() or out.stderr.strip()[-400:], flush=True)
