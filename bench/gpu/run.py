@@ -376,11 +376,12 @@ def measure(run, cudart):
             run.torch_ref(os.path.join(run.models, name, "1", "model.pt"), dtype, shape, name,
                           batches, *flags)
         # The batch-1 target's base again from a process that runs batch 1
-        # alone; the fastest counts. On an H100 it took 937 us, as the
-        # sweep's 938: this process too runs the model eagerly before it
-        # captures, and that alone slows a graph to this level, from the
-        # 851 us of a graph that is the first thing a process does
-        # (docs/experiments/gpu-batch1-forward).
+        # alone; the fastest counts. On an H100 it took 935-937 us, as the
+        # sweep's 935-938: this process too runs other kernels (the eager
+        # rows) besides the graph, and any one kernel does that, against
+        # 830-851 us where a model's warm-up and its one capture are all a
+        # process ran, a state no server is in
+        # (docs/experiments/gpu-batch1-forward, part 7).
         run.torch_ref(os.path.join(run.models, "resnet50_fp16", "1", "model.pt"), "FP16",
                       "3,224,224", "resnet50_fp16_b1", "1", "--graph")
         if h.env("SKIP_BRIDGE", 0) == 1:

@@ -229,11 +229,11 @@ def main():
                 # each call waited for by an event on it, not by a
                 # device-wide synchronize: what a server's instance does.
                 # On an H100 this took 951 us against the default stream's
-                # 938: the stream is not what slows a graph, the process's
-                # other graphs and eager calls are
-                # (docs/experiments/gpu-batch1-forward).
-                # The sweep's batch-1 graph where it made one: another
-                # capture would itself slow every graph of the process.
+                # 938: the stream is not what slows a graph; any kernel the
+                # process ran besides its warm-up and capture is
+                # (docs/experiments/gpu-batch1-forward, part 7).
+                # The sweep's batch-1 graph where it made one, so that the
+                # row adds no capture of its own.
                 g_cl = cl_graphs.get(1)
                 if g_cl is None:
                     x_cl = torch.randn([1] + shape, device="cuda:0").to(dtype).contiguous(
