@@ -80,6 +80,14 @@ def load(path, single_threaded=False):
     return torch.jit.load(path, map_location="cuda:0").eval()
 
 
+def write_row(out, label, variant, batch, row):
+    """One measured row (measure()'s tuple) written to the CSV and printed."""
+    out.write("%s/%s/b%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f\n" % ((label, variant, batch) + row))
+    out.flush()
+    print("%s/%s/b%d: %.0f items/s, p50 %.0f us" % (label, variant, batch, row[1], row[3]),
+          flush=True)
+
+
 def measure(call, items, seconds):
     for _ in range(20):
         call()
@@ -207,12 +215,7 @@ def main():
                 cl_graphs[b] = g
                 variants += graph_calls("_cl", g, x_dev_cl, static_out, x_host, y_host)
             for variant, call in variants:
-                row = measure(call, b, a.seconds)
-                out.write("%s/%s/b%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f\n" %
-                          ((a.label, variant, b) + row))
-                out.flush()
-                print("%s/%s/b%d: %.0f items/s, p50 %.0f us" % (a.label, variant, b, row[1],
-                                                                 row[3]), flush=True)
+                write_row(out, a.label, variant, b, measure(call, b, a.seconds))
         if a.graph:
             x = torch.randn([1] + shape, device="cuda:0").to(dtype)
             g, _ = capture(model, x)
@@ -221,9 +224,7 @@ def main():
                 g.replay()
                 torch.cuda.synchronize()
 
-            row = measure(replay, 1, a.seconds)
-            out.write("%s/graph/b1,%d,%.1f,%.1f,%.1f,%.1f,%.1f\n" % ((a.label,) + row))
-            print("%s/graph/b1: p50 %.0f us" % (a.label, row[3]), flush=True)
+            write_row(out, a.label, "graph", 1, measure(replay, 1, a.seconds))
             if len(shape) == 3 and not a.model.endswith(".pt2"):
                 # The channels-last graph replayed on a stream of its own,
                 # each call waited for by an event on it, not by a
@@ -248,10 +249,8 @@ def main():
                         done.record(side)
                     done.synchronize()
 
-                row = measure(replay_stream, 1, a.seconds)
-                out.write("%s/graph_cl_stream/b1,%d,%.1f,%.1f,%.1f,%.1f,%.1f\n"
-                          % ((a.label,) + row))
-                print("%s/graph_cl_stream/b1: p50 %.0f us" % (a.label, row[3]), flush=True)
+                write_row(out, a.label, "graph_cl_stream", 1,
+                          measure(replay_stream, 1, a.seconds))
 
 
 if __name__ == "__main__":
