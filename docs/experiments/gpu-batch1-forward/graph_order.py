@@ -109,9 +109,8 @@ def clocks():
     out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,"
                           "power.draw", "--format=csv,noheader,nounits"],
                          capture_output=True, text=True).stdout.strip().split("\n")[0]
-    return "sm/mem %s MHz, %s C, %s W" % tuple(
-        [" / ".join(v.strip() for v in out.split(",")[:2])] +
-        [v.strip() for v in out.split(",")[2:4]]) if out.count(",") == 3 else out
+    vals = [v.strip() for v in out.split(",")]
+    return "sm/mem %s / %s MHz, %s C, %s W" % tuple(vals) if len(vals) == 4 else out
 
 
 def decay(second, seconds=40):
