@@ -216,9 +216,9 @@ def reference_aoti(run, m):
     docs/gpu.md) or cannot capture the package as a graph: a reference
     without its graph rows is not PyTorch at its best (on 2026-12-06 an H100
     loaded the package in Python, its capture failed with "operation not
-    permitted when stream is capturing", and the served rows came out
-    1.04x the eager reference; the C++ loader's capture worked there
-    before)."""
+    permitted when stream is capturing", and the served rows outran the
+    eager reference, the sign of a wrong one; the C++ loader's capture
+    worked there before)."""
     pkg = os.path.join(run.models, m, "1", "model.pt2")
     meta = os.path.join(run.raw, "meta.txt")
     rc = run.torch_ref(pkg, "FP16", "3,224,224", m, "1,8,32,128", check=False)
