@@ -39,6 +39,20 @@ class Conv(torch.nn.Module):
         return torch.relu(self.conv(x))
 
 
+class ConvProbe(torch.nn.Module):
+    """Conv, and a probe of the layout forward() was handed: 1.0 per row
+    when its input is channels-last (NHWC) in memory, 0.0 when not."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        nhwc = x.is_contiguous(memory_format=torch.channels_last)
+        probe = torch.full([x.shape[0], 1], 1.0 if nhwc else 0.0, device=x.device)
+        return torch.relu(self.conv(x)), probe
+
+
 class Alloc(torch.nn.Module):
     """Allocates n float32 elements on the input's device: n = x[0] * 2^20."""
 
@@ -131,6 +145,15 @@ def main(outdir):
     save(outdir, "conv_nocudnn", config("conv_nocudnn", 8, *conv_io,
                                         extra=param("DISABLE_CUDNN", "true") + "\n" +
                                         param("ENABLE_CACHE_CLEANING", "true")), conv)
+    # CUDA graphs over a channels-last model: batches are copied into the
+    # graphs' row-major static inputs and each graph reorders them itself.
+    probe_io = ([("INPUT__0", "TYPE_FP32", [3, 16, 16])],
+                [("OUTPUT__0", "TYPE_FP32", [8, 16, 16]), ("OUTPUT__1", "TYPE_FP32", [1])])
+    save(outdir, "conv_probe_cl_graphs", config(
+        "conv_probe_cl_graphs", 8, *probe_io,
+        extra="\n".join([param("CUDA_GRAPH_BATCH_SIZES", "1,4"),
+                         param("CUDA_GRAPH_PAD_BATCHES", "true"),
+                         param("INPUT_MEMORY_FORMAT", "channels_last")])), ConvProbe())
     # 192 KiB per image: request bodies above core/pinned.h's 64 KiB, read
     # into pinned memory; dynamic batching so that concurrent ones batch.
     big_io = ([("INPUT__0", "TYPE_FP32", [3, 128, 128])],

@@ -178,6 +178,34 @@ def test_cuda_graph_padding_answers_as_eager(start_server, repo, tmp_path):
     assert bound in s.log(), s.log()
 
 
+def test_channels_last_graph_inputs_are_copied_in_and_laid_out_by_the_graph(
+        start_server, repo, tmp_path):
+    """INPUT_MEMORY_FORMAT channels_last with CUDA graphs: a batch of 1 or 4
+    is copied as it lies into the graph's static input and the graph's
+    first step reorders it to NHWC; batches of 2 and 3 are padded into the
+    graph of 4; a batch of 6 has no graph and runs eagerly, laid out before
+    forward(). Every answer is torch's on the same GPU for a channels-last
+    input, and the model's own probe says forward() saw NHWC each time."""
+    name = "conv_probe_cl_graphs"
+    s = start_server(subset(repo, tmp_path, [name]))
+    model = load(repo, name)
+    g = torch.Generator().manual_seed(21)
+    for batch in (1, 4, 3, 2, 6, 1):
+        x = torch.randn(batch, 3, 16, 16, generator=g)
+        with torch.inference_mode():
+            want, probe = model(x.cuda().contiguous(memory_format=torch.channels_last))
+        assert probe.cpu().eq(1.0).all(), "torch's own run must see NHWC"
+        got = infer(s.url, name, [("INPUT__0", x)], ["OUTPUT__0", "OUTPUT__1"])
+        assert got["OUTPUT__0"].shape == (batch, 8, 16, 16), got["OUTPUT__0"].shape
+        torch.testing.assert_close(got["OUTPUT__0"], want.cpu(), rtol=1e-3, atol=1e-3)
+        assert got["OUTPUT__1"].shape == (batch, 1), got["OUTPUT__1"].shape
+        assert got["OUTPUT__1"].eq(1.0).all(), (batch, got["OUTPUT__1"])
+    log = s.log()
+    for size in (1, 4):
+        assert ("'%s', instance '%s_0_0': replaying the CUDA graph for batch size %d"
+                % (name, name, size)) in log, log
+
+
 def test_cudnn_switch_does_not_leak_between_models(start_server, repo, tmp_path):
     s = start_server(subset(repo, tmp_path, ["conv", "conv_nocudnn"]))
     model = load(repo, "conv")

@@ -366,7 +366,15 @@ bool overlaps(const std::vector<Range> &ranges, const void *p, size_t n) {
   return false;
 }
 
-at::Tensor wrap_tensor(const pts_torch_input &in, const pts_torch_module *m) {
+// An input as a tensor where it lies: a view of the request's host bytes,
+// or of a client's CUDA buffer (CUDA shared memory). Host bytes bound for a
+// CUDA module that are not pinned already (the scheduler's staging, a
+// pinned shared-memory region) are staged into pinned memory here, so
+// that every copy to the device is an asynchronous DMA; LibTorch's
+// caching host allocator recycles that block once the copy's event has
+// passed. Moving to the device is placed()'s, or, for a batch a captured
+// graph takes, the copy into the graph's static input (stage_in_graph).
+at::Tensor source_view(const pts_torch_input &in, const pts_torch_module *m) {
   at::ScalarType st;
   if (!to_scalar_type(in.dtype, &st))
     fail(PTS_INVALID_ARG, std::string("input '") + in.name + "' has data type " +
@@ -376,32 +384,35 @@ at::Tensor wrap_tensor(const pts_torch_input &in, const pts_torch_module *m) {
   // an autograd variable (about 750 instructions per input), which an
   // input that never requires grad does not need.
   auto options = at::TensorOptions().dtype(st);
-  at::Tensor t;
-  if (in.byte_size == 0 || in.data == nullptr) {
-    t = at::empty(sizes, options);  // from_blob wants real memory
-  } else if (in.mem == PTS_TORCH_MEM_DEVICE) {
-    // CUDA shared memory: a view of the client's device buffer. On the
-    // instance's own device the model reads it where it is (no copy).
+  if (in.byte_size == 0 || in.data == nullptr)
+    return at::empty(sizes, options);  // from_blob wants real memory
+  if (in.mem == PTS_TORCH_MEM_DEVICE) {
     c10::Device where(c10::kCUDA, static_cast<c10::DeviceIndex>(in.device));
-    t = at::from_blob(const_cast<void *>(in.data), sizes, options.device(where));
-    if (m->move_inputs && m->device == where) return t;
-    return t.to(m->move_inputs ? m->device : c10::Device(c10::kCPU));
-  } else {
-    t = at::from_blob(const_cast<void *>(in.data), sizes, options);
+    return at::from_blob(const_cast<void *>(in.data), sizes, options.device(where));
   }
-  if (!m->move_inputs) return t;
-  if (m->device.is_cuda() && t.numel() > 0) {
-    // Pinned memory (the staging buffer the scheduler gathered into, or a
-    // pinned shared-memory region) goes to the device by DMA directly, on
-    // the instance's stream. Anything else is staged in pinned memory
-    // first, so that the copy is still asynchronous; LibTorch's caching
-    // host allocator recycles that block once the copy's event has passed.
-    if (in.mem == PTS_TORCH_MEM_PINNED) return t.to(m->device, /*non_blocking=*/true);
+  at::Tensor t = at::from_blob(const_cast<void *>(in.data), sizes, options);
+  if (m->move_inputs && m->device.is_cuda() && in.mem != PTS_TORCH_MEM_PINNED && t.numel() > 0) {
     at::Tensor pinned = at::empty(t.sizes(), t.options().pinned_memory(true));
     pinned.copy_(t);
-    return pinned.to(m->device, /*non_blocking=*/true);
+    return pinned;
   }
+  return t;
+}
+
+// A source view moved to where the model runs: the instance's device, or
+// the CPU for a model that keeps its inputs there. A CUDA buffer on the
+// instance's own device is read where it is (no copy); pinned host memory
+// goes to a CUDA device by DMA on the instance's stream.
+at::Tensor placed(const at::Tensor &t, const pts_torch_module *m) {
+  if (!m->move_inputs) return t.is_cpu() ? t : t.to(c10::Device(c10::kCPU));
+  if (t.device() == m->device) return t;
+  if (m->device.is_cuda() && t.is_cpu() && t.numel() > 0)
+    return t.to(m->device, /*non_blocking=*/true);
   return t.to(m->device);
+}
+
+at::Tensor wrap_tensor(const pts_torch_input &in, const pts_torch_module *m) {
+  return placed(source_view(in, m), m);
 }
 
 // INPUT_MEMORY_FORMAT channels_last: a 4-D floating-point tensor in NHWC
@@ -712,39 +723,46 @@ c10::IValue first_rows(const c10::IValue &v, int64_t batch, int64_t n) {
   return v;
 }
 
-// forward() eagerly, or by replaying a captured graph: one whose static
-// inputs have the shapes and types of these arguments, else the smallest
-// that pads them (CUDA_GRAPH_PAD_BATCHES, Triton's graph_lower_bound).
-// Replay copies the new data into the static inputs on the stream (a
-// padded batch into their first rows, the rest zeroed, so what the model
-// computes there is the same each time); the outputs are the graph's own
+// The captured graph that takes these arguments (source views, where the
+// batch lies): one whose static inputs have their shapes and types, else
+// the smallest that pads them (CUDA_GRAPH_PAD_BATCHES, Triton's
+// graph_lower_bound); nullptr when none does. The batch is copied straight
+// into the graph's static inputs on the stream: one DMA from pinned host
+// memory, or one device copy from a CUDA shared-memory buffer. A padded
+// batch fills their first rows and the rest is zeroed, so what the model
+// computes there is the same each time. *rows is the batch's size.
+// Any channels-last reorder is the graph's own first step (capture), so
+// nothing else runs outside the graph.
+CapturedGraph *stage_in_graph(pts_torch_module *m, const std::vector<c10::IValue> &args,
+                              int64_t *rows) {
+  CapturedGraph *pick = nullptr;
+  bool exact = false;
+  for (auto &g : m->graphs) {
+    if (same_signature(g->inputs, args)) {
+      pick = g.get();
+      exact = true;
+      break;
+    }
+    if (pads_into(*g, args) && (!pick || g->batch < pick->batch)) pick = g.get();
+  }
+  if (!pick) return nullptr;
+  int64_t n = exact ? pick->batch : args[0].toTensor().size(0);
+  for (size_t i = 0; i < args.size(); i++) {
+    at::Tensor dst = exact ? pick->inputs[i] : pick->inputs[i].narrow(0, 0, n);
+    dst.copy_(args[i].toTensor(), /*non_blocking=*/true);
+    if (!exact) pick->inputs[i].narrow(0, n, pick->batch - n).zero_();
+  }
+  *rows = n;
+  return pick;
+}
+
+// Replays a graph its batch was staged in: the outputs are the graph's own
 // tensors (their first rows when padded), copied out before the next
 // replay can overwrite them.
-c10::IValue run_forward(pts_torch_module *m, std::vector<c10::IValue> args,
-                        struct pts_torch_outputs *out) {
-  CapturedGraph *pad = nullptr;
-  for (auto &g : m->graphs) {
-    if (!same_signature(g->inputs, args)) {
-      if (pads_into(*g, args) && (!pad || g->batch < pad->batch)) pad = g.get();
-      continue;
-    }
-    for (size_t i = 0; i < args.size(); i++)
-      g->inputs[i].copy_(args[i].toTensor(), /*non_blocking=*/true);
-    g->graph.replay();
-    out->graph_batch = g->batch;
-    return g->outputs;
-  }
-  if (pad) {
-    int64_t n = args[0].toTensor().size(0);
-    for (size_t i = 0; i < args.size(); i++) {
-      pad->inputs[i].narrow(0, 0, n).copy_(args[i].toTensor(), /*non_blocking=*/true);
-      pad->inputs[i].narrow(0, n, pad->batch - n).zero_();
-    }
-    pad->graph.replay();
-    out->graph_batch = pad->batch;
-    return first_rows(pad->outputs, pad->batch, n);
-  }
-  return eager_run(m, std::move(args));
+c10::IValue replay(CapturedGraph *g, int64_t rows, struct pts_torch_outputs *out) {
+  g->graph.replay();
+  out->graph_batch = g->batch;
+  return rows == g->batch ? g->outputs : first_rows(g->outputs, g->batch, rows);
 }
 #endif
 
@@ -1026,6 +1044,15 @@ void begin_forward(pts_torch_module *m, const pts_torch_input *inputs, size_t n_
     // A Dict allocates its table: made only for models that take one.
     std::optional<c10::Dict<std::string, at::Tensor>> dict;
     if (opts->dict_input) dict.emplace();
+    // A module with captured graphs first takes its tensors where they lie
+    // (source views): a graph that takes the batch copies them straight
+    // into its static inputs; only a batch no graph takes is moved and laid
+    // out for an eager run.
+#ifdef PTS_WITH_CUDA
+    const bool graphed = !m->graphs.empty() && m->move_inputs && !opts->dict_input;
+#else
+    const bool graphed = false;
+#endif
     for (size_t i = 0; i < n_inputs; i++) {
       const pts_torch_input &in = inputs[i];
       const char *base = static_cast<const char *>(in.data);
@@ -1044,18 +1071,29 @@ void begin_forward(pts_torch_module *m, const pts_torch_input *inputs, size_t n_
         args.emplace_back(wrap_strings(in));
       } else if (opts->dict_input) {
         dict->insert(in.name, laid_out(wrap_tensor(in, m), opts));
+      } else if (graphed) {
+        args.emplace_back(source_view(in, m));
       } else {
         args.emplace_back(laid_out(wrap_tensor(in, m), opts));
       }
     }
     if (opts->dict_input) args.emplace_back(std::move(*dict));
+#ifdef PTS_WITH_CUDA
+    // The copy into a graph's static inputs is queued before event 1, so
+    // it counts as the input phase, as the eager path's copies do.
+    CapturedGraph *graph = nullptr;
+    int64_t rows = 0;
+    if (graphed && !(graph = stage_in_graph(m, args, &rows)))
+      for (c10::IValue &a : args)
+        if (a.isTensor()) a = laid_out(placed(a.toTensor(), m), opts);
+#endif
 
     mps_timer.record(1);
     c10::IValue result;
     try {
       record_event(m, fs, 1);
 #ifdef PTS_WITH_CUDA
-      result = run_forward(m, std::move(args), &fs.result);
+      result = graph ? replay(graph, rows, &fs.result) : eager_run(m, std::move(args));
 #else
       result = eager_run(m, std::move(args));
 #endif
@@ -1634,13 +1672,21 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
         fail(PTS_INVALID_ARG, std::string("input '") + in.name +
                                   "' is not a Tensor; CUDA graphs need Tensor inputs");
       std::vector<int64_t> sizes(in.dims, in.dims + in.ndim);
-      g->inputs.push_back(
-          laid_out(at::zeros(sizes, at::TensorOptions().dtype(st).device(m->device)), opts));
+      // In the layout batches arrive in (row-major): a replay copies a batch
+      // in as it lies (stage_in_graph).
+      g->inputs.push_back(at::zeros(sizes, at::TensorOptions().dtype(st).device(m->device)));
     }
-    std::vector<c10::IValue> args(g->inputs.begin(), g->inputs.end());
+    // forward()'s arguments: the static inputs laid out (INPUT_MEMORY_FORMAT).
+    // Made inside the capture, so a channels-last reorder is the graph's
+    // first step and replays with it.
+    auto laid_out_args = [&]() {
+      std::vector<c10::IValue> args;
+      for (const at::Tensor &t : g->inputs) args.emplace_back(laid_out(t, opts));
+      return args;
+    };
     // The profiling executor specializes over the first runs; capture a
     // settled graph, never one that is still being optimized.
-    for (int i = 0; i < 3; i++) eager_run(m, args);
+    for (int i = 0; i < 3; i++) eager_run(m, laid_out_args());
     m->stream->synchronize();
     if (!m->graph_pool) m->graph_pool = at::cuda::graph_pool_handle();
     {
@@ -1653,7 +1699,7 @@ enum pts_status pts_torch_capture_graph(struct pts_torch_module *m,
       std::lock_guard<std::mutex> one_capture(capture_mutex);
       g->graph.capture_begin(*m->graph_pool, cudaStreamCaptureModeThreadLocal);
       try {
-        g->outputs = eager_run(m, args);
+        g->outputs = eager_run(m, laid_out_args());
       } catch (...) {
         try {  // end the capture, or the stream stays capturing for good
           g->graph.capture_end();
