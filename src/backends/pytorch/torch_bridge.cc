@@ -368,9 +368,9 @@ bool overlaps(const std::vector<Range> &ranges, const void *p, size_t n) {
 
 // An input as a tensor where it lies: a view of the request's host bytes,
 // or of a client's CUDA buffer (CUDA shared memory). Host bytes bound for a
-// CUDA module that are not pinned already (the scheduler's staging, a
-// pinned shared-memory region) are staged into pinned memory here, so
-// that every copy to the device is an asynchronous DMA; LibTorch's
+// CUDA module are staged into pinned memory here unless they are pinned
+// already (the scheduler's staging, a pinned body or shared-memory
+// region), so that every copy to the device is an asynchronous DMA; LibTorch's
 // caching host allocator recycles that block once the copy's event has
 // passed. Moving to the device is placed()'s, or, for a batch a captured
 // graph takes, the copy into the graph's static input (stage_in_graph).
