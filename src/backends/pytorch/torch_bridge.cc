@@ -748,9 +748,24 @@ CapturedGraph *stage_in_graph(pts_torch_module *m, const std::vector<c10::IValue
   if (!pick) return nullptr;
   int64_t n = exact ? pick->batch : args[0].toTensor().size(0);
   for (size_t i = 0; i < args.size(); i++) {
-    at::Tensor dst = exact ? pick->inputs[i] : pick->inputs[i].narrow(0, 0, n);
-    dst.copy_(args[i].toTensor(), /*non_blocking=*/true);
-    if (!exact) pick->inputs[i].narrow(0, n, pick->batch - n).zero_();
+    const at::Tensor &src = args[i].toTensor(), &dst = pick->inputs[i];
+    // Both are dense and of one type (same_signature, pads_into; the static
+    // inputs are row-major), so the first n rows are one block of bytes.
+    // Straight to the runtime on the instance's stream rather than through
+    // at::Tensor::copy_ and zero_, whose dispatch and TensorIterator set-up
+    // are host time spent with the device idle at batch 1.
+    size_t row = dst.numel() ? dst.nbytes() / static_cast<size_t>(pick->batch) : 0;
+    if (src.is_contiguous() && src.nbytes() == row * static_cast<size_t>(n)) {
+      cudaStream_t s = m->stream->stream();
+      C10_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(),
+                                     cudaMemcpyDefault, s));
+      if (!exact)
+        C10_CUDA_CHECK(cudaMemsetAsync(static_cast<char *>(dst.data_ptr()) + src.nbytes(), 0,
+                                       dst.nbytes() - src.nbytes(), s));
+    } else {
+      (exact ? dst : dst.narrow(0, 0, n)).copy_(src, /*non_blocking=*/true);
+      if (!exact) dst.narrow(0, n, pick->batch - n).zero_();
+    }
   }
   *rows = n;
   return pick;
