@@ -157,39 +157,58 @@ def test_cuda_shm_inputs_and_outputs(start_server, repo, tmp_path, cuda_regions,
     np.testing.assert_array_equal(got[1], w1.cpu().numpy())
 
 
-def test_cuda_shm_input_is_copied_into_a_cuda_graph(start_server, repo, tmp_path, cuda_regions):
+@pytest.mark.parametrize("kind", ["cuda", "system"])
+def test_shm_input_is_copied_into_a_cuda_graph(start_server, repo, tmp_path, cuda_regions, kind):
     """A channels-last model with CUDA graphs of 1 and 4, its input in a
-    CUDA region: a batch of 1 or 4 is copied device to device into the
-    graph's static input, a batch of 3 into its first rows (padded into 4),
-    and a batch of 6 (no graph) runs eagerly from the region. Each answer is
+    CUDA region (on the device) or a system one (pinned by the server):
+    the bytes the caller keeps until the batch ends, which the bridge
+    copies straight into the graph's static input (stage_in_graph). A batch
+    of 1 or 4 fills it, a batch of 3 its first rows (padded into 4), and a
+    batch of 6 (no graph) runs eagerly from the region. Each answer is
     torch's on the same GPU for an NHWC input, the model's probe says
     forward() saw NHWC, and the client's region is left as it was."""
     name = "conv_probe_cl_graphs"
-    s = start_server(subset(repo, tmp_path, [name]), "--allow-client-shm=true")
+    s = start_server(subset(repo, tmp_path, [name]), "--allow-client-shm=true",
+                     "--log-verbose", "1")
     model = load(repo, name)
-    h = cuda_regions("graphin", 6 * 3 * 16 * 16 * 4)
-    assert register_cuda(s, "graphin", h, 6 * 3 * 16 * 16 * 4).status_code == 200
-    rs = np.random.RandomState(9)
-    for batch in (1, 4, 3, 6, 1):
-        x = rs.randn(batch, 3, 16, 16).astype(np.float32)
-        cudashm.set_shared_memory_region(h, [x])
-        resp = infer(s, name, [shm_input("INPUT__0", "FP32", x.shape, "graphin", x.nbytes)],
-                     [{"name": "OUTPUT__0"}, {"name": "OUTPUT__1"}])
-        out = {o["name"]: np.array(o["data"], dtype=np.float32).reshape(o["shape"])
-               for o in resp["outputs"]}
-        with torch.inference_mode():
-            want, probe = model(torch.from_numpy(x).cuda().contiguous(
-                memory_format=torch.channels_last))
-        assert probe.eq(1.0).all(), "torch's own run must see NHWC"
-        assert out["OUTPUT__0"].shape == (batch, 8, 16, 16), out["OUTPUT__0"].shape
-        np.testing.assert_allclose(out["OUTPUT__0"], want.cpu().numpy(), rtol=1e-3, atol=1e-3)
-        assert out["OUTPUT__1"].shape == (batch, 1) and (out["OUTPUT__1"] == 1.0).all(), out
-        left = cudashm.get_contents_as_numpy(h, np.float32, [batch, 3, 16, 16])
-        np.testing.assert_array_equal(left, x)
+    size = 6 * 3 * 16 * 16 * 4
+    if kind == "cuda":
+        h = cuda_regions("graphin", size)
+        assert register_cuda(s, "graphin", h, size).status_code == 200
+        put, get = cudashm.set_shared_memory_region, cudashm.get_contents_as_numpy
+    else:
+        h = shm.create_shared_memory_region("graphin", PREFIX + "graphin", size)
+        r = post(s, "/v2/systemsharedmemory/region/graphin/register",
+                 {"key": PREFIX + "graphin", "offset": 0, "byte_size": size})
+        assert r.status_code == 200, r.text
+        put, get = shm.set_shared_memory_region, shm.get_contents_as_numpy
+    try:
+        rs = np.random.RandomState(9)
+        for batch in (1, 4, 3, 6, 1):
+            x = rs.randn(batch, 3, 16, 16).astype(np.float32)
+            put(h, [x])
+            resp = infer(s, name, [shm_input("INPUT__0", "FP32", x.shape, "graphin", x.nbytes)],
+                         [{"name": "OUTPUT__0"}, {"name": "OUTPUT__1"}])
+            out = {o["name"]: np.array(o["data"], dtype=np.float32).reshape(o["shape"])
+                   for o in resp["outputs"]}
+            with torch.inference_mode():
+                want, probe = model(torch.from_numpy(x).cuda().contiguous(
+                    memory_format=torch.channels_last))
+            assert probe.eq(1.0).all(), "torch's own run must see NHWC"
+            assert out["OUTPUT__0"].shape == (batch, 8, 16, 16), out["OUTPUT__0"].shape
+            np.testing.assert_allclose(out["OUTPUT__0"], want.cpu().numpy(), rtol=1e-3, atol=1e-3)
+            assert out["OUTPUT__1"].shape == (batch, 1) and (out["OUTPUT__1"] == 1.0).all(), out
+            np.testing.assert_array_equal(get(h, np.float32, [batch, 3, 16, 16]), x)
+    finally:
+        if kind == "system":
+            post(s, "/v2/systemsharedmemory/unregister")
+            shm.destroy_shared_memory_region(h)
     log = s.log()
-    for size in (1, 4):
+    for graph in (1, 4):
         assert ("'%s', instance '%s_0_0': replaying the CUDA graph for batch size %d"
-                % (name, name, size)) in log, log
+                % (name, name, graph)) in log, log
+    if kind == "system":
+        assert re.search(r"registered system shared memory region 'graphin'.*pinned for DMA", log)
 
 
 def test_cuda_shm_input_to_a_cpu_instance(start_server, repo, tmp_path, cuda_regions):

@@ -733,8 +733,8 @@ c10::IValue first_rows(const c10::IValue &v, int64_t batch, int64_t n) {
 // computes there is the same each time. *rows is the batch's size.
 // Any channels-last reorder is the graph's own first step (capture), so
 // nothing else runs outside the graph.
-CapturedGraph *stage_in_graph(pts_torch_module *m, const std::vector<c10::IValue> &args,
-                              int64_t *rows) {
+CapturedGraph *stage_in_graph(pts_torch_module *m, const pts_torch_input *inputs,
+                              const std::vector<c10::IValue> &args, int64_t *rows) {
   CapturedGraph *pick = nullptr;
   bool exact = false;
   for (auto &g : m->graphs) {
@@ -753,9 +753,14 @@ CapturedGraph *stage_in_graph(pts_torch_module *m, const std::vector<c10::IValue
     // inputs are row-major), so the first n rows are one block of bytes.
     // Straight to the runtime on the instance's stream rather than through
     // at::Tensor::copy_ and zero_, whose dispatch and TensorIterator set-up
-    // are host time spent with the device idle at batch 1.
+    // are host time spent with the device idle at batch 1. Only from bytes
+    // the caller keeps until the batch ends (pinned or on the device): a
+    // block source_view staged belongs to LibTorch's host allocator, which
+    // must see the copy (copy_ records it) before it hands the block out
+    // again.
     size_t row = dst.numel() ? dst.nbytes() / static_cast<size_t>(pick->batch) : 0;
-    if (src.is_contiguous() && src.nbytes() == row * static_cast<size_t>(n)) {
+    bool kept = inputs[i].mem == PTS_TORCH_MEM_PINNED || inputs[i].mem == PTS_TORCH_MEM_DEVICE;
+    if (kept && src.is_contiguous() && src.nbytes() == row * static_cast<size_t>(n)) {
       cudaStream_t s = m->stream->stream();
       C10_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(),
                                      cudaMemcpyDefault, s));
@@ -1098,7 +1103,7 @@ void begin_forward(pts_torch_module *m, const pts_torch_input *inputs, size_t n_
     // it counts as the input phase, as the eager path's copies do.
     CapturedGraph *graph = nullptr;
     int64_t rows = 0;
-    if (graphed && !(graph = stage_in_graph(m, args, &rows)))
+    if (graphed && !(graph = stage_in_graph(m, inputs, args, &rows)))
       for (c10::IValue &a : args)
         if (a.isTensor()) a = laid_out(placed(a.toTensor(), m), opts);
 #endif
