@@ -1,8 +1,9 @@
 /* tests/fuzz/v2_same.h — whether two decoded infer requests are alike, field
  * by field, for the fields an HTTP header fills (id, binary_data_output,
- * inputs, requested outputs): what the one-pass decoder of the common
- * header (frontend/http/v2_fast.h) must share with the full decoder. Used
- * by fuzz_v2_infer.c and tests/unit/frontend/v2_fast_test.c.
+ * inputs and their shared-memory places, requested outputs): what the
+ * one-pass decoder of the common header (frontend/http/v2_fast.h) must
+ * share with the full decoder. Used by fuzz_v2_infer.c and
+ * tests/unit/frontend/v2_fast_test.c.
  *
  * Threading: pure. */
 #ifndef PTS_TESTS_V2_SAME_H
@@ -29,7 +30,16 @@ static inline bool v2_same_request(const struct pts_infer_request *a,
         x->shape.ndim != y->shape.ndim ||
         memcmp(x->shape.dims, y->shape.dims, (size_t)x->shape.ndim * sizeof x->shape.dims[0]))
       return false;
+    /* The input's shared-memory place: the array exists once any input
+     * names one. */
+    const struct pts_shm_place none = {0};
+    const struct pts_shm_place *p = a->input_shm ? &a->input_shm[i] : &none;
+    const struct pts_shm_place *q = b->input_shm ? &b->input_shm[i] : &none;
+    if (!v2_same_str(p->region, q->region) || p->byte_size != q->byte_size ||
+        p->offset != q->offset)
+      return false;
   }
+  if (!a->input_shm != !b->input_shm) return false;
   for (size_t i = 0; i < a->n_outputs; i++) {
     const struct pts_requested_output *x = &a->outputs[i], *y = &b->outputs[i];
     if (!v2_same_str(x->name, y->name) || x->binary != y->binary ||

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/jsonstr.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
@@ -18,16 +19,24 @@ struct span {
   size_t n;
 };
 
+/* A shared-memory place as the header names it; region.s NULL: none. */
+struct fast_shm {
+  struct span region;
+  uint64_t size, offset;
+};
+
 struct fast_input {
   struct span name;
   enum pts_dtype dtype;
   struct pts_shape shape;
-  uint64_t size;
+  uint64_t size; /* binary_data_size; unused when shm.region.s is set */
+  struct fast_shm shm;
 };
 
 struct fast_output {
   struct span name;
   bool binary, binary_set;
+  struct fast_shm shm;
 };
 
 struct fast_header {
@@ -137,16 +146,40 @@ static bool once(unsigned *seen, unsigned b) {
   return true;
 }
 
-/* {"binary_data_size": n} and nothing else. */
-static bool input_params(struct scan *s, uint64_t *size) {
-  bool first = true, got = false;
+/* One of the shared-memory keys (protocol-facts §1.15) into *shm, its
+ * bit into *seen; false for any other key, a repeated one or a value of
+ * the wrong kind. */
+enum { SHM_REGION = 1, SHM_SIZE = 2, SHM_OFFSET = 4 };
+static bool shm_key(struct scan *s, struct span k, unsigned *seen, struct fast_shm *shm) {
+  return is(k, "shared_memory_region")      ? once(seen, SHM_REGION) && string(s, &shm->region)
+         : is(k, "shared_memory_byte_size") ? once(seen, SHM_SIZE) && uint_lit(s, &shm->size)
+         : is(k, "shared_memory_offset")    ? once(seen, SHM_OFFSET) && uint_lit(s, &shm->offset)
+                                            : false;
+}
+
+/* Whether the shared-memory keys seen name a place the full decoder takes:
+ * none at all, or a non-empty region with its byte size (the offset
+ * optional). A size or offset alone, a region without a size or an empty
+ * name are errors, which are the full decoder's to word. */
+static bool shm_whole(unsigned seen, const struct fast_shm *shm) {
+  if (!(seen & SHM_REGION)) return seen == 0;
+  return (seen & SHM_SIZE) && shm->region.n > 0;
+}
+
+/* {"binary_data_size": n}, or a shared-memory place, and nothing else. */
+static bool input_params(struct scan *s, struct fast_input *in) {
+  enum { BINARY = 8 };
+  unsigned seen = 0;
+  bool first = true;
   struct span k;
   int r;
   while ((r = next_key(s, &first, &k)) == 1) {
-    if (!is(k, "binary_data_size") || got || !uint_lit(s, size)) return false;
-    got = true;
+    bool ok = is(k, "binary_data_size") ? once(&seen, BINARY) && uint_lit(s, &in->size)
+                                        : shm_key(s, k, &seen, &in->shm);
+    if (!ok) return false;
   }
-  return r == 0 && got;
+  if (r != 0) return false;
+  return seen == BINARY || (!(seen & BINARY) && (seen & SHM_REGION) && shm_whole(seen, &in->shm));
 }
 
 static bool shape(struct scan *s, struct pts_shape *out) {
@@ -171,7 +204,7 @@ static bool input(struct scan *s, struct fast_input *in) {
     bool ok = is(k, "name")         ? once(&seen, NAME) && string(s, &in->name)
               : is(k, "datatype")   ? once(&seen, DTYPE) && string(s, &dt)
               : is(k, "shape")      ? once(&seen, SHAPE) && shape(s, &in->shape)
-              : is(k, "parameters") ? once(&seen, PARAMS) && input_params(s, &in->size)
+              : is(k, "parameters") ? once(&seen, PARAMS) && input_params(s, in)
                                     : false;
     if (!ok) return false;
   }
@@ -184,16 +217,24 @@ static bool input(struct scan *s, struct fast_input *in) {
   return in->dtype != PTS_DTYPE_INVALID;
 }
 
-/* {"binary_data": bool} or {}. */
+/* {"binary_data": bool}, a shared-memory place, both (binary_data then
+ * false), or {}. */
 static bool output_params(struct scan *s, struct fast_output *o) {
+  unsigned seen = 0;
   bool first = true;
   struct span k;
   int r;
   while ((r = next_key(s, &first, &k)) == 1) {
-    if (!is(k, "binary_data") || o->binary_set || !bool_lit(s, &o->binary)) return false;
-    o->binary_set = true;
+    bool ok;
+    if (is(k, "binary_data")) {
+      ok = !o->binary_set && bool_lit(s, &o->binary);
+      o->binary_set = true;
+    } else {
+      ok = shm_key(s, k, &seen, &o->shm);
+    }
+    if (!ok) return false;
   }
-  return r == 0;
+  return r == 0 && shm_whole(seen, &o->shm) && !(o->shm.region.s && o->binary);
 }
 
 static bool output(struct scan *s, struct fast_output *o) {
@@ -272,21 +313,38 @@ static bool consistent(const struct fast_header *h, size_t header_len, size_t bo
   for (size_t i = 0; i < h->n_in; i++) {
     const struct fast_input *in = &h->in[i];
     int64_t count = pts_shape_count(&in->shape);
-    if (count < 0 || in->size > body_size - offset) return false;
+    if (count < 0) return false;
+    for (size_t j = 0; j < i; j++)
+      if (same(h->in[j].name, in->name)) return false;
+    if (in->shm.region.s) {
+      /* Its bytes are in the region (the server checks them against the
+       * shape later); the full decoder refuses only a byte count past
+       * INT64_MAX here. */
+      uint64_t unit = pts_dtype_size(in->dtype);
+      if (unit && (uint64_t)count > (uint64_t)INT64_MAX / unit) return false;
+      continue;
+    }
+    if (in->size > body_size - offset) return false;
     if (in->dtype != PTS_DTYPE_BYTES) {
       uint64_t unit = pts_dtype_size(in->dtype);
       if (count > 0 && (uint64_t)count > UINT64_MAX / unit) return false;
       if (in->size != (uint64_t)count * unit) return false;
     }
     offset += (size_t)in->size;
-    for (size_t j = 0; j < i; j++)
-      if (same(h->in[j].name, in->name)) return false;
   }
   if (offset != body_size) return false;
   for (size_t i = 0; i < h->n_out; i++)
     for (size_t j = 0; j < i; j++)
       if (same(h->out[j].name, h->out[i].name)) return false;
   return true;
+}
+
+/* The place as the full decoder fills it (its region name owned). */
+static bool fill_place(struct pts_shm_place *place, const struct fast_shm *shm) {
+  place->region = pts_strndup(shm->region.s, shm->region.n);
+  place->byte_size = shm->size;
+  place->offset = shm->offset;
+  return place->region != NULL;
 }
 
 enum pts_v2_fast pts_v2_fast_decode(struct pts_buf *body, size_t header_len,
@@ -310,6 +368,11 @@ enum pts_v2_fast pts_v2_fast_decode(struct pts_buf *body, size_t header_len,
       return PTS_V2_FAST_NOMEM;
     t->dtype = h.in[i].dtype;
     t->shape = h.in[i].shape;
+    if (h.in[i].shm.region.s) {
+      struct pts_shm_place *place = pts_infer_request_input_shm(req, i);
+      if (!place || !fill_place(place, &h.in[i].shm)) return PTS_V2_FAST_NOMEM;
+      continue;
+    }
     t->buf = pts_buf_retain(body);
     t->data = (const unsigned char *)body->data + offset;
     t->byte_size = (size_t)h.in[i].size;
@@ -325,6 +388,7 @@ enum pts_v2_fast pts_v2_fast_decode(struct pts_buf *body, size_t header_len,
       return PTS_V2_FAST_NOMEM;
     ro->binary = h.out[i].binary;
     ro->binary_set = h.out[i].binary_set;
+    if (h.out[i].shm.region.s && !fill_place(&ro->shm, &h.out[i].shm)) return PTS_V2_FAST_NOMEM;
   }
   return PTS_V2_FAST_DONE;
 }

@@ -5,18 +5,23 @@
  * free it) was about a quarter of the instructions ptserve spends on a
  * small HTTP request (issue #13, docs/experiments/hotpath). Most requests are the
  * same few shapes, as tritonclient and perf_analyzer send them: binary
- * inputs named with a datatype and a shape, outputs asking for binary data.
+ * inputs named with a datatype and a shape, outputs asking for binary data,
+ * or both in shared-memory regions (a request that is all header, and
+ * that jansson alone would take: docs/experiments/shm-fast-decode).
  *
  * What: pts_v2_fast_decode takes a header only when it is in that subset
  * and valid: an object with "id" (string), "parameters" (only
  * "binary_data_output": bool), "inputs" (1 to PTS_V2_FAST_MAX objects with
- * exactly "name", "datatype", "shape" and "parameters": {"binary_data_size":
- * n}, whose sizes match their shapes and use up the body) and "outputs" (at
- * most PTS_V2_FAST_MAX objects with "name" and optionally "parameters":
- * {"binary_data": bool}); strings without escapes, control or non-ASCII
- * bytes; integers of at most 18 digits; no duplicate key or name. Anything
- * else — JSON data, shared memory, other parameters, any error — it
- * declines, untouched, and pts_v2_decode_infer's full decoder (jansson)
+ * exactly "name", "datatype", "shape" and "parameters" of either
+ * {"binary_data_size": n}, whose sizes match their shapes and use up the
+ * body, or a shared-memory place: "shared_memory_region" (a non-empty
+ * string), "shared_memory_byte_size" and optionally "shared_memory_offset")
+ * and "outputs" (at most PTS_V2_FAST_MAX objects with "name" and optionally
+ * "parameters" of "binary_data": bool and/or a shared-memory place, not
+ * binary_data true with a region); strings without escapes, control or
+ * non-ASCII bytes; integers of at most 18 digits; no duplicate key or name.
+ * Anything else — JSON data, classification, other parameters, any error —
+ * it declines, untouched, and pts_v2_decode_infer's full decoder (jansson)
  * handles it: that decoder alone writes error messages, so they stay the
  * same. Where it accepts, it fills the request exactly as the full decoder
  * would (tests/unit/frontend/v2_fast_test.c and tests/fuzz/fuzz_v2_infer.c

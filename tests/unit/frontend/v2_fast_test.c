@@ -117,6 +117,61 @@ static void test_takes_the_common_variants(void **state) {
                    PTS_V2_FAST_DONE);
 }
 
+/* Shared memory as ptperf and tritonclient name it: each input's place in a
+ * region (the offset optional), each output's place with binary_data false
+ * or left out. No body besides the header. */
+static void test_takes_shared_memory(void **state) {
+  (void)state;
+  struct pts_infer_request *req;
+  assert_int_equal(
+      both("{\"inputs\":[{\"name\":\"INPUT__0\",\"shape\":[1,3,224,224],\"datatype\":\"FP16\","
+           "\"parameters\":{\"shared_memory_region\":\"in0\",\"shared_memory_byte_size\":301056,"
+           "\"shared_memory_offset\":602112}},{\"name\":\"B\",\"shape\":[2],\"datatype\":\"INT64\","
+           "\"parameters\":{\"shared_memory_byte_size\":16,\"shared_memory_region\":\"in1\"}}],"
+           "\"outputs\":[{\"name\":\"OUTPUT__0\",\"parameters\":{\"binary_data\":false,"
+           "\"shared_memory_region\":\"out\",\"shared_memory_byte_size\":2000,"
+           "\"shared_memory_offset\":4000}},{\"name\":\"O2\",\"parameters\":{"
+           "\"shared_memory_region\":\"out\",\"shared_memory_byte_size\":8}}]}",
+           0, &req),
+      PTS_V2_FAST_DONE);
+  assert_int_equal(req->n_inputs, 2);
+  assert_non_null(req->input_shm);
+  assert_string_equal(req->input_shm[0].region, "in0");
+  assert_int_equal(req->input_shm[0].byte_size, 301056);
+  assert_int_equal(req->input_shm[0].offset, 602112);
+  assert_int_equal(req->inputs[0].dtype, PTS_DTYPE_FP16);
+  assert_int_equal(req->inputs[0].shape.ndim, 4);
+  assert_int_equal(req->inputs[0].shape.dims[3], 224);
+  assert_null(req->inputs[0].data);
+  assert_null(req->inputs[0].buf);
+  assert_int_equal(req->inputs[0].byte_size, 0);
+  assert_string_equal(req->input_shm[1].region, "in1");
+  assert_int_equal(req->input_shm[1].byte_size, 16);
+  assert_int_equal(req->input_shm[1].offset, 0);
+  assert_int_equal(req->n_outputs, 2);
+  assert_string_equal(req->outputs[0].shm.region, "out");
+  assert_int_equal(req->outputs[0].shm.byte_size, 2000);
+  assert_int_equal(req->outputs[0].shm.offset, 4000);
+  assert_false(req->outputs[0].binary);
+  assert_true(req->outputs[0].binary_set);
+  assert_string_equal(req->outputs[1].shm.region, "out");
+  assert_false(req->outputs[1].binary_set);
+  pts_infer_request_free(req);
+  /* One input in a region beside one sent as binary: the binary one's
+   * bytes are the body's tail, the region's none of it. */
+  assert_int_equal(
+      both("{\"inputs\":[{\"name\":\"A\",\"shape\":[1],\"datatype\":\"INT32\","
+           "\"parameters\":{\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":4}},"
+           "{\"name\":\"B\",\"shape\":[1],\"datatype\":\"INT32\","
+           "\"parameters\":{\"binary_data_size\":4}}],\"outputs\":[{\"name\":\"O\"}]}",
+           4, &req),
+      PTS_V2_FAST_DONE);
+  assert_null(req->input_shm[1].region);
+  assert_non_null(req->inputs[1].data);
+  assert_int_equal(req->inputs[1].byte_size, 4);
+  pts_infer_request_free(req);
+}
+
 /* Everything outside the subset, valid or not, goes to the full decoder. */
 static void test_declines_the_rest(void **state) {
   (void)state;
@@ -127,7 +182,39 @@ static void test_declines_the_rest(void **state) {
     size_t tail;
   } cases[] = {
       {"{\"inputs\":[%s,\"data\":[1]}]}", 0},                                   /* JSON data */
-      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":\"r\"}}]}", 0}, /* shm */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":\"r\"}}]}", 0}, /* no size */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_byte_size\":4}}]}", 0}, /* no region */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_offset\":0}}]}", 0},  /* no region */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":\"\","
+       "\"shared_memory_byte_size\":4}}]}", 0},                                  /* empty name */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":\"r\","
+       "\"shared_memory_byte_size\":4,\"binary_data_size\":4}}]}", 4},          /* both */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":\"r\","
+       "\"shared_memory_byte_size\":4,\"shared_memory_region\":\"s\"}}]}", 0}, /* dup key */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":7,"
+       "\"shared_memory_byte_size\":4}}]}", 0},                                  /* not a string */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":\"r\","
+       "\"shared_memory_byte_size\":-4}}]}", 0},                                 /* negative */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":\"r\","
+       "\"shared_memory_byte_size\":4,\"shared_memory_offset\":18446744073709551615}}]}",
+       0},                                                                        /* big offset */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":\"r\","
+       "\"shared_memory_byte_size\":4}}],\"outputs\":[{\"name\":\"O\",\"parameters\":{"
+       "\"binary_data\":true,\"shared_memory_region\":\"o\",\"shared_memory_byte_size\":4}}]}",
+       0},                                                                        /* binary + shm */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":\"r\","
+       "\"shared_memory_byte_size\":4}}],\"outputs\":[{\"name\":\"O\",\"parameters\":{"
+       "\"shared_memory_offset\":4}}]}",
+       0},                                                                        /* no region */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":\"r\","
+       "\"shared_memory_byte_size\":4}}],\"outputs\":[{\"name\":\"O\",\"parameters\":{"
+       "\"shared_memory_region\":\"o\"}}]}",
+       0},                                                                        /* no size */
+      {"{\"inputs\":[%s,\"parameters\":{\"shared_memory_region\":\"r\","
+       "\"shared_memory_byte_size\":4}}],\"outputs\":[{\"name\":\"O\",\"parameters\":{"
+       "\"shared_memory_region\":\"o\",\"shared_memory_byte_size\":4,"
+       "\"classification\":1}}]}",
+       0},                                                     /* classification with shm */
       {"{\"inputs\":[%s,\"parameters\":{\"binary_data_size\":4}}],\"parameters\":{\"priority\":1}}",
        4},                                                                        /* priority */
       {"{\"inputs\":[%s,\"parameters\":{\"binary_data_size\":4}}],\"x\":1}", 4},  /* unknown key */
@@ -224,6 +311,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_takes_tritonclients_header),
       cmocka_unit_test(test_takes_the_common_variants),
+      cmocka_unit_test(test_takes_shared_memory),
       cmocka_unit_test(test_declines_the_rest),
       cmocka_unit_test(test_string_bytes),
       cmocka_unit_test(test_errors_stay_the_full_decoders),
