@@ -12,6 +12,8 @@ import pytest
 import requests
 import torch
 
+from conftest import assert_graphs_replayed, check_conv_probe_answer
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 assert torch.cuda.is_available(), "the GPU suite needs a CUDA device"
 
@@ -192,18 +194,9 @@ def test_channels_last_graph_inputs_are_copied_in_and_laid_out_by_the_graph(
     g = torch.Generator().manual_seed(21)
     for batch in (1, 4, 3, 2, 6, 1):
         x = torch.randn(batch, 3, 16, 16, generator=g)
-        with torch.inference_mode():
-            want, probe = model(x.cuda().contiguous(memory_format=torch.channels_last))
-        assert probe.cpu().eq(1.0).all(), "torch's own run must see NHWC"
         got = infer(s.url, name, [("INPUT__0", x)], ["OUTPUT__0", "OUTPUT__1"])
-        assert got["OUTPUT__0"].shape == (batch, 8, 16, 16), got["OUTPUT__0"].shape
-        torch.testing.assert_close(got["OUTPUT__0"], want.cpu(), rtol=1e-3, atol=1e-3)
-        assert got["OUTPUT__1"].shape == (batch, 1), got["OUTPUT__1"].shape
-        assert got["OUTPUT__1"].eq(1.0).all(), (batch, got["OUTPUT__1"])
-    log = s.log()
-    for size in (1, 4):
-        assert ("'%s', instance '%s_0_0': replaying the CUDA graph for batch size %d"
-                % (name, name, size)) in log, log
+        check_conv_probe_answer(model, x, got["OUTPUT__0"], got["OUTPUT__1"])
+    assert_graphs_replayed(s.log(), name, (1, 4))
 
 
 def test_cudnn_switch_does_not_leak_between_models(start_server, repo, tmp_path):

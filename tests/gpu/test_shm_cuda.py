@@ -20,7 +20,7 @@ import pytest
 import requests
 import torch
 
-from conftest import host_copy_bytes
+from conftest import assert_graphs_replayed, check_conv_probe_answer, host_copy_bytes
 
 try:  # not at collection: a host without it fails these tests, not the suite
     import tritonclient.utils.cuda_shared_memory as cudashm
@@ -191,22 +191,14 @@ def test_shm_input_is_copied_into_a_cuda_graph(start_server, repo, tmp_path, cud
                          [{"name": "OUTPUT__0"}, {"name": "OUTPUT__1"}])
             out = {o["name"]: np.array(o["data"], dtype=np.float32).reshape(o["shape"])
                    for o in resp["outputs"]}
-            with torch.inference_mode():
-                want, probe = model(torch.from_numpy(x).cuda().contiguous(
-                    memory_format=torch.channels_last))
-            assert probe.eq(1.0).all(), "torch's own run must see NHWC"
-            assert out["OUTPUT__0"].shape == (batch, 8, 16, 16), out["OUTPUT__0"].shape
-            np.testing.assert_allclose(out["OUTPUT__0"], want.cpu().numpy(), rtol=1e-3, atol=1e-3)
-            assert out["OUTPUT__1"].shape == (batch, 1) and (out["OUTPUT__1"] == 1.0).all(), out
+            check_conv_probe_answer(model, x, out["OUTPUT__0"], out["OUTPUT__1"])
             np.testing.assert_array_equal(get(h, np.float32, [batch, 3, 16, 16]), x)
     finally:
         if kind == "system":
             post(s, "/v2/systemsharedmemory/unregister")
             shm.destroy_shared_memory_region(h)
     log = s.log()
-    for graph in (1, 4):
-        assert ("'%s', instance '%s_0_0': replaying the CUDA graph for batch size %d"
-                % (name, name, graph)) in log, log
+    assert_graphs_replayed(log, name, (1, 4))
     if kind == "system":
         assert re.search(r"registered system shared memory region 'graphin'.*pinned for DMA", log)
 
