@@ -33,10 +33,15 @@ RESNETS = ("resnet50_fp32", "resnet50_fp16", "resnet50_fp16_aoti")
 # every one of them again from a process that ran batch 1 alone (the
 # second model name: run.py's own-process run); the fastest is the base.
 # The package takes NCHW, as exported.
-GRAPH = {"torchscript": ("resnet50_fp16_graph", ("resnet50_fp16", "resnet50_fp16_b1"),
-                         ("graph", "device_cl_graph", "graph_cl_stream"), "FP16 ResNet-50"),
-         "aoti": ("resnet50_fp16_aoti_graph", ("resnet50_fp16_aoti",), ("device_graph",),
-                  "FP16 ResNet-50 package")}
+# The third process (torch_ref.py --graph-first, model name *_first) runs
+# the graph as its only GPU work, the state in which a graph replays ~100 µs
+# faster and in which ptserve's instances were seen replaying.
+GRAPH = {"torchscript": ("resnet50_fp16_graph",
+                         ("resnet50_fp16", "resnet50_fp16_b1", "resnet50_fp16_first"),
+                         ("graph", "device_cl_graph", "graph_cl_stream", "graph_first"),
+                         "FP16 ResNet-50"),
+         "aoti": ("resnet50_fp16_aoti_graph", ("resnet50_fp16_aoti", "resnet50_fp16_aoti_first"),
+                  ("device_graph", "graph_first"), "FP16 ResNet-50 package")}
 
 
 # Suffixes of the ResNet-50 loads besides plain HTTP, as run.py names them.
@@ -68,6 +73,43 @@ def aoti_reference(meta):
                 % ref[len("cxx"):].strip(" ()"))
     return "PyTorch's `torch._inductor.aoti_load_package`"
 
+
+
+def warm_table(md, raw, resnets):
+    """The warm passes (run.py's warm_up), in the order the run made them:
+    each is the server's first three seconds at concurrency 512 of its
+    load, so it shows the first meeting with a new peak that the sweep
+    after it no longer has. Its tail and page faults beside the sweep's
+    own window at 512."""
+    order = ["mlp"] + [r + k for r in resnets for k in ("", "_shm", "_cudashm", "_grpc")]
+    rows = []
+    for m in order:
+        warm = read_csv(os.path.join(raw, "warm_%s.csv" % m))
+        sweep = [r for r in read_csv(os.path.join(raw, "ptperf_%s.csv" % m))
+                 if r["concurrency"] == "512"]
+        if warm and float(warm[0]["p50_us"]) > 0:
+            rows.append((m, warm[0], sweep[0] if sweep else None))
+    if not rows:
+        return
+    md.append("\n### The warm passes: the first meeting with concurrency 512\n")
+    md.append("Before each sweep the server met its load at concurrency 512 for three 1 s "
+              "windows (rows in the order the run made them, all in one server process). "
+              "A pass that is the first at that load and body size over HTTP "
+              "grows the server's pools (LibTorch's pinned blocks for request bodies, "
+              "made once and kept): its page faults per request show it. The sweep's own "
+              "window at 512 comes after, on the grown pools.\n")
+    md.append("| load | warm pass p50 | p99 | p99/p50 | server faults/req | "
+              "sweep at 512: p99/p50 | faults/req |")
+    md.append("|---|---:|---:|---:|---:|---:|---:|")
+
+    def cells(r):
+        return (float(r["p99_us"]) / float(r["p50_us"]), r.get("server_faults_per_req") or "–")
+    for m, w, s in rows:
+        wt, wf = cells(w)
+        st, sf = cells(s) if s else (None, "–")
+        md.append("| %s | %.1f ms | %.1f ms | %.2f | %s | %s | %s |"
+                  % (m, float(w["p50_us"]) / 1000, float(w["p99_us"]) / 1000, wt, wf,
+                     "%.2f" % st if st else "–", sf))
 
 def main(raw, out):
     os.makedirs(out, exist_ok=True)
@@ -238,6 +280,7 @@ def main(raw, out):
                          "reference": "pytorch_%s_b%d" % (ref_variant, ref_b),
                          "reference_per_sec": "%.1f" % ref_rate,
                          "ratio": "%.3f" % (float(r["infer_per_sec"]) / ref_rate)})
+    warm_table(md, raw, resnets)
     md.append("\n## In process, by batch size (images/s; p50 per call)\n")
     md.append("PyTorch with the batch on the device, PyTorch with the pinned copy in and out "
               "(each also with the batch in channels-last order, eager and as a CUDA graph "
@@ -280,12 +323,18 @@ def main(raw, out):
                                   ("PyTorch, CUDA graph, FP16 ResNet-50, channels-last, "
                                    "on a stream of its own, a process running batch 1 alone",
                                    "resnet50_fp16_b1", "graph_cl_stream"),
+                                  ("PyTorch, CUDA graph, FP16 ResNet-50, channels-last, "
+                                   "the process's only GPU work", "resnet50_fp16_first",
+                                   "graph_first"),
                                   ("PyTorch, eager, MLP, batch on the device", "mlp", "device"),
                                   ("PyTorch, CUDA graph, MLP", "mlp", "graph"),
                                   ("PyTorch, eager, FP16 ResNet-50 package, batch on the device",
                                    "resnet50_fp16_aoti", "device"),
                                   ("PyTorch, CUDA graph, FP16 ResNet-50 package",
-                                   "resnet50_fp16_aoti", "device_graph")):
+                                   "resnet50_fp16_aoti", "device_graph"),
+                                  ("PyTorch, CUDA graph, FP16 ResNet-50 package, "
+                                   "the process's only GPU work", "resnet50_fp16_aoti_first",
+                                   "graph_first")):
         run = ref.get(model, {}).get(variant, {}).get(1)
         if run:
             md.append("| %s | %.0f µs |" % (label, run["p50_us"]))
