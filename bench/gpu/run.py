@@ -20,8 +20,9 @@ from the offline bundle .bundle/debs when present), numpy and requests.
 3. (a) the reference: PyTorch itself (torch_ref.py) running the same model
        files at batch 1..256, the batch on the device and a pinned host
        batch copied in and out each call, eager and as CUDA graphs
-       (BENCH_REF_SECONDS per point, 2), and the FP16 one again at batch 1
-       alone in a process of its own, for the batch-1 target's base;
+       (BENCH_REF_SECONDS per point, 2), and the FP16 one's batch-1 graph
+       again in two processes of its own (batch 1 alone; the graph as the
+       process's only GPU work), for the batch-1 target's base;
    (a') a diagnostic, not a reference: the same files through ptserve's
        bridge in process (bench_inproc); BENCH_SKIP_BRIDGE=1 leaves it out;
    (b) ptserve over HTTP, binary tensors, dynamic batching, one image per
@@ -227,6 +228,10 @@ def reference_aoti(run, m):
                            check=False)
         if rc == 0:
             h.add_meta(meta, aoti_reference="python")
+            # The batch-1 graph as its process's only GPU work, as for the
+            # TorchScript set (its fastest state); a row, not a fallback.
+            run.torch_ref(pkg, "FP16", "3,224,224", m + "_first", "1", "--graph-first",
+                          check=False)
             return
         with open(os.path.join(run.raw, "torch.log"), "a") as f:
             f.write("package-graph: exit %d\n" % rc)
@@ -376,14 +381,16 @@ def measure(run, cudart):
             run.torch_ref(os.path.join(run.models, name, "1", "model.pt"), dtype, shape, name,
                           batches, *flags)
         # The batch-1 target's base again from a process that runs batch 1
-        # alone; the fastest counts. On an H100 it took 935-937 us, as the
-        # sweep's 935-938: this process too runs other kernels (the eager
-        # rows) besides the graph, and any one kernel does that, against
-        # 830-851 us where a model's warm-up and its one capture are all a
-        # process ran, a state no server is in
-        # (docs/experiments/gpu-batch1-forward, part 7).
-        run.torch_ref(os.path.join(run.models, "resnet50_fp16", "1", "model.pt"), "FP16",
-                      "3,224,224", "resnet50_fp16_b1", "1", "--graph")
+        # alone, and from one whose only GPU work is the graph's warm-up
+        # and capture; the fastest counts. The first took 935-937 us on an
+        # H100, as the sweep's 935-938: it too runs other kernels (the
+        # eager rows) besides the graph, and any one kernel slows a
+        # graph's replay for good (docs/experiments/gpu-batch1-forward,
+        # part 7). The second is the state of 830-851 us, and ptserve's
+        # instances replayed at that level at eef981b and 54a6130.
+        fp16 = os.path.join(run.models, "resnet50_fp16", "1", "model.pt")
+        run.torch_ref(fp16, "FP16", "3,224,224", "resnet50_fp16_b1", "1", "--graph")
+        run.torch_ref(fp16, "FP16", "3,224,224", "resnet50_fp16_first", "1", "--graph-first")
         if h.env("SKIP_BRIDGE", 0) == 1:
             h.log("(a') skipped (BENCH_SKIP_BRIDGE=1)")
         else:

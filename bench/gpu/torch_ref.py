@@ -41,6 +41,15 @@ allocator), then timed for --seconds of calls one after another. With
 (torch.cuda.graph) and replayed on its device-resident input; for images
 also LABEL/graph_cl_stream/b1, the channels-last batch-1 graph replayed on
 a stream of its own and waited for by an event.
+
+With --graph-first instead, only LABEL/graph_first/b1: the batch-1 graph
+(channels-last for images, NCHW for a package) as the process's first and
+only GPU work besides making its input: the warm-up on the capture's side
+stream, the capture, then replays. A graph replays faster in that state
+than after any other kernel (830 against 935 µs on an H100,
+docs/experiments/gpu-batch1-forward, part 7), and ptserve's instances
+replayed at that level in the bench runs of eef981b and 54a6130, so this
+is the batch-1 reference at its best.
 """
 import argparse
 import importlib.util
@@ -120,6 +129,24 @@ def capture(model, x):
     return g, out
 
 
+def graph_first(model, shape, dtype, images, seconds):
+    """measure()'s row of the batch-1 graph replayed on its device-resident
+    input, where making that input, the warm-up on the capture's side
+    stream and the capture are all the GPU work the process has done
+    (as graph_pool.py's first graph in docs/experiments/gpu-batch1-forward).
+    Nothing else may run on the GPU before it is timed."""
+    x = torch.randn([1] + shape, device="cuda:0").to(dtype)
+    if images:
+        x = x.contiguous(memory_format=torch.channels_last)
+    g, _ = capture(model, x)
+
+    def replay():
+        g.replay()
+        torch.cuda.synchronize()
+
+    return measure(replay, 1, seconds)
+
+
 def graph_variants(model, x_dev, x_host, y_host):
     """[(device_graph, call), (pinned_graph, call)] of an AOTInductor
     package captured at x_dev's batch, or [] where capture fails (said)."""
@@ -161,17 +188,26 @@ def main():
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--package-graph", action="store_true",
                     help="a .pt2 only: the device_graph and pinned_graph rows, not the eager ones")
+    ap.add_argument("--graph-first", action="store_true",
+                    help="only LABEL/graph_first/b1: the batch-1 graph as the process's only "
+                         "GPU work (its input, warm-up on the capture's stream, capture)")
     ap.add_argument("--graph", action="store_true",
                     help="also LABEL/graph/b1: the batch-1 forward captured as a CUDA graph "
                          "(torch.cuda.graph) and replayed on a device-resident input")
     a = ap.parse_args()
     dtype = {"FP32": torch.float32, "FP16": torch.float16}[a.dtype]
     shape = [int(d) for d in a.shape.split(",")]
-    model = load(a.model, single_threaded=a.package_graph)
+    package = a.model.endswith(".pt2")
+    model = load(a.model, single_threaded=a.package_graph or (a.graph_first and package))
     new = not os.path.exists(a.csv)
     with open(a.csv, "a") as out, torch.no_grad():
         if new:
             out.write("label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us\n")
+        if a.graph_first:
+            write_row(out, a.label, "graph_first", 1,
+                      graph_first(model, shape, dtype, images=len(shape) == 3 and not package,
+                                  seconds=a.seconds))
+            return
         cl_graphs = {}  # batch -> its channels-last graph (images only)
         for b in [int(x) for x in a.batches.split(",")]:
             x_dev = torch.randn([b] + shape, device="cuda:0").to(dtype)
@@ -179,7 +215,6 @@ def main():
             x_host = x_dev.cpu().pin_memory()
             y_host = torch.empty(y.shape, dtype=y.dtype).pin_memory()
 
-            package = a.model.endswith(".pt2")
             images = len(shape) == 3 and not package  # channels-last takes 4-D batches
             x_dev_cl = x_dev.contiguous(memory_format=torch.channels_last) if images else None
 
