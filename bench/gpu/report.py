@@ -74,7 +74,6 @@ def aoti_reference(meta):
     return "PyTorch's `torch._inductor.aoti_load_package`"
 
 
-
 def warm_table(md, raw, resnets):
     """The warm passes (run.py's warm_up), in the order the run made them:
     each is the server's first three seconds at concurrency 512 of its
@@ -110,6 +109,7 @@ def warm_table(md, raw, resnets):
         md.append("| %s | %.1f ms | %.1f ms | %.2f | %s | %s | %s |"
                   % (m, float(w["p50_us"]) / 1000, float(w["p99_us"]) / 1000, wt, wf,
                      "%.2f" % st if st else "–", sf))
+
 
 def main(raw, out):
     os.makedirs(out, exist_ok=True)
