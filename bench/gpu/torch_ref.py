@@ -129,14 +129,13 @@ def capture(model, x):
     return g, out
 
 
-def graph_first(model, shape, dtype, images, seconds):
-    """measure()'s row of the batch-1 graph replayed on its device-resident
-    input, where making that input, the warm-up on the capture's side
-    stream and the capture are all the GPU work the process has done
-    (as graph_pool.py's first graph in docs/experiments/gpu-batch1-forward).
-    Nothing else may run on the GPU before it is timed."""
+def batch1_graph(model, shape, dtype, channels_last, seconds):
+    """measure()'s row of a batch-1 input made on the device, the forward
+    captured on it (capture()) and replayed. For --graph-first it is all
+    the GPU work the process does before it is timed (as graph_pool.py's
+    first graph in docs/experiments/gpu-batch1-forward)."""
     x = torch.randn([1] + shape, device="cuda:0").to(dtype)
-    if images:
+    if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
     g, _ = capture(model, x)
 
@@ -205,8 +204,9 @@ def main():
             out.write("label,calls,per_sec,mean_us,p50_us,p99_us,cpu_us\n")
         if a.graph_first:
             write_row(out, a.label, "graph_first", 1,
-                      graph_first(model, shape, dtype, images=len(shape) == 3 and not package,
-                                  seconds=a.seconds))
+                      batch1_graph(model, shape, dtype,
+                                   channels_last=len(shape) == 3 and not package,
+                                   seconds=a.seconds))
             return
         cl_graphs = {}  # batch -> its channels-last graph (images only)
         for b in [int(x) for x in a.batches.split(",")]:
@@ -252,14 +252,8 @@ def main():
             for variant, call in variants:
                 write_row(out, a.label, variant, b, measure(call, b, a.seconds))
         if a.graph:
-            x = torch.randn([1] + shape, device="cuda:0").to(dtype)
-            g, _ = capture(model, x)
-
-            def replay():
-                g.replay()
-                torch.cuda.synchronize()
-
-            write_row(out, a.label, "graph", 1, measure(replay, 1, a.seconds))
+            write_row(out, a.label, "graph", 1,
+                      batch1_graph(model, shape, dtype, channels_last=False, seconds=a.seconds))
             if len(shape) == 3 and not a.model.endswith(".pt2"):
                 # The channels-last graph replayed on a stream of its own,
                 # each call waited for by an event on it, not by a
