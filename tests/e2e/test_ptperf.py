@@ -22,6 +22,7 @@ import pytest
 import requests
 
 from conftest import need_module
+from sched_util import identity_model
 
 
 @pytest.fixture(scope="session")
@@ -108,6 +109,28 @@ def test_shared_memory_mode(start_server, model_repo, ptperf_bin, tmp_path):
     assert proc.returncode == 1
     assert "--allow-client-shm=true" in proc.stderr
     assert rows == []
+
+
+def test_shared_memory_names_free_at_exit(start_server, ptperf_bin, tmp_path):
+    """ptperf leaves requests in the server when its last window ends. A
+    region those requests use stays registered, name and all, until they
+    are answered, so ptperf waits for that before it exits: the server
+    lists no region the moment it returns, and a second ptperf started at
+    once registers the same names (the GPU bench's sweep after its warm
+    pass found them taken on an H100). The model takes 50 ms a request
+    and 8 are in flight: 400 ms of them still queued at exit."""
+    identity_model(tmp_path / "repo", "slow", params={"execute_delay_ms": 50})
+    server = start_server(tmp_path / "repo", "--allow-client-shm=true")
+    url = "127.0.0.1:%d" % server.port
+    for k in range(2):
+        (tmp_path / str(k)).mkdir()
+        proc, rows = run_ptperf(ptperf_bin, url, tmp_path / str(k), "-m", "slow",
+                                "--shared-memory", "system", "--concurrency", "8", "-p", "300",
+                                "-r", "3", "-s", "100")
+        assert proc.returncode == 0, proc.stderr
+        assert int(rows[0]["errors"]) == 0 and int(rows[0]["requests"]) > 0
+        st = requests.get(server.url + "/v2/systemsharedmemory/status", timeout=5).json()
+        assert st == []
 
 
 def test_variable_dims_need_shape(start_server, model_repo, ptperf_bin, tmp_path):

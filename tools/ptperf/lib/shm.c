@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,17 +251,37 @@ enum pts_status ptperf_shm_request_build(const struct ptperf_model *m, const str
   return PTS_OK;
 }
 
-/* Unregisters r if it is registered. Requests the load abandoned may still
- * be in the server, and a region in use can not be unregistered: retry for
- * a few seconds. */
+/* Whether the server still lists region r (its status answers 200). */
+static bool still_listed(const struct ptperf_addr *a, const struct ptperf_shm *s,
+                         const struct ptperf_shm_region *r) {
+  char path[128];
+  snprintf(path, sizeof path, "/v2/%s/region/%s/status", kinds[s->kind].extension, r->name);
+  int status = 0;
+  char *body = NULL;
+  struct pts_error err;
+  enum pts_status st = ptperf_http_get(a, path, TIMEOUT_MS, &status, &body, &err);
+  pts_free(body);
+  return st == PTS_OK && status == 200;
+}
+
+/* Unregisters r if it is registered, and waits until the server no longer
+ * lists it, for a few seconds at most. Requests the load abandoned may
+ * still be in the server, using the region: tritonserver refuses to
+ * unregister it then (hence the retries), ptserve accepts and keeps the
+ * region, name and all, until those requests are done (hence the wait).
+ * Either way the name is free for the next run once this returns: a
+ * ptperf started right after (the GPU bench's sweep after its warm pass)
+ * found it taken on an H100 at 2b4d46e. */
 static void unregister_region(const struct ptperf_addr *a, const struct ptperf_shm *s,
                               struct ptperf_shm_region *r) {
   if (!r->registered) return;
   char path[128];
   snprintf(path, sizeof path, "/v2/%s/region/%s/unregister", kinds[s->kind].extension, r->name);
   struct pts_error err;
+  bool unregistered = false;
   for (int tries = 0; tries < 300; tries++) {
-    if (post_json(a, path, NULL, &err) == PTS_OK) break;
+    if (!unregistered) unregistered = post_json(a, path, NULL, &err) == PTS_OK;
+    if (unregistered && !still_listed(a, s, r)) break;
     struct timespec ts = {0, 10 * 1000000};
     nanosleep(&ts, NULL);
   }
