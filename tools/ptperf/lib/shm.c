@@ -266,9 +266,10 @@ static bool still_listed(const struct ptperf_addr *a, const struct ptperf_shm *s
 
 /* Unregisters r if it is registered, and waits until the server no longer
  * lists it, for a few seconds at most. Requests the load abandoned may
- * still be in the server, using the region: tritonserver refuses to
- * unregister it then (hence the retries), ptserve accepts and keeps the
- * region, name and all, until those requests are done (hence the wait).
+ * still be in the server, using the region: a server may refuse to
+ * unregister it then (hence the retries), or accept and keep the region,
+ * name and all, until those requests are done, as ptserve does (hence
+ * the wait).
  * Either way the name is free for the next run once this returns: a
  * ptperf started right after (the GPU bench's sweep after its warm pass)
  * found it taken on an H100 at 2b4d46e. */
