@@ -155,6 +155,10 @@ def main(raw, out):
     for m in graph_models:
         for kind in ("_shm", "_cudashm"):
             served[m + kind] = read_csv(os.path.join(raw, "ptperf_%s%s.csv" % (m, kind)))
+    # TCP over loopback alone (bench_loopback), the bytes of the batch-1
+    # rows' requests: "body" those over HTTP with the image in the body,
+    # "no_body" the shared-memory ones (absent from runs before it).
+    floor = {r["label"]: r for r in read_csv(os.path.join(raw, "loopback.csv"))}
     rows, md = [], []
     aoti = meta.get("set") == "aoti"
     graph_model, graph_ref, graph_variants, graph_name = GRAPH["aoti" if aoti else "torchscript"]
@@ -338,6 +342,14 @@ def main(raw, out):
         run = ref.get(model, {}).get(variant, {}).get(1)
         if run:
             md.append("| %s | %.0f µs |" % (label, run["p50_us"]))
+    for label, key in (("TCP over loopback alone (diagnostic), the bytes of an HTTP request with the "
+                        "image in its body and of its answer", "body"),
+                       ("TCP over loopback alone (diagnostic), the bytes of a shared-memory "
+                        "request and its answer", "no_body")):
+        if key in floor:
+            md.append("| %s (%s and %s bytes) | %.0f µs |" % (
+                label, "{:,}".format(int(floor[key]["request_bytes"])),
+                "{:,}".format(int(floor[key]["response_bytes"])), float(floor[key]["p50_us"])))
     for label, key in (("bridge (diagnostic), CUDA graph, FP16 ResNet-50", "resnet50_fp16_graph"),
                        ("bridge (diagnostic), CUDA graph, MLP", "mlp_graph")):
         if 1 in inproc.get(key, {}):
@@ -405,7 +417,10 @@ def main(raw, out):
     # Where a graph row's time goes, from ptperf's breakdown: the server's
     # request span less the device's forward (compute_infer, timed by CUDA
     # events) is the server's own share; the client's latency less the span
-    # is HTTP on loopback and the client.
+    # is HTTP on loopback and the client. Of that, TCP alone carrying the
+    # same bytes (bench_loopback) is a floor no server goes under on this
+    # host: the base plus it says how much of the 150 µs the transport
+    # leaves to the server's copies and to HTTP.
     forwards = []
     for kind, how in graph_paths:
         r = served.get(graph_model + kind)
@@ -414,13 +429,20 @@ def main(raw, out):
             f = lambda k: float(r.get(k) or 0)
             forwards.append(f("server_compute_infer_us"))
             own = f("server_request_us") - f("server_compute_infer_us")
+            tcp = floor.get("body" if kind == "" else "no_body")
+            transport = ""
+            if tcp:
+                t = float(tcp["p50_us"])
+                transport = ("; of HTTP and client, TCP alone carrying the same bytes %.0f, so the "
+                             "base plus TCP is %.0f µs and leaves %.0f of the 150 µs" % (
+                                 t, graph_ip + t, 150 - t))
             md.append("| ↳ %s: where the %.0f µs go | device forward %.0f; server %.0f (queue %.0f, "
-                      "input %.0f, output %.0f, rest %.0f); HTTP and client %.0f | |" % (
+                      "input %.0f, output %.0f, rest %.0f); HTTP and client %.0f%s | |" % (
                           how, f("avg_us"), f("server_compute_infer_us"), own,
                           f("server_queue_us"), f("server_compute_input_us"),
                           f("server_compute_output_us"),
                           own - f("server_queue_us") - f("server_compute_input_us")
-                          - f("server_compute_output_us"), f("client_overhead_us")))
+                          - f("server_compute_output_us"), f("client_overhead_us"), transport))
     # The server's replay timed faster than the base (by more than noise)
     # means the reference is not PyTorch at its best: a graph replays
     # ~100 µs faster in a process that has run no other kernel

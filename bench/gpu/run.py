@@ -35,12 +35,15 @@ from the offline bundle .bundle/debs when present), numpy and requests.
        concurrency 512 (BENCH_WARM=0 leaves it out);
    (b') the device's busy share (nvidia-smi) at concurrency 512;
    (c) the batch-1 CUDA-graph model at concurrency 1;
+   (c') a diagnostic, not a reference: TCP over loopback alone carrying
+       the bytes of (c)'s requests and answers (bench_loopback), the floor
+       under its HTTP and client share on this host;
    (d) first-request latency of a fresh server with and without warmup
        (BENCH_SKIP_FIRST=1 leaves it out);
    BENCH_SET=aoti instead: the FP16 ResNet-50 as an AOTInductor package,
    PyTorch's aoti_load_package of it as the reference (LibTorch's loader
    from C++, aoti_ref, where Python's crashes), and (b), (b') on it, and
-   (c) on its batch-1 CUDA-graph model (the same package);
+   (c), (c') on its batch-1 CUDA-graph model (the same package);
 4. report.py turns the raw files (BENCH_RAW, default bench/gpu/raw) into
    BENCH_RESULTS (bench/gpu/results, or results-aoti): results.md,
    results.csv, plot.png. BENCH_GIT names the commit where the tree's .git
@@ -300,7 +303,7 @@ def main():
     if h.env("PREBUILT", 0) == 1:
         h.log("using the build in %s as it is (BENCH_PREBUILT=1)" % run.build)
     else:
-        h.build(run.build, ["ptserve", "ptperf", "bench_inproc"] +
+        h.build(run.build, ["ptserve", "ptperf", "bench_inproc", "bench_loopback"] +
                 (["aoti_ref"] if run.set == "aoti" else []),
                 "-DCMAKE_PREFIX_PATH=" + torch.utils.cmake_prefix_path)
     if h.env("KEEP_MODELS", 0) == 1 and os.path.isdir(run.models):
@@ -313,7 +316,7 @@ def main():
     meta = os.path.join(run.raw, "meta.txt")
     if os.path.exists(meta):
         os.remove(meta)
-    for f in ("torch.csv", "busy.csv", "inproc.csv", "first_request.csv"):
+    for f in ("torch.csv", "busy.csv", "inproc.csv", "first_request.csv", "loopback.csv"):
         if os.path.exists(os.path.join(run.raw, f)):
             os.remove(os.path.join(run.raw, f))
     m = h.meta(meta, interval_ms=run.interval, set=run.set, warm=512 if run.warm else 0,
@@ -359,6 +362,24 @@ def graph_batch1(run, m):
                        os.path.join(run.raw, "ptperf_%s%s.csv" % (m, suffix)))
 
 
+def loopback(run, m):
+    """(c') TCP over loopback alone, with no server running: a request of
+    the batch-1 model's body and ptperf's HTTP and JSON header (318 bytes
+    for a model of four letters, strace), its answer of the 1,000 FP16
+    classes and ptserve's header (304); and a request and answer of the
+    shared-memory rows, which carry no tensor. Headers rounded up."""
+    body = report.INPUT_BYTES[m]
+    tool = os.path.join(run.build, "bench_loopback")
+    if not os.path.exists(tool):
+        h.log("(c') skipped: %s is not built" % tool)
+        return
+    h.log("(c') TCP over loopback alone, the bytes of %s's requests" % m)
+    for label, request, response in (("body", body + 384, 2000 + 320), ("no_body", 640, 320)):
+        run.sh([tool, "--label", label, "--request", request, "--response", response,
+                "--seconds", 2, "--csv", os.path.join(run.raw, "loopback.csv")], "loopback.log",
+               check=False)
+
+
 def measure(run, cudart):
     if run.set == "aoti":
         m = "resnet50_fp16_aoti"
@@ -372,6 +393,7 @@ def measure(run, cudart):
         run.busy_loads(m)
         graph_batch1(run, "resnet50_fp16_aoti_graph")
         run.server.stop()
+        loopback(run, "resnet50_fp16_aoti_graph")
     else:
         h.log("(a) the reference: PyTorch itself running the same files (torch_ref.py)")
         for name, dtype, shape, batches, flags in (
@@ -412,6 +434,7 @@ def measure(run, cudart):
         run.sh(["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv"],
                "nvidia-smi.txt", check=False)
         run.server.stop()
+        loopback(run, "resnet50_fp16_graph")
         if h.env("SKIP_FIRST", 0) == 1:
             h.log("(d) skipped (BENCH_SKIP_FIRST=1)")
         else:
