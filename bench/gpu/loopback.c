@@ -161,5 +161,10 @@ int main(int argc, char **argv) {
     fputs(line, f);
     fclose(f);
   }
+  /* The connection stays open: closed, the server thread would see the
+   * end and exit(1) while this one exits 0. */
+  free(took);
+  free(in);
+  free(out);
   return 0;
 }
