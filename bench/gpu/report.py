@@ -419,8 +419,8 @@ def main(raw, out):
     # events) is the server's own share; the client's latency less the span
     # is HTTP on loopback and the client. Of that, TCP alone carrying the
     # same bytes (bench_loopback) is a floor no server goes under on this
-    # host: the base plus it says how much of the 150 µs the transport
-    # leaves to the server's copies and to HTTP.
+    # host: its share of the 150 µs is what the transport takes before the
+    # server's copies and HTTP get any.
     forwards = []
     for kind, how in graph_paths:
         r = served.get(graph_model + kind)
@@ -433,9 +433,9 @@ def main(raw, out):
             transport = ""
             if tcp:
                 t = float(tcp["p50_us"])
-                transport = ("; of HTTP and client, TCP alone carrying the same bytes %.0f, so the "
-                             "base plus TCP is %.0f µs and leaves %.0f of the 150 µs" % (
-                                 t, graph_ip + t, 150 - t))
+                transport = ("; of HTTP and client, TCP alone carrying the same bytes %.0f, "
+                             "which is %.0f%% of the 150 µs (the base plus TCP: %.0f µs)" % (
+                                 t, 100 * t / 150, graph_ip + t))
             md.append("| ↳ %s: where the %.0f µs go | device forward %.0f; server %.0f (queue %.0f, "
                       "input %.0f, output %.0f, rest %.0f); HTTP and client %.0f%s | |" % (
                           how, f("avg_us"), f("server_compute_infer_us"), own,
