@@ -1,7 +1,7 @@
 /* bench/gpu/loopback.c — what TCP over loopback alone costs one request.
  *
  *   bench_loopback --label NAME --request BYTES --response BYTES
- *                  [--seconds 2] [--csv FILE]
+ *                  [--answer-after-us N] [--seconds 2] [--csv FILE]
  *
  * A diagnostic for the batch-1 rows of the GPU bench, not a reference: one
  * client thread writes BYTES of request to a server thread over a loopback
@@ -13,8 +13,16 @@
  * under any server's round trip of the same bytes on this host, the
  * kernel's two copies of the body and the two wake-ups included.
  *
- * Prints "label,request_bytes,response_bytes,rounds,p50_us,p90_us" (and
- * appends it to --csv, with a header when the file is new).
+ * --answer-after-us N: the server thread spins N µs between reading the
+ * request and answering, as a server's thread would while the model runs,
+ * and N is taken off every round. The client then waits in read() for as
+ * long as ptperf waits for a batch-1 forward, and what that long wait
+ * costs its wake-up (an idle CPU gone deep, a halted virtual CPU) is in
+ * the number; without it, rounds follow each other within microseconds.
+ *
+ * Prints "label,request_bytes,response_bytes,rounds,p50_us,p90_us,
+ * answer_after_us" (and appends it to --csv, with a header when the file
+ * is new).
  *
  * Threading: the main thread is the client; one more thread serves the
  * connection until the process exits.
@@ -41,6 +49,7 @@
 struct peer {
   int listener;
   size_t request, response;
+  double answer_after_us; /* the server's spin before each answer */
 };
 
 static void die(const char *what) {
@@ -75,6 +84,12 @@ static void no_delay(int fd) {
 
 /* The server's side: a request in, the response out, until the client
  * goes (the process exits then). */
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
 static void *serve(void *arg) {
   const struct peer *p = arg;
   int fd = accept(p->listener, NULL, NULL);
@@ -84,15 +99,13 @@ static void *serve(void *arg) {
   if (!in || !out) die("malloc");
   for (;;) {
     read_all(fd, in, p->request);
+    /* A spin, not a sleep: a sleep's own lateness would land in the
+     * number, and a model's thread that waits by polling stays awake. */
+    for (double until = now_us() + p->answer_after_us; now_us() < until;) {
+    }
     write_all(fd, out, p->response);
   }
   return NULL;
-}
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
 static int by_value(const void *a, const void *b) {
@@ -109,6 +122,7 @@ int main(int argc, char **argv) {
                                        {"response", required_argument, NULL, 'r'},
                                        {"seconds", required_argument, NULL, 's'},
                                        {"csv", required_argument, NULL, 'c'},
+                                       {"answer-after-us", required_argument, NULL, 'a'},
                                        {NULL, 0, NULL, 0}};
   for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
     if (c == 'l') label = optarg;
@@ -116,11 +130,12 @@ int main(int argc, char **argv) {
     else if (c == 'r') p.response = strtoul(optarg, NULL, 10);
     else if (c == 's') seconds = strtod(optarg, NULL);
     else if (c == 'c') csv = optarg;
+    else if (c == 'a') p.answer_after_us = strtod(optarg, NULL);
     else return 2;
   }
-  if (p.request == 0 || p.response == 0 || !(seconds > 0)) {
+  if (p.request == 0 || p.response == 0 || !(seconds > 0) || !(p.answer_after_us >= 0)) {
     fprintf(stderr, "usage: bench_loopback --label NAME --request BYTES --response BYTES "
-                    "[--seconds S] [--csv FILE]\n");
+                    "[--answer-after-us N] [--seconds S] [--csv FILE]\n");
     return 2;
   }
   struct sockaddr_in at = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -146,18 +161,19 @@ int main(int argc, char **argv) {
     read_all(fd, in, p.response);
     double t1 = now_us();
     if (i < WARM_ROUNDS) continue;
-    took[rounds++] = t1 - t0;
+    took[rounds++] = t1 - t0 - p.answer_after_us;
     if (t1 >= end) break;
   }
   qsort(took, rounds, sizeof *took, by_value);
   char line[512];
-  snprintf(line, sizeof line, "%s,%zu,%zu,%zu,%.1f,%.1f\n", label, p.request, p.response, rounds,
-           took[rounds / 2], took[rounds * 9 / 10]);
+  snprintf(line, sizeof line, "%s,%zu,%zu,%zu,%.1f,%.1f,%.0f\n", label, p.request, p.response,
+           rounds, took[rounds / 2], took[rounds * 9 / 10], p.answer_after_us);
   fputs(line, stdout);
   if (csv) {
     FILE *f = fopen(csv, "a");
     if (!f || fseek(f, 0, SEEK_END) != 0) die(csv);
-    if (ftell(f) == 0) fputs("label,request_bytes,response_bytes,rounds,p50_us,p90_us\n", f);
+    if (ftell(f) == 0)
+      fputs("label,request_bytes,response_bytes,rounds,p50_us,p90_us,answer_after_us\n", f);
     fputs(line, f);
     fclose(f);
   }

@@ -158,7 +158,9 @@ def main(raw, out):
             served[m + kind] = read_csv(os.path.join(raw, "ptperf_%s%s.csv" % (m, kind)))
     # TCP over loopback alone (bench_loopback), the bytes of the batch-1
     # rows' requests: "body" those over HTTP with the image in the body,
-    # "no_body" the shared-memory ones (absent from runs before it).
+    # "no_body" the shared-memory ones (absent from runs before it); with
+    # "_idle" the same answered after the forward's time, the client
+    # waiting as long as for the model (absent before 2026-12-07).
     floor = {r["label"]: r for r in read_csv(os.path.join(raw, "loopback.csv"))}
     rows, md = [], []
     aoti = meta.get("set") == "aoti"
@@ -347,10 +349,16 @@ def main(raw, out):
                         "image in its body and of its answer", "body"),
                        ("TCP over loopback alone (diagnostic), the bytes of a shared-memory "
                         "request and its answer", "no_body")):
-        if key in floor:
-            md.append("| %s (%s and %s bytes) | %.0f µs |" % (
-                label, "{:,}".format(int(floor[key]["request_bytes"])),
-                "{:,}".format(int(floor[key]["response_bytes"])), float(floor[key]["p50_us"])))
+        for suffix in ("", "_idle"):
+            r = floor.get(key + suffix)
+            if not r:
+                continue
+            wait = float(r.get("answer_after_us") or 0)
+            md.append("| %s (%s and %s bytes)%s | %.0f µs |" % (
+                label, "{:,}".format(int(r["request_bytes"])),
+                "{:,}".format(int(r["response_bytes"])),
+                ", answered %.0f µs after the request (the client waits as for the model; "
+                "the wait not counted)" % wait if wait else "", float(r["p50_us"])))
     for label, key in (("bridge (diagnostic), CUDA graph, FP16 ResNet-50", "resnet50_fp16_graph"),
                        ("bridge (diagnostic), CUDA graph, MLP", "mlp_graph")):
         if 1 in inproc.get(key, {}):
@@ -431,13 +439,19 @@ def main(raw, out):
             f = lambda k: float(r.get(k) or 0)
             forwards.append(f("server_compute_infer_us"))
             own = f("server_request_us") - f("server_compute_infer_us")
-            tcp = floor.get("body" if kind == "" else "no_body")
+            key = "body" if kind == "" else "no_body"
+            tcp, idle = floor.get(key), floor.get(key + "_idle")
             transport = ""
             if tcp:
                 t = float(tcp["p50_us"])
                 transport = ("; of HTTP and client, TCP alone carrying the same bytes %.0f, "
                              "which is %.0f%% of the %d µs (the base plus TCP: %.0f µs)" % (
                                  t, 100 * t / GRAPH_MARGIN_US, GRAPH_MARGIN_US, graph_ip + t))
+            if idle:
+                t = float(idle["p50_us"])
+                transport += ("; with the client waiting as long as for the model, TCP alone "
+                              "%.0f, %.0f%% of the %d µs" % (t, 100 * t / GRAPH_MARGIN_US,
+                                                             GRAPH_MARGIN_US))
             md.append("| ↳ %s: where the %.0f µs go | device forward %.0f; server %.0f (queue %.0f, "
                       "input %.0f, output %.0f, rest %.0f); HTTP and client %.0f%s | |" % (
                           how, f("avg_us"), f("server_compute_infer_us"), own,

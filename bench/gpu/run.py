@@ -52,6 +52,7 @@ from the offline bundle .bundle/debs when present), numpy and requests.
    measured by setting it for this command, and BENCH_SERVER_ARGS adds
    flags to its command line; the report's command names both.
 """
+import csv
 import os
 import shutil
 import subprocess
@@ -367,17 +368,24 @@ def loopback(run, m):
     the batch-1 model's body and ptperf's HTTP and JSON header (318 bytes
     for a model of four letters, strace), its answer of the 1,000 FP16
     classes and ptserve's header (304); and a request and answer of the
-    shared-memory rows, which carry no tensor. Headers rounded up."""
+    shared-memory rows, which carry no tensor. Headers rounded up. Each
+    twice: answered at once, and answered after the batch-1 row's forward
+    (the server's compute_infer over HTTP; 800 µs without it), so that the
+    client waits as long as it waits for the model (labels ending _idle)."""
     body = report.INPUT_BYTES[m]
     tool = os.path.join(run.build, "bench_loopback")
     if not os.path.exists(tool):
         h.log("(c') skipped: %s is not built" % tool)
         return
     h.log("(c') TCP over loopback alone, the bytes of %s's requests" % m)
+    served = os.path.join(run.raw, "ptperf_%s.csv" % m)
+    rows = list(csv.DictReader(open(served))) if os.path.exists(served) else []
+    forward = float(rows[0].get("server_compute_infer_us") or 800) if rows else 800
     for label, request, response in (("body", body + 384, 2000 + 320), ("no_body", 640, 320)):
-        run.sh([tool, "--label", label, "--request", request, "--response", response,
-                "--seconds", 2, "--csv", os.path.join(run.raw, "loopback.csv")], "loopback.log",
-               check=False)
+        for suffix, after in (("", 0), ("_idle", round(forward))):
+            run.sh([tool, "--label", label + suffix, "--request", request, "--response",
+                    response, "--answer-after-us", after, "--seconds", 2, "--csv",
+                    os.path.join(run.raw, "loopback.csv")], "loopback.log", check=False)
 
 
 def measure(run, cudart):

@@ -41,8 +41,24 @@ def test_rounds_of_the_asked_sizes_appended_to_one_csv(loopback_bin, tmp_path):
         assert 0 < float(r["p50_us"]) <= float(r["p90_us"]) < 1e6
 
 
+def test_answer_after_holds_each_answer_and_is_taken_off(loopback_bin, tmp_path):
+    out = tmp_path / "loopback.csv"
+    proc = run(loopback_bin, "--label", "idle", "--request", 640, "--response", 320,
+               "--answer-after-us", 2000, "--seconds", 0.3, "--csv", out)
+    assert proc.returncode == 0, proc.stderr
+    with open(out, newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert float(row["answer_after_us"]) == 2000
+    # Each measured round held its answer 2 ms: at most 0.3 s / 2 ms of
+    # them fit in the 0.3 s (answered at once, thousands would).
+    assert 0 < int(row["rounds"]) <= 151
+    # The 2 ms are taken off: what is left is the round trip itself.
+    assert 0 < float(row["p50_us"]) < 2000
+
+
 @pytest.mark.parametrize("args", [(), ("--request", 100), ("--request", 100, "--response", 0),
-                                  ("--request", 100, "--response", 10, "--seconds", 0)])
+                                  ("--request", 100, "--response", 10, "--seconds", 0),
+                                  ("--request", 100, "--response", 10, "--answer-after-us", -1)])
 def test_refuses_without_sizes_and_time(loopback_bin, args):
     proc = run(loopback_bin, *args)
     assert proc.returncode == 2

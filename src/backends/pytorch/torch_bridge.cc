@@ -855,17 +855,33 @@ uint64_t spin_below_ns() {
   return ns;
 }
 
+// Whether the timed wait spins once its sleep is over (the default), or
+// polls with kPoll sleeps as it did before 2026-12-07.
+// PTSERVE_CUDA_SPIN_TAIL=0 turns the spin off; read once. Why it spins: a
+// poll's 10 us sleep is a timer and, on the GPU hosts (virtual machines
+// without a cpuidle driver), a halted CPU to wake, so the sleeping poll saw
+// a batch's end late; docs/experiments/gpu-batch1-wait measured by how much.
+bool spin_tail() {
+  static const bool on = [] {
+    const char *v = std::getenv("PTSERVE_CUDA_SPIN_TAIL");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
 // Waits for the set's end event as wait_mode says. The timed wait sleeps
 // through 7/8 of the estimate less kLead (a batch may run faster than the
 // last one did: the other instances' work on the GPU comes and goes), then
-// polls every kPoll; past twice the estimate (plus kLate) it stops polling
-// and blocks. A batch estimated under spin_below_ns() is polled without
-// sleeps instead: on a small model each sleep's wake-up (a timer, the
-// scheduler, on a VM an exit) is longer than the whole batch on the device,
-// so polling with sleeps added most of the instance's time per batch
-// (docs/experiments/gpu-wait-ab, the mlp rows). The instance thread's timer slack
-// is cut to 1 us first: the kernel's default of 50 us would stretch every
-// poll's sleep by that much.
+// polls without sleeping until an eighth of the estimate plus kLead past it
+// (spin_tail: the spin costs that much CPU per batch at most, and sees the
+// end at once), then polls every kPoll; past twice the estimate (plus kLate)
+// it stops polling and blocks. A batch estimated under spin_below_ns() is
+// polled without sleeps from the start: on a small model each sleep's
+// wake-up (a timer, the scheduler, on a VM an exit) is longer than the whole
+// batch on the device, so polling with sleeps added most of the instance's
+// time per batch (docs/experiments/gpu-wait-ab, the mlp rows). The instance
+// thread's timer slack is cut to 1 us first: the kernel's default of 50 us
+// would stretch every sleep by that much.
 void wait_end(pts_torch_module *m, ForwardSet &fs) {
   constexpr uint64_t kLead = 100000, kPoll = 10000, kLate = 1000000;
   at::cuda::CUDAEvent &end = *fs.events[3];
@@ -873,8 +889,10 @@ void wait_end(pts_torch_module *m, ForwardSet &fs) {
     end.synchronize();
     return;
   }
-  const bool spin = m->est_ns < spin_below_ns();
-  if (!spin) {
+  const bool small = m->est_ns < spin_below_ns();
+  uint64_t give_up = fs.begin_ns + 2 * m->est_ns + kLate;
+  uint64_t spin_until = small ? give_up : fs.begin_ns + m->est_ns / 8 * 9 + kLead;
+  if (!small) {
     static thread_local bool slack_set = false;
     if (!slack_set) {
       prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -882,14 +900,15 @@ void wait_end(pts_torch_module *m, ForwardSet &fs) {
     }
     uint64_t wake = fs.begin_ns + m->est_ns / 8 * 7, now = steady_ns();
     if (now + kLead < wake) sleep_ns(wake - kLead - now);
+    if (!spin_tail()) spin_until = 0;
   }
-  uint64_t give_up = fs.begin_ns + 2 * m->est_ns + kLate;
   while (!end.query()) {
-    if (steady_ns() > give_up) {
+    uint64_t now = steady_ns();
+    if (now > give_up) {
       end.synchronize();
       return;
     }
-    if (!spin) sleep_ns(kPoll);
+    if (now > spin_until) sleep_ns(kPoll);
   }
 }
 #endif

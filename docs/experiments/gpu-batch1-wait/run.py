@@ -1,0 +1,86 @@
+"""The batch-1 CUDA graph at concurrency 1, with and without the timed
+wait's spin at the end (issue 46, part 4). One device call, after
+bench/gpu's build (ptserve, ptperf, bench_loopback) and gen_models.py:
+
+    python3 docs/experiments/gpu-batch1-wait/run.py MODELS OUT
+
+With the bench's own code (bench/gpu/run.py), in this order:
+1. PyTorch's batch-1 graph as its process's only GPU work (torch_ref.py
+   --graph-first): the target's base;
+2. four servers, one after the other, each holding resnet50_fp16_graph
+   alone: the spin on (the default), off (PTSERVE_CUDA_SPIN_TAIL=0, the
+   wait as it was), off, on; each measures concurrency 1 over HTTP with
+   the image in the body, from system and from CUDA shared memory;
+3. bench_loopback over the same bytes, answered at once and after the
+   forward's time (the client waiting as long as for the model).
+Prints one table; the raw CSVs stay in OUT, one folder per server.
+"""
+import csv
+import os
+import shutil
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.join(ROOT, "bench", "gpu"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+models, out = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+os.environ["BENCH_RAW"] = out
+os.environ.setdefault("BENCH_INTERVAL_MS", "1000")
+os.environ.setdefault("BENCH_MAX_TRIALS", "5")
+os.environ.setdefault("BENCH_REF_SECONDS", "0.7")
+import report  # noqa: E402
+import run as bench  # noqa: E402
+
+m = "resnet50_fp16_graph"
+repo = os.path.join(out, "repo")
+os.makedirs(repo, exist_ok=True)
+if not os.path.exists(os.path.join(repo, m)):
+    os.symlink(os.path.join(models, m), os.path.join(repo, m))
+r = bench.Run()
+r.torch_ref(os.path.join(models, "resnet50_fp16", "1", "model.pt"), "FP16", "3,224,224",
+            "resnet50_fp16_first", "1", "--graph-first")
+cudart = bench.find_cudart()
+SETTINGS = (("spin", "1", "on"), ("nospin", "0", "off"))
+order = [SETTINGS[0], SETTINGS[1], SETTINGS[1], SETTINGS[0]]
+for i, (name, value, _) in enumerate(order):
+    r.raw = os.path.join(out, "%d-%s" % (i + 1, name))
+    os.makedirs(r.raw, exist_ok=True)
+    os.environ["PTSERVE_CUDA_SPIN_TAIL"] = value
+    r.start(repo, "wait")
+    del os.environ["PTSERVE_CUDA_SPIN_TAIL"]
+    if i == 0:
+        r.probe_cuda_shm(m, cudart)
+    bench.graph_batch1(r, m)
+    r.server.stop()
+r.raw = out
+# loopback() answers after the forward of the HTTP row it finds in OUT.
+shutil.copy(os.path.join(out, "1-spin", "ptperf_%s.csv" % m), out)
+bench.loopback(r, m)
+
+
+def rows(path):
+    return list(csv.DictReader(open(path))) if os.path.exists(path) else []
+
+
+base = float(rows(os.path.join(out, "torch.csv"))[0]["p50_us"])
+floor = {x["label"]: float(x["p50_us"]) for x in rows(os.path.join(out, "loopback.csv"))}
+print("base (PyTorch's graph, the process's only GPU work): %.0f us; target %.0f us"
+      % (base, base + report.GRAPH_MARGIN_US))
+print("TCP alone, same bytes (answered at once / after the forward): body %.0f / %.0f us, "
+      "no body %.0f / %.0f us" % (floor.get("body", 0), floor.get("body_idle", 0),
+                                  floor.get("no_body", 0), floor.get("no_body_idle", 0)))
+print("| server | spin at the end | load | p50 | server request | input | infer | "
+      "HTTP and client | server CPU µs/req |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+for i, (name, _, on) in enumerate(order):
+    for suffix, how in (("", "HTTP, binary tensors"), ("_shm", "system shared memory"),
+                        ("_cudashm", "CUDA shared memory")):
+        x = rows(os.path.join(out, "%d-%s" % (i + 1, name), "ptperf_%s%s.csv" % (m, suffix)))
+        if x:
+            x = x[0]
+            print("| %d | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
+                i + 1, on, how, float(x["p50_us"]), float(x["server_request_us"]),
+                float(x["server_compute_input_us"]), float(x["server_compute_infer_us"]),
+                float(x["client_overhead_us"]), float(x["server_cpu_us"])))
