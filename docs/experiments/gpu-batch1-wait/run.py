@@ -7,9 +7,9 @@ bench/gpu's build (ptserve, ptperf, bench_loopback) and gen_models.py:
 With the bench's own code (bench/gpu/run.py), in this order:
 1. PyTorch's batch-1 graph as its process's only GPU work (torch_ref.py
    --graph-first): the target's base;
-2. four servers, one after the other, each holding resnet50_fp16_graph
-   alone: the spin on (the default), off (PTSERVE_CUDA_SPIN_TAIL=0, the
-   wait as it was), off, on; each measures concurrency 1 over HTTP with
+2. four servers (WAIT_SERVERS), one after the other, each holding
+   resnet50_fp16_graph alone: the spin on (the default), off
+   (PTSERVE_CUDA_SPIN_TAIL=0, the wait as it was), off, on, ...; each measures concurrency 1 over HTTP with
    the image in the body, from system and from CUDA shared memory;
 3. bench_loopback over the same bytes, answered at once and after the
    forward's time (the client waiting as long as for the model).
@@ -43,7 +43,9 @@ r.torch_ref(os.path.join(models, "resnet50_fp16", "1", "model.pt"), "FP16", "3,2
             "resnet50_fp16_first", "1", "--graph-first")
 cudart = bench.find_cudart()
 SETTINGS = (("spin", "1", "on"), ("nospin", "0", "off"))
-order = [SETTINGS[0], SETTINGS[1], SETTINGS[1], SETTINGS[0]]
+# WAIT_SERVERS (default 4): how many servers, in the order on, off, off,
+# on, on, off, off, on, ...
+order = [SETTINGS[(i + 1) // 2 % 2] for i in range(int(os.environ.get("WAIT_SERVERS", "4")))]
 for i, (name, value, _) in enumerate(order):
     r.raw = os.path.join(out, "%d-%s" % (i + 1, name))
     os.makedirs(r.raw, exist_ok=True)
