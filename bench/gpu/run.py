@@ -37,7 +37,8 @@ from the offline bundle .bundle/debs when present), numpy and requests.
    (c) the batch-1 CUDA-graph model at concurrency 1;
    (c') a diagnostic, not a reference: TCP over loopback alone carrying
        the bytes of (c)'s requests and answers (bench_loopback), the floor
-       under its HTTP and client share on this host;
+       under its HTTP and client share on this host: answered at once, and
+       answered after the forward's time, the client waiting as for (c);
    (d) first-request latency of a fresh server with and without warmup
        (BENCH_SKIP_FIRST=1 leaves it out);
    BENCH_SET=aoti instead: the FP16 ResNet-50 as an AOTInductor package,

@@ -151,9 +151,10 @@ def test_waiting_for_the_gpu_does_not_spin(start_server, tmp_path):
     """Requests one after the other to a model that keeps the GPU busy
     about 40-60 ms each, the same server binary waiting each way in the
     same run (PTSERVE_CUDA_WAIT): with the default timed wait (sleep
-    through the expected time, then poll) and with the blocking-sync wait,
-    the server's CPU time is a small share of the wall time and well under
-    that of the polling wait (spin). Records CPU per request and the
+    through the expected time, then poll), with its spinning end
+    (PTSERVE_CUDA_SPIN_TAIL=1: at most an eighth of the batch and 100 µs)
+    and with the blocking-sync wait, the server's CPU time is a small share
+    of the wall time and well under that of the polling wait (spin). Records CPU per request and the
     threads that used it."""
     repo = busy_repo(tmp_path)
     x = np.random.RandomState(3).randn(1, 4096).astype(np.float32)
@@ -163,7 +164,8 @@ def test_waiting_for_the_gpu_does_not_spin(start_server, tmp_path):
     n = 20
     got = {}
     for mode, env in (("spin", {"PTSERVE_CUDA_WAIT": "spin"}),
-                      ("blocking", {"PTSERVE_CUDA_WAIT": "block"}), ("timed (default)", None)):
+                      ("blocking", {"PTSERVE_CUDA_WAIT": "block"}), ("timed (default)", None),
+                      ("timed, spin tail", {"PTSERVE_CUDA_SPIN_TAIL": "1"})):
         s = start_server(repo, env=env)
         r = infer_busy(s, x)  # the first runs settle the profiling executor
         out = np.array(r.json()["outputs"][0]["data"], np.float32).reshape(1, 4096)
@@ -177,7 +179,7 @@ def test_waiting_for_the_gpu_does_not_spin(start_server, tmp_path):
                                 ", ".join("%s %.1f ms" % (k, v / n * 1e3) for k, v in top)))
         got[mode] = (wall, cpu)
         s.stop()
-    for mode in ("blocking", "timed (default)"):
+    for mode in ("blocking", "timed (default)", "timed, spin tail"):
         wall, cpu = got[mode]
         assert wall / n > 0.005, "the model was meant to keep the GPU busy for a while"
         assert cpu < 0.5 * wall, (mode, got)

@@ -8,8 +8,8 @@ With the bench's own code (bench/gpu/run.py), in this order:
 1. PyTorch's batch-1 graph as its process's only GPU work (torch_ref.py
    --graph-first): the target's base;
 2. four servers (WAIT_SERVERS), one after the other, each holding
-   resnet50_fp16_graph alone: the spin on (the default), off
-   (PTSERVE_CUDA_SPIN_TAIL=0, the wait as it was), off, on, ...; each measures concurrency 1 over HTTP with
+   resnet50_fp16_graph alone: the spin on (PTSERVE_CUDA_SPIN_TAIL=1), off
+   (=0, the default), off, on, ...; each measures concurrency 1 over HTTP with
    the image in the body, from system and from CUDA shared memory;
 3. bench_loopback over the same bytes, answered at once and after the
    forward's time (the client waiting as long as for the model).

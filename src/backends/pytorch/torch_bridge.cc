@@ -855,16 +855,18 @@ uint64_t spin_below_ns() {
   return ns;
 }
 
-// Whether the timed wait spins once its sleep is over (the default), or
-// polls with kPoll sleeps as it did before 2026-12-07.
-// PTSERVE_CUDA_SPIN_TAIL=0 turns the spin off; read once. Why it spins: a
-// poll's 10 us sleep is a timer and, on the GPU hosts (virtual machines
-// without a cpuidle driver), a halted CPU to wake, so the sleeping poll saw
-// a batch's end late; docs/experiments/gpu-batch1-wait measured by how much.
+// Whether the timed wait spins once its sleep is over, instead of polling
+// with kPoll sleeps: PTSERVE_CUDA_SPIN_TAIL=1 turns it on (off by default);
+// read once. On an H100 host it cut the input phase of the batch-1 CUDA
+// graph at concurrency 1 by 9-15 us (medians of 6 servers each way), not
+// enough to change which batch-1 targets are met, and cost the server 60-150
+// us of CPU per request there and 170-255 us on the eager ResNet-50s, which
+// put those over issue 46's 500 us (docs/experiments/gpu-batch1-wait). A
+// deployment that trades a core for those microseconds turns it on.
 bool spin_tail() {
   static const bool on = [] {
     const char *v = std::getenv("PTSERVE_CUDA_SPIN_TAIL");
-    return !(v && std::strcmp(v, "0") == 0);
+    return v && std::strcmp(v, "1") == 0;
   }();
   return on;
 }
@@ -872,15 +874,15 @@ bool spin_tail() {
 // Waits for the set's end event as wait_mode says. The timed wait sleeps
 // through 7/8 of the estimate less kLead (a batch may run faster than the
 // last one did: the other instances' work on the GPU comes and goes), then
-// polls without sleeping until an eighth of the estimate plus kLead past it
-// (spin_tail: the spin costs that much CPU per batch at most, and sees the
-// end at once), then polls every kPoll; past twice the estimate (plus kLate)
-// it stops polling and blocks. A batch estimated under spin_below_ns() is
-// polled without sleeps from the start: on a small model each sleep's
-// wake-up (a timer, the scheduler, on a VM an exit) is longer than the whole
-// batch on the device, so polling with sleeps added most of the instance's
-// time per batch (docs/experiments/gpu-wait-ab, the mlp rows). The instance
-// thread's timer slack is cut to 1 us first: the kernel's default of 50 us
+// polls every kPoll (with spin_tail: without sleeping until an eighth of
+// the estimate plus kLead past it, that much CPU per batch at most, then
+// every kPoll); past twice the estimate (plus kLate) it stops polling and
+// blocks. A batch estimated under spin_below_ns() is polled without sleeps
+// from the start: on a small model each sleep's wake-up (a timer, the
+// scheduler, on a VM an exit) is longer than the whole batch on the device,
+// so polling with sleeps added most of the instance's time per batch
+// (docs/experiments/gpu-wait-ab, the mlp rows). The instance thread's
+// timer slack is cut to 1 us first: the kernel's default of 50 us
 // would stretch every sleep by that much.
 void wait_end(pts_torch_module *m, ForwardSet &fs) {
   constexpr uint64_t kLead = 100000, kPoll = 10000, kLate = 1000000;
