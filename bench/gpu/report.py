@@ -459,6 +459,23 @@ def main(raw, out):
                           f("server_compute_output_us"),
                           own - f("server_queue_us") - f("server_compute_input_us")
                           - f("server_compute_output_us"), f("client_overhead_us"), transport))
+    # The body's price: the HTTP row against the system shared-memory row
+    # of the same run, which carries no image. TCP alone's share is the
+    # difference of bench_loopback's two floors (the same bytes with and
+    # without the body); the input phase's, the server's statistics; the
+    # rest is ptserve's and ptperf's own handling of the bigger request.
+    body, shm = served.get(graph_model), served.get(graph_model + "_shm")
+    if body and shm and "body" in floor and "no_body" in floor:
+        b, h = body[0], shm[0]
+        f = lambda r, k: float(r.get(k) or 0)
+        more = f(b, "p50_us") - f(h, "p50_us")
+        tcp = float(floor["body"]["p50_us"]) - float(floor["no_body"]["p50_us"])
+        inp = f(b, "server_compute_input_us") - f(h, "server_compute_input_us")
+        md.append("| ↳ the image in the body: HTTP, binary tensors against HTTP, system shared "
+                  "memory | %+.0f µs at p50 | TCP alone carrying the body %+.0f (the floors' "
+                  "difference), the server's input phase %+.0f, the rest (ptserve's and "
+                  "ptperf's handling of the bigger request) %+.0f |"
+                  % (more, tcp, inp, more - tcp - inp))
     # The server's replay timed faster than the base (by more than noise)
     # means the reference is not PyTorch at its best: a graph replays
     # ~100 µs faster in a process that has run no other kernel
