@@ -53,7 +53,6 @@ from the offline bundle .bundle/debs when present), numpy and requests.
    measured by setting it for this command, and BENCH_SERVER_ARGS adds
    flags to its command line; the report's command names both.
 """
-import csv
 import os
 import shutil
 import subprocess
@@ -354,6 +353,29 @@ def main():
     report.main(run.raw, out)
 
 
+def batch1_alone(models, out):
+    """For the one-call experiments on the batch-1 graph model
+    (docs/experiments/gpu-batch1-*): raw files in `out`, short windows
+    unless set, a repository in out/repo holding resnet50_fp16_graph alone
+    (the other models' graphs are not captured, so a server loads quickly),
+    and PyTorch's batch-1 graph as its process's only GPU work measured
+    first, the target's base. Returns the Run and the repository."""
+    os.makedirs(out, exist_ok=True)
+    os.environ["BENCH_RAW"] = out
+    os.environ.setdefault("BENCH_INTERVAL_MS", "1000")
+    os.environ.setdefault("BENCH_MAX_TRIALS", "5")
+    os.environ.setdefault("BENCH_REF_SECONDS", "0.7")
+    m = "resnet50_fp16_graph"
+    repo = os.path.join(out, "repo")
+    os.makedirs(repo, exist_ok=True)
+    if not os.path.exists(os.path.join(repo, m)):
+        os.symlink(os.path.join(models, m), os.path.join(repo, m))
+    run = Run()
+    run.torch_ref(os.path.join(models, "resnet50_fp16", "1", "model.pt"), "FP16", "3,224,224",
+                  "resnet50_fp16_first", "1", "--graph-first")
+    return run, repo
+
+
 def graph_batch1(run, m):
     """(c) the set's batch-1 CUDA-graph model at concurrency 1, its input
     in the body, in system and in CUDA shared memory."""
@@ -379,8 +401,7 @@ def loopback(run, m):
         h.log("(c') skipped: %s is not built" % tool)
         return
     h.log("(c') TCP over loopback alone, the bytes of %s's requests" % m)
-    served = os.path.join(run.raw, "ptperf_%s.csv" % m)
-    rows = list(csv.DictReader(open(served))) if os.path.exists(served) else []
+    rows = report.read_csv(os.path.join(run.raw, "ptperf_%s.csv" % m))
     forward = float(rows[0].get("server_compute_infer_us") or 800) if rows else 800
     for label, request, response in (("body", body + 384, 2000 + 320), ("no_body", 640, 320)):
         for suffix, after in (("", 0), ("_idle", round(forward))):

@@ -13,7 +13,6 @@ In this order, with the bench's own code (bench/gpu/run.py):
 3. the server stopped, bench_loopback: TCP alone carrying those bytes.
 Prints one table; the raw CSVs stay in OUT.
 """
-import csv
 import os
 import sys
 
@@ -21,23 +20,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "bench", "gpu"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-models, out = sys.argv[1], sys.argv[2]
-os.makedirs(out, exist_ok=True)
-os.environ["BENCH_RAW"] = out
-os.environ.setdefault("BENCH_INTERVAL_MS", "1000")
-os.environ.setdefault("BENCH_MAX_TRIALS", "5")
-os.environ.setdefault("BENCH_REF_SECONDS", "0.7")
 import report  # noqa: E402
 import run as bench  # noqa: E402
 
+models, out = sys.argv[1], sys.argv[2]
 m = "resnet50_fp16_graph"
-repo = os.path.join(out, "repo")
-os.makedirs(repo, exist_ok=True)
-if not os.path.exists(os.path.join(repo, m)):
-    os.symlink(os.path.join(models, m), os.path.join(repo, m))
-r = bench.Run()
-r.torch_ref(os.path.join(models, "resnet50_fp16", "1", "model.pt"), "FP16", "3,224,224",
-            "resnet50_fp16_first", "1", "--graph-first")
+r, repo = bench.batch1_alone(models, out)
 r.start(repo, "transport")
 r.probe_cuda_shm(m, bench.find_cudart())
 bench.graph_batch1(r, m)
@@ -46,8 +34,7 @@ bench.loopback(r, m)
 
 
 def rows(name):
-    path = os.path.join(out, name)
-    return list(csv.DictReader(open(path))) if os.path.exists(path) else []
+    return report.read_csv(os.path.join(out, name))
 
 
 base = float(rows("torch.csv")[0]["p50_us"])

@@ -15,7 +15,6 @@ With the bench's own code (bench/gpu/run.py), in this order:
    forward's time (the client waiting as long as for the model).
 Prints one table; the raw CSVs stay in OUT, one folder per server.
 """
-import csv
 import os
 import shutil
 import sys
@@ -24,23 +23,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "bench", "gpu"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-models, out = sys.argv[1], sys.argv[2]
-os.makedirs(out, exist_ok=True)
-os.environ["BENCH_RAW"] = out
-os.environ.setdefault("BENCH_INTERVAL_MS", "1000")
-os.environ.setdefault("BENCH_MAX_TRIALS", "5")
-os.environ.setdefault("BENCH_REF_SECONDS", "0.7")
 import report  # noqa: E402
 import run as bench  # noqa: E402
 
+models, out = sys.argv[1], sys.argv[2]
 m = "resnet50_fp16_graph"
-repo = os.path.join(out, "repo")
-os.makedirs(repo, exist_ok=True)
-if not os.path.exists(os.path.join(repo, m)):
-    os.symlink(os.path.join(models, m), os.path.join(repo, m))
-r = bench.Run()
-r.torch_ref(os.path.join(models, "resnet50_fp16", "1", "model.pt"), "FP16", "3,224,224",
-            "resnet50_fp16_first", "1", "--graph-first")
+r, repo = bench.batch1_alone(models, out)
 cudart = bench.find_cudart()
 SETTINGS = (("spin", "1", "on"), ("nospin", "0", "off"))
 # WAIT_SERVERS (default 4): how many servers, in the order on, off, off,
@@ -62,8 +50,7 @@ shutil.copy(os.path.join(out, "1-spin", "ptperf_%s.csv" % m), out)
 bench.loopback(r, m)
 
 
-def rows(path):
-    return list(csv.DictReader(open(path))) if os.path.exists(path) else []
+rows = report.read_csv
 
 
 base = float(rows(os.path.join(out, "torch.csv"))[0]["p50_us"])
