@@ -82,14 +82,14 @@ static void no_delay(int fd) {
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) die("TCP_NODELAY");
 }
 
-/* The server's side: a request in, the response out, until the client
- * goes (the process exits then). */
 static double now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* The server's side: a request in, the response out, until the client
+ * goes (the process exits then). */
 static void *serve(void *arg) {
   const struct peer *p = arg;
   int fd = accept(p->listener, NULL, NULL);

@@ -154,8 +154,8 @@ def test_waiting_for_the_gpu_does_not_spin(start_server, tmp_path):
     through the expected time, then poll), with its spinning end
     (PTSERVE_CUDA_SPIN_TAIL=1: at most an eighth of the batch and 100 µs)
     and with the blocking-sync wait, the server's CPU time is a small share
-    of the wall time and well under that of the polling wait (spin). Records CPU per request and the
-    threads that used it."""
+    of the wall time and well under that of the polling wait (spin).
+    Records CPU per request and the threads that used it."""
     repo = busy_repo(tmp_path)
     x = np.random.RandomState(3).randn(1, 4096).astype(np.float32)
     with torch.inference_mode():
